@@ -1,0 +1,533 @@
+/*
+ * qkvfuse: fused attention-prologue operators for LLM inference.
+ *
+ * One operator, stages chosen by a descriptor, applied to the output of the
+ * fused QKV projection, token by token:
+ *
+ *   split q/k/v -> (dequant int32) -> per-head RMSNorm on q and k -> RoPE on q
+ *   and k -> (quantize k and v) -> write q_out, optional k_out/v_out, and
+ *   scatter k and v into a KV cache.
+ *
+ * The contract of every stage is SPEC.md (shipped as docs/SPEC.md); the
+ * choices this header makes where SPEC.md is silent are written next to the
+ * field they concern and collected in docs/API.md.
+ *
+ * Conventions
+ *   - Shapes are written [dim0, dim1, ...], outermost first. T is the number of
+ *     tokens, Nq/Nkv the query and key/value heads, D the head dim, R the rotary
+ *     dims, H = (Nq + 2*Nkv) * D the width of one qkv row.
+ *   - Strides are in elements, like DLPack. Every tensor's innermost dimension
+ *     must have stride 1 (element-contiguous rows); outer dimensions may have any
+ *     non-negative stride that keeps written elements distinct.
+ *   - All sizes and index arithmetic are 64-bit.
+ *   - Every function returns a qkvfuse_status; on anything but QKVFUSE_SUCCESS,
+ *     qkvfuse_last_error() (thread-local) names the argument, what was expected
+ *     and what was given, and no output or cache byte has changed.
+ *   - Thread safety: plans are immutable after creation; qkvfuse_run may be
+ *     called on one plan from many threads (and CUDA streams) at once.
+ *   - No function here allocates or synchronizes inside qkvfuse_run; a CUDA-graph
+ *     capture of qkvfuse_run (and of the named one-call operators) is valid.
+ *
+ * The library is C11 with a C ABI; this header is valid C and C++.
+ */
+#ifndef QKVFUSE_H
+#define QKVFUSE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define QKVFUSE_VERSION_MAJOR 0
+#define QKVFUSE_VERSION_MINOR 1
+#define QKVFUSE_VERSION_PATCH 0
+#define QKVFUSE_VERSION_NUMBER \
+  (QKVFUSE_VERSION_MAJOR * 10000 + QKVFUSE_VERSION_MINOR * 100 + QKVFUSE_VERSION_PATCH)
+
+#if defined(_WIN32) && defined(QKVFUSE_BUILDING_SHARED)
+#define QKVFUSE_API __declspec(dllexport)
+#elif defined(__GNUC__) && defined(QKVFUSE_BUILDING)
+#define QKVFUSE_API __attribute__((visibility("default")))
+#else
+#define QKVFUSE_API
+#endif
+
+/** @return QKVFUSE_VERSION_NUMBER of the library actually linked. */
+QKVFUSE_API unsigned qkvfuse_version_number(void);
+
+/* ------------------------------------------------------------------------- */
+/* Status codes. The numbers are frozen: new codes are only ever appended.    */
+/* ------------------------------------------------------------------------- */
+
+typedef enum qkvfuse_status {
+  QKVFUSE_SUCCESS = 0,
+  QKVFUSE_ERROR_NULL_POINTER = 1,   /* a required pointer (tensor, data, plan) is NULL */
+  QKVFUSE_ERROR_INVALID_VALUE = 2,  /* an option or scalar is out of range (D, R, eps, enum...) */
+  QKVFUSE_ERROR_DTYPE = 3,          /* a tensor's dtype is not allowed there */
+  QKVFUSE_ERROR_SHAPE = 4,          /* a tensor's shape does not match */
+  QKVFUSE_ERROR_STRIDE = 5,         /* a tensor's strides are not supported (see conventions) */
+  QKVFUSE_ERROR_ALIGNMENT = 6,      /* a data pointer is not aligned to its element size */
+  QKVFUSE_ERROR_OVERLAP = 7,        /* an output overlaps an input or another output */
+  QKVFUSE_ERROR_OUT_OF_RANGE = 8,   /* data-dependent: a position, slot or index outside its table */
+  QKVFUSE_ERROR_BAD_SCALE = 9,      /* data-dependent: a zero or non-finite quantization scale/offset */
+  QKVFUSE_ERROR_DEVICE = 10,        /* tensors on different devices, or a device the plan was not made for */
+  QKVFUSE_ERROR_UNSUPPORTED = 11,   /* valid request this build cannot serve (e.g. CUDA tensors, no CUDA) */
+  QKVFUSE_ERROR_CUDA = 12,          /* the CUDA runtime reported an error (message carries it) */
+  QKVFUSE_ERROR_OUT_OF_MEMORY = 13, /* host allocation failed (plan creation only) */
+  QKVFUSE_ERROR_VERSION = 14        /* a struct's struct_size/version is not one this library knows */
+} qkvfuse_status;
+
+/** @return a static, human-readable name for a status ("QKVFUSE_ERROR_SHAPE"). */
+QKVFUSE_API const char *qkvfuse_status_string(qkvfuse_status status);
+
+/**
+ * @return the message of the last failed call on this thread (thread-local,
+ * valid until the next qkvfuse call on this thread), or "" if the last call
+ * succeeded. Example: "k_cache: shape[2] must be num_kv_heads = 8 for layout
+ * paged [blocks, block_size, Nkv, D]; got 4".
+ */
+QKVFUSE_API const char *qkvfuse_last_error(void);
+
+/* ------------------------------------------------------------------------- */
+/* Tensors: a DLPack-compatible descriptor.                                    */
+/* ------------------------------------------------------------------------- */
+
+/* dtype = (DLPack type code << 8) | bits, lanes = 1: the mapping to DLPack's
+ * (code, bits, lanes) is one-to-one in both directions. 0 means "none". */
+#define QKVFUSE_DTYPE_CODE(dlpack_code, bits) (((dlpack_code) << 8) | (bits))
+typedef enum qkvfuse_dtype {
+  QKVFUSE_DTYPE_NONE = 0,
+  QKVFUSE_DTYPE_INT8 = QKVFUSE_DTYPE_CODE(0, 8),         /* kDLInt      */
+  QKVFUSE_DTYPE_INT32 = QKVFUSE_DTYPE_CODE(0, 32),       /* kDLInt      */
+  QKVFUSE_DTYPE_INT64 = QKVFUSE_DTYPE_CODE(0, 64),       /* kDLInt      */
+  QKVFUSE_DTYPE_FLOAT16 = QKVFUSE_DTYPE_CODE(2, 16),     /* kDLFloat    */
+  QKVFUSE_DTYPE_FLOAT32 = QKVFUSE_DTYPE_CODE(2, 32),     /* kDLFloat    */
+  QKVFUSE_DTYPE_BFLOAT16 = QKVFUSE_DTYPE_CODE(4, 16),    /* kDLBfloat   */
+  QKVFUSE_DTYPE_FLOAT8_E4M3FN = QKVFUSE_DTYPE_CODE(10, 8) /* kDLFloat8_e4m3fn (OCP, no inf) */
+} qkvfuse_dtype;
+
+/** @return the dtype for DLPack (code, bits, lanes), or QKVFUSE_DTYPE_NONE if
+ *  the library does not handle that type. */
+QKVFUSE_API qkvfuse_dtype qkvfuse_dtype_from_dlpack(uint8_t code, uint8_t bits, uint16_t lanes);
+/** @return size of one element in bytes (0 for an unknown dtype). */
+QKVFUSE_API size_t qkvfuse_dtype_size(qkvfuse_dtype dtype);
+/** @return a static name: "float32", "bfloat16", "float8_e4m3fn", ... ("?" if unknown). */
+QKVFUSE_API const char *qkvfuse_dtype_name(qkvfuse_dtype dtype);
+
+/* Device types use DLPack's DLDeviceType numbers. */
+typedef enum qkvfuse_device_type {
+  QKVFUSE_DEVICE_CPU = 1,  /* kDLCPU  */
+  QKVFUSE_DEVICE_CUDA = 2  /* kDLCUDA */
+} qkvfuse_device_type;
+
+#define QKVFUSE_MAX_DIMS 6
+
+/* A strided view of memory. The element at index (i0, ..., i{n-1}) lives at
+ * (char *)data + sizeof(element) * sum_k i_k * strides[k]. */
+typedef struct qkvfuse_tensor {
+  void *data;                          /* first element; may be NULL only if the tensor has 0 elements */
+  qkvfuse_dtype dtype;
+  qkvfuse_device_type device_type;
+  int32_t device_id;                   /* CUDA ordinal; 0 for CPU */
+  int32_t ndim;                        /* 0..QKVFUSE_MAX_DIMS (0 = scalar, one element) */
+  int64_t shape[QKVFUSE_MAX_DIMS];     /* sizes, each >= 0 */
+  int64_t strides[QKVFUSE_MAX_DIMS];   /* in elements, each >= 0 */
+} qkvfuse_tensor;
+
+/**
+ * Fill *t as a row-major contiguous tensor on the CPU (device_type CPU, id 0).
+ * Convenience for callers who do not have a DLPack tensor at hand; set
+ * device_type/device_id afterwards for device memory.
+ * @return QKVFUSE_SUCCESS, or QKVFUSE_ERROR_INVALID_VALUE if ndim is out of range.
+ */
+QKVFUSE_API qkvfuse_status qkvfuse_tensor_init(qkvfuse_tensor *t, void *data, qkvfuse_dtype dtype,
+                                               int32_t ndim, const int64_t *shape);
+
+/* ------------------------------------------------------------------------- */
+/* Options.                                                                    */
+/* ------------------------------------------------------------------------- */
+
+/* Where the per-token cos/sin of RoPE come from. */
+typedef enum qkvfuse_rope_source {
+  QKVFUSE_ROPE_NONE = 0,          /* no RoPE (rotary_dim must be 0) */
+  QKVFUSE_ROPE_COS_SIN_CACHE = 1, /* args.cos_sin_cache [max_pos, R] + args.positions [T] (vLLM) */
+  QKVFUSE_ROPE_COS_SIN = 2,       /* args.cos [T, R] and args.sin [T, R], full length (CANN) */
+  QKVFUSE_ROPE_COMPUTED = 3       /* from desc.rope_theta + desc.rope_scaling and args.positions [T] */
+} qkvfuse_rope_source;
+
+/* Which dims of a head form a rotated pair. */
+typedef enum qkvfuse_rope_style {
+  QKVFUSE_ROPE_NEOX = 0,        /* pair i = (i, i + R/2), i < R/2 (GPT-NeoX, half split) */
+  QKVFUSE_ROPE_INTERLEAVED = 1  /* pair i = (2i, 2i + 1) (GPT-J) */
+} qkvfuse_rope_style;
+
+/* Frequency scaling rules (for QKVFUSE_ROPE_COMPUTED and qkvfuse_build_cos_sin_cache).
+ * The base inverse frequencies are inv_freq[i] = theta^(-2i/R), i < R/2. */
+typedef enum qkvfuse_rope_scaling_type {
+  QKVFUSE_ROPE_SCALING_NONE = 0,
+  QKVFUSE_ROPE_SCALING_LINEAR = 1, /* position interpolation: inv_freq /= factor */
+  QKVFUSE_ROPE_SCALING_NTK = 2,    /* static NTK-aware: theta' = theta * factor^(R/(R-2)) */
+  QKVFUSE_ROPE_SCALING_LLAMA3 = 3, /* Llama 3.1 wavelength bands (factor, low/high_freq_factor,
+                                      original_max_position) */
+  QKVFUSE_ROPE_SCALING_YARN = 4    /* YaRN ramp between interpolated and extrapolated
+                                      frequencies (factor, beta_fast, beta_slow,
+                                      original_max_position, extrapolation_factor); cos and
+                                      sin are multiplied by mscale = (0.1 ln(factor) + 1) *
+                                      attn_factor (1 when factor <= 1) */
+} qkvfuse_rope_scaling_type;
+
+typedef struct qkvfuse_rope_scaling {
+  qkvfuse_rope_scaling_type type;
+  double factor;                /* > 0; linear, ntk, llama3, yarn. 1 = no change */
+  int64_t original_max_position;/* llama3 and yarn: the training context, > 0 */
+  double low_freq_factor;       /* llama3 (Llama 3.1: 1) */
+  double high_freq_factor;      /* llama3 (Llama 3.1: 4), > low_freq_factor */
+  double beta_fast;             /* yarn (default 32) */
+  double beta_slow;             /* yarn (default 1) */
+  double extrapolation_factor;  /* yarn (default 1) */
+  double attn_factor;           /* yarn (default 1) */
+} qkvfuse_rope_scaling;
+
+#define QKVFUSE_ROPE_SCALING_INIT \
+  { QKVFUSE_ROPE_SCALING_NONE, 1.0, 0, 1.0, 4.0, 32.0, 1.0, 1.0, 1.0 }
+
+/* Quantization of k (after RoPE) and v into the caches. Scales are float32,
+ * either one per tensor (args.*_scale has 1 element) or one per (kv head, dim)
+ * channel ([Nkv, D] or flat [Nkv*D]); the granularity follows the tensor. */
+typedef enum qkvfuse_quant_mode {
+  QKVFUSE_QUANT_NONE = 0,      /* cache dtype float32 / float16 / bfloat16: value rounded to it */
+  QKVFUSE_QUANT_INT8_SYM = 1,  /* q = sat8(rint(x / scale)); int8 cache */
+  QKVFUSE_QUANT_INT8_ASYM = 2, /* q = sat8(rint(x / scale + offset)); int8 cache, args.*_offset */
+  QKVFUSE_QUANT_FP8_E4M3 = 3   /* q = e4m3fn(x / scale), saturating to +-448; float8_e4m3fn cache */
+} qkvfuse_quant_mode;
+/* NaN in quantization: int8 modes write 0; fp8 writes the e4m3fn NaN (0x7F/0xFF
+ * keeping the sign). +-Inf saturates (int8: 127/-128, fp8: +-448). */
+
+/* Where token t's k and v rows go in args.k_cache / args.v_cache. The slot of
+ * token t is args.slot_mapping[t]; -1 means "skip this token" (its q and k_out/
+ * v_out rows are still written). c = 32 bytes / element size of the cache. */
+typedef enum qkvfuse_cache_layout {
+  QKVFUSE_CACHE_NONE = 0,       /* no caches */
+  QKVFUSE_CACHE_PAGED = 1,      /* [blocks, block_size, Nkv, D]; slot s -> [s / block_size][s % block_size]
+                                   (vLLM NHD; CANN "page": the cache viewed as [-1, Nkv, D], row s) */
+  QKVFUSE_CACHE_PAGED_HND = 2,  /* [blocks, Nkv, block_size, D]; same block and row, head-major (FlashInfer HND) */
+  QKVFUSE_CACHE_NZ = 3,         /* [blocks, Nkv*D/c, block_size, c]; element j = h*D + d of the token's row ->
+                                   [s / block_size][j / c][s % block_size][j % c] (CANN PA_NZ) */
+  QKVFUSE_CACHE_CONTIGUOUS = 4  /* [batch, max_seq, Nkv, D]; the input is [B, S, H] (or [B, H], S = 1) and
+                                   slot_mapping is [B] start indices: token t = b*S + i -> [b][slot_mapping[b] + i]
+                                   (CANN contiguous); slot_mapping[b] = -1 skips batch b */
+} qkvfuse_cache_layout;
+
+/* Intermediate rounding. */
+typedef enum qkvfuse_rounding {
+  QKVFUSE_ROUNDING_FUSED = 0,         /* float32 throughout, each output rounded once (RNE) */
+  QKVFUSE_ROUNDING_UNFUSED_PARITY = 1 /* round to the I/O dtype (q_out's dtype) after the dequant (int32
+                                         input), after the norm and after RoPE, as a chain of separate kernels
+                                         storing model-dtype tensors does; k_out, v_out and the quantizers
+                                         read those rounded values. Bit-identical to the stage-by-stage path
+                                         (vllm-ascend kernel; PyTorch composition with float32 math inside
+                                         each stage). */
+} qkvfuse_rounding;
+
+/* Which implementation runs. AUTO picks the fastest for the plan's device. */
+typedef enum qkvfuse_backend {
+  QKVFUSE_BACKEND_AUTO = 0,
+  QKVFUSE_BACKEND_REFERENCE = 1, /* scalar C reference of SPEC.md, single thread: the oracle */
+  QKVFUSE_BACKEND_CPU = 2,       /* optimized CPU path */
+  QKVFUSE_BACKEND_CUDA = 3       /* CUDA kernels (tensors on a CUDA device) */
+} qkvfuse_backend;
+
+/* ------------------------------------------------------------------------- */
+/* The core operator: descriptor -> plan -> run.                               */
+/* ------------------------------------------------------------------------- */
+
+#define QKVFUSE_DESC_VERSION 1
+
+/* Static configuration of one attention layer's prologue. Start from
+ * QKVFUSE_DESC_INIT so that fields added in later versions get defaults. */
+typedef struct qkvfuse_desc {
+  uint32_t struct_size;         /* sizeof(qkvfuse_desc) */
+  uint32_t version;             /* QKVFUSE_DESC_VERSION */
+
+  int64_t num_q_heads;          /* Nq >= 1 */
+  int64_t num_kv_heads;         /* Nkv >= 1, divides Nq (GQA; Nkv = Nq is MHA) */
+  int64_t head_dim;             /* D: even, 16..512 */
+  int64_t rotary_dim;           /* R: even, 0 < R <= D (R < D: partial RoPE); 0 with QKVFUSE_ROPE_NONE */
+
+  qkvfuse_device_type device_type; /* where the tensors of qkvfuse_run will live */
+  int32_t device_id;
+  qkvfuse_backend backend;      /* AUTO, or force one (QKVFUSE_ERROR_UNSUPPORTED if it cannot serve) */
+  int32_t num_threads;          /* CPU backends: 0 = library default; reference ignores it */
+
+  /* RMSNorm: y = x / sqrt(mean(x^2) + eps) * g + beta, per head, float32. */
+  int32_t q_norm;               /* 1: normalize q heads with args.q_gamma [D] (args.q_beta optional) */
+  int32_t k_norm;               /* 1: normalize k heads with args.k_gamma [D] (args.k_beta optional) */
+  float eps;                    /* > 0 and finite; default 1e-6 */
+  int32_t gamma_offset;         /* 1: use (1 + g) instead of g (Gemma-style weights) */
+
+  /* RoPE on the first R dims of every q and k head. */
+  qkvfuse_rope_source rope_source;
+  qkvfuse_rope_style rope_style;
+  double rope_theta;            /* QKVFUSE_ROPE_COMPUTED: base, > 1 (e.g. 10000, 500000) */
+  qkvfuse_rope_scaling rope_scaling; /* QKVFUSE_ROPE_COMPUTED only */
+
+  /* KV cache. */
+  qkvfuse_cache_layout cache_layout;
+  qkvfuse_quant_mode k_quant;   /* must match args.k_cache's dtype */
+  qkvfuse_quant_mode v_quant;   /* must match args.v_cache's dtype */
+
+  qkvfuse_rounding rounding;
+} qkvfuse_desc;
+
+#define QKVFUSE_DESC_INIT                                                              \
+  {                                                                                    \
+    sizeof(qkvfuse_desc), QKVFUSE_DESC_VERSION, 0, 0, 0, 0, QKVFUSE_DEVICE_CPU, 0,     \
+        QKVFUSE_BACKEND_AUTO, 0, 0, 0, 1e-6f, 0, QKVFUSE_ROPE_NONE, QKVFUSE_ROPE_NEOX, \
+        10000.0, QKVFUSE_ROPE_SCALING_INIT, QKVFUSE_CACHE_NONE, QKVFUSE_QUANT_NONE,    \
+        QKVFUSE_QUANT_NONE, QKVFUSE_ROUNDING_FUSED                                     \
+  }
+
+#define QKVFUSE_ARGS_VERSION 1
+
+/* The tensors of one call. Pointers to absent optional tensors are NULL.
+ * "T" is the number of tokens: qkv's leading dims flattened. Any tensor listed
+ * as [T, X] may also be given with its leading dims split ([B, S, X]) or its
+ * trailing dims split ([T, N, D]), as long as the split dims are collapsible. */
+typedef struct qkvfuse_args {
+  uint32_t struct_size;              /* sizeof(qkvfuse_args) */
+  uint32_t version;                  /* QKVFUSE_ARGS_VERSION */
+
+  /* input */
+  const qkvfuse_tensor *qkv;         /* [T, H] or [B, S, H]; float32/float16/bfloat16, or int32 (dequant);
+                                        row stride >= H */
+  const qkvfuse_tensor *weight_scale;/* [H] float32; required iff qkv is int32 */
+  const qkvfuse_tensor *act_scale;   /* [T] float32; optional, int32 qkv only (1 when absent) */
+  const qkvfuse_tensor *bias;        /* [H] float32/float16/bfloat16/int32; optional, int32 qkv only,
+                                        added after scaling */
+
+  /* RMSNorm */
+  const qkvfuse_tensor *q_gamma;     /* [D] float32/float16/bfloat16; iff desc.q_norm */
+  const qkvfuse_tensor *k_gamma;     /* [D]; iff desc.k_norm */
+  const qkvfuse_tensor *q_beta;      /* [D]; optional, desc.q_norm only */
+  const qkvfuse_tensor *k_beta;      /* [D]; optional, desc.k_norm only */
+
+  /* RoPE */
+  const qkvfuse_tensor *positions;   /* [T] int32/int64; COS_SIN_CACHE: in [0, max_pos); COMPUTED: in [0, 2^31) */
+  const qkvfuse_tensor *cos_sin_cache; /* [max_pos, R] float32/float16/bfloat16; row p = [cos_0..cos_{R/2-1} |
+                                          sin_0..sin_{R/2-1}] */
+  const qkvfuse_tensor *cos;         /* [T, R] float32/float16/bfloat16, full length, used as given */
+  const qkvfuse_tensor *sin;         /* [T, R], same dtype as cos */
+
+  /* cache */
+  const qkvfuse_tensor *slot_mapping;/* [T] int32/int64 (paged, paged_hnd, nz) or [B] (contiguous); -1 skips */
+  const qkvfuse_tensor *k_scale;     /* float32, [1] or [Nkv, D]; iff desc.k_quant != NONE; nonzero, finite */
+  const qkvfuse_tensor *v_scale;     /* float32, [1] or [Nkv, D]; iff desc.v_quant != NONE */
+  const qkvfuse_tensor *k_offset;    /* float32, same shape as k_scale; iff desc.k_quant == INT8_ASYM; finite */
+  const qkvfuse_tensor *v_offset;    /* float32, same shape as v_scale; iff desc.v_quant == INT8_ASYM */
+
+  /* outputs */
+  const qkvfuse_tensor *q_out;       /* [T, Nq*D]; required. dtype: qkv's or float32 for float qkv; for
+                                        int32 qkv float32 or the cos/sin (cos_sin_cache) dtype, any float
+                                        dtype when RoPE has no table. May be exactly the q columns of qkv
+                                        (in place: same data pointer, row stride and dtype) */
+  const qkvfuse_tensor *k_out;       /* [T, Nkv*D] k after RoPE, before quantization; optional; dtype as
+                                        q_out's rule. May be exactly the k columns of qkv (in place) */
+  const qkvfuse_tensor *v_out;       /* [T, Nkv*D] v, before quantization; optional; dtype as q_out's rule;
+                                        never in place */
+  const qkvfuse_tensor *k_cache;     /* layout of desc.cache_layout; iff desc.cache_layout != NONE */
+  const qkvfuse_tensor *v_cache;     /* same layout, blocks and block_size as k_cache; dtype per desc.v_quant */
+
+  /* data-dependent error report (optional): a uint32 on the tensors' device that
+   * the run ORs QKVFUSE_DATA_ERROR_* bits into. On the CPU a data error is also
+   * returned as a status before anything is written; on CUDA it is only
+   * recorded here (the offending token's outputs and cache rows are not written,
+   * nothing is read out of bounds) and read by the caller after the stream
+   * synchronizes. */
+  uint32_t *error_flags;
+} qkvfuse_args;
+
+#define QKVFUSE_ARGS_INIT                                                                         \
+  {                                                                                               \
+    sizeof(qkvfuse_args), QKVFUSE_ARGS_VERSION, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, \
+        NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL            \
+  }
+
+#define QKVFUSE_DATA_ERROR_POSITION 1u /* a position outside [0, max_pos) (or negative, COMPUTED) */
+#define QKVFUSE_DATA_ERROR_SLOT 2u     /* a slot or contiguous index outside the cache */
+#define QKVFUSE_DATA_ERROR_SCALE 4u    /* a zero or non-finite scale, or a non-finite offset */
+
+typedef struct qkvfuse_plan qkvfuse_plan;
+
+/**
+ * Validate a descriptor and choose the backend.
+ * @param desc  the configuration; read only during the call.
+ * @param plan  out: a new plan, to be released with qkvfuse_plan_destroy.
+ * @return QKVFUSE_SUCCESS, or the status of the first bad field (message names it).
+ */
+QKVFUSE_API qkvfuse_status qkvfuse_plan_create(const qkvfuse_desc *desc, qkvfuse_plan **plan);
+
+/** Release a plan; NULL is accepted and does nothing. */
+QKVFUSE_API void qkvfuse_plan_destroy(qkvfuse_plan *plan);
+
+/** @return a static name of the backend the plan runs on ("reference", "cpu-avx512",
+ *  "cuda", ...), or "?" for NULL. */
+QKVFUSE_API const char *qkvfuse_plan_backend_name(const qkvfuse_plan *plan);
+
+/**
+ * Run the fused chain once.
+ * @param plan    from qkvfuse_plan_create.
+ * @param args    the tensors; validated against the plan before anything is written.
+ * @param stream  CUDA plans: the cudaStream_t to enqueue on (NULL = legacy default
+ *                stream); CPU plans: ignored. No allocation and no host
+ *                synchronization happen inside, so the call can be captured in a CUDA graph.
+ * @return QKVFUSE_SUCCESS, or an error status (nothing written).
+ */
+QKVFUSE_API qkvfuse_status qkvfuse_run(const qkvfuse_plan *plan, const qkvfuse_args *args, void *stream);
+
+/* ------------------------------------------------------------------------- */
+/* The three named operators: the seeds' own arguments, one call each.        */
+/* They build the equivalent descriptor, validate, and run on the device of    */
+/* their tensors with the default backend; they allocate nothing.             */
+/* ------------------------------------------------------------------------- */
+
+/**
+ * vllm-ascend split_qkv_rmsnorm_rope: float input, RMSNorm on q and k (optional
+ * beta), RoPE from cos_sin_cache + positions, outputs q, k and v (v copied).
+ *
+ * @param input          [T, q_hidden_size + 2*kv_hidden_size] float32/float16/bfloat16
+ * @param q_weight       [head_dim] RMSNorm gamma of q
+ * @param k_weight       [head_dim] RMSNorm gamma of k
+ * @param q_hidden_size  Nq * head_dim
+ * @param kv_hidden_size Nkv * head_dim
+ * @param head_dim       D
+ * @param eps            RMSNorm epsilon (> 0)
+ * @param cos_sin_cache  [max_pos, rope_dim]
+ * @param positions      [T] int32/int64
+ * @param rope_dim       R; 0 means head_dim (the seed's None)
+ * @param q_bias         [head_dim] beta of q, or NULL
+ * @param k_bias         [head_dim] beta of k, or NULL (given iff q_bias is)
+ * @param is_neox        1: neox pairs (the seed's only mode); 0: interleaved pairs
+ * @param q_out          [T, q_hidden_size], dtype of input (or float32)
+ * @param k_out          [T, kv_hidden_size]
+ * @param v_out          [T, kv_hidden_size]
+ * @param error_flags    optional, see qkvfuse_args.error_flags
+ * @param stream         CUDA stream or NULL
+ */
+QKVFUSE_API qkvfuse_status qkvfuse_split_qkv_rmsnorm_rope(
+    const qkvfuse_tensor *input, const qkvfuse_tensor *q_weight, const qkvfuse_tensor *k_weight,
+    int64_t q_hidden_size, int64_t kv_hidden_size, int64_t head_dim, double eps,
+    const qkvfuse_tensor *cos_sin_cache, const qkvfuse_tensor *positions, int64_t rope_dim,
+    const qkvfuse_tensor *q_bias, const qkvfuse_tensor *k_bias, int is_neox,
+    const qkvfuse_tensor *q_out, const qkvfuse_tensor *k_out, const qkvfuse_tensor *v_out,
+    uint32_t *error_flags, void *stream);
+
+/**
+ * CANN QkvRmsNormRopeCache: RMSNorm, RoPE from per-token cos/sin (neox), k and v
+ * quantized (none / int8 symmetric / int8 asymmetric, per-channel [N, D] scales)
+ * and scattered by index into the caches (-1 skips).
+ *
+ * @param qkv        [B*S, (Nq+Nk+Nv)*D] float16/bfloat16 (float32 accepted)
+ * @param q_gamma    [D]
+ * @param k_gamma    [D]
+ * @param cos        [B*S, D] (or [B*S, 1, D]), same dtype family as qkv
+ * @param sin        like cos
+ * @param index      [B*S] int64 (int32 accepted): slot of each token, -1 skips
+ * @param q_out      [B*S, Nq*D]
+ * @param k_cache    cache_mode layout; int8 when k is quantized, else qkv's dtype
+ * @param v_cache    like k_cache
+ * @param k_scale    [Nk, D] float32 iff k_cache is int8, else NULL
+ * @param v_scale    [Nv, D] float32 iff v_cache is int8, else NULL
+ * @param k_offset   [Nk, D] float32 for asymmetric k quantization, else NULL
+ * @param v_offset   [Nv, D] float32 for asymmetric v quantization, else NULL
+ * @param q_out_before_quant  [B*S, Nq*D] or NULL: a copy of q_out (q is never quantized)
+ * @param k_out_before_quant  [B*S, Nk*D] or NULL: k after RoPE, before quantization
+ * @param v_out_before_quant  [B*S, Nv*D] or NULL: v before quantization
+ * @param qkv_size   {B, S, N, D}: N = Nq + Nk + Nv
+ * @param head_nums  {Nq, Nk, Nv}: Nk = Nv
+ * @param epsilon    RMSNorm epsilon; the seed's default is 1e-6
+ * @param cache_mode "PA_NZ" (the seed's only mode; NULL means it), "PA_BNSD" (paged_hnd), "PA"
+ *                   or "PA_BSND" (paged)
+ * @param is_output_qkv  1: write the *_before_quant outputs (which must then be given)
+ */
+QKVFUSE_API qkvfuse_status qkvfuse_qkv_rmsnorm_rope_cache(
+    const qkvfuse_tensor *qkv, const qkvfuse_tensor *q_gamma, const qkvfuse_tensor *k_gamma,
+    const qkvfuse_tensor *cos, const qkvfuse_tensor *sin, const qkvfuse_tensor *index,
+    const qkvfuse_tensor *q_out, const qkvfuse_tensor *k_cache, const qkvfuse_tensor *v_cache,
+    const qkvfuse_tensor *k_scale, const qkvfuse_tensor *v_scale, const qkvfuse_tensor *k_offset,
+    const qkvfuse_tensor *v_offset, const qkvfuse_tensor *q_out_before_quant,
+    const qkvfuse_tensor *k_out_before_quant, const qkvfuse_tensor *v_out_before_quant,
+    const int64_t qkv_size[4], const int64_t head_nums[3], double epsilon, const char *cache_mode,
+    int is_output_qkv, uint32_t *error_flags, void *stream);
+
+/**
+ * CANN DequantRopeQuantKvcache: optional int32 dequant, split by size_splits,
+ * RoPE from per-token cos/sin (neox, no RMSNorm), int8 quantization of k and v
+ * (symmetric, or asymmetric when offsets are given), write to the caches.
+ *
+ * @param x              [B, S, H] or [B, H]; float16/bfloat16/float32, or int32 (dequant)
+ * @param cos            [B, S, 1, D] or [B, D] (R = D); float16/bfloat16/float32
+ * @param sin            like cos
+ * @param k_cache        [C1, C2, Nkv, D] int8 (cache_mode "contiguous": [batch, max_seq, Nkv, D];
+ *                       "page": [blocks, block_size, Nkv, D])
+ * @param v_cache        like k_cache
+ * @param indices        int32/int64; "contiguous": [B] start position per batch; "page": [B*S] slots;
+ *                       -1 skips
+ * @param scale_k        [Nkv, D] or [Nkv*D] float32
+ * @param scale_v        like scale_k
+ * @param offset_k       like scale_k, or NULL (symmetric)
+ * @param offset_v       like scale_k, or NULL
+ * @param weight_scale   [H] float32; required iff x is int32
+ * @param activation_scale [B*S] float32 or NULL; int32 x only
+ * @param bias           [H] float32/float16/bfloat16/int32 or NULL; int32 x only
+ * @param size_splits    {Nq*D, Nkv*D, Nkv*D}
+ * @param quant_mode     "static" (NULL means it)
+ * @param layout         "BSND" (NULL means it)
+ * @param kv_output      1: write k_out and v_out (which must then be given)
+ * @param cache_mode     "contiguous" (NULL means it) or "page"
+ * @param q_out          [B, S, Nq, D] or [B, Nq, D] (any collapsible view of [T, Nq*D]); dtype of cos
+ * @param k_out          [T, Nkv*D] or NULL when kv_output is 0
+ * @param v_out          [T, Nkv*D] or NULL when kv_output is 0
+ */
+QKVFUSE_API qkvfuse_status qkvfuse_dequant_rope_quant_kvcache(
+    const qkvfuse_tensor *x, const qkvfuse_tensor *cos, const qkvfuse_tensor *sin,
+    const qkvfuse_tensor *k_cache, const qkvfuse_tensor *v_cache, const qkvfuse_tensor *indices,
+    const qkvfuse_tensor *scale_k, const qkvfuse_tensor *scale_v, const qkvfuse_tensor *offset_k,
+    const qkvfuse_tensor *offset_v, const qkvfuse_tensor *weight_scale,
+    const qkvfuse_tensor *activation_scale, const qkvfuse_tensor *bias, const int64_t size_splits[3],
+    const char *quant_mode, const char *layout, int kv_output, const char *cache_mode,
+    const qkvfuse_tensor *q_out, const qkvfuse_tensor *k_out, const qkvfuse_tensor *v_out,
+    uint32_t *error_flags, void *stream);
+
+/* ------------------------------------------------------------------------- */
+/* cos/sin cache builder.                                                       */
+/* ------------------------------------------------------------------------- */
+
+/**
+ * Fill cos_sin_cache [max_pos, R] (float32/float16/bfloat16, CPU memory) with
+ * row p = [cos(p*f_0)..cos(p*f_{R/2-1}) | sin(p*f_0)..sin(p*f_{R/2-1})] * mscale,
+ * where f_i are theta's inverse frequencies after the scaling rule. Angles are
+ * reduced in double precision, so rows stay accurate far beyond 2^24.
+ * R is the tensor's shape[1] (even, >= 2); max_pos its shape[0].
+ * @return QKVFUSE_SUCCESS, or the status naming the bad argument.
+ */
+QKVFUSE_API qkvfuse_status qkvfuse_build_cos_sin_cache(double theta, const qkvfuse_rope_scaling *scaling,
+                                                       const qkvfuse_tensor *cos_sin_cache);
+
+/**
+ * The inverse frequencies f_i (i < rotary_dim/2) and the cos/sin multiplier
+ * (mscale; 1 except for YaRN) that a rule yields, in double precision.
+ * rotary_dim: even, >= 2. scaling may be NULL (no scaling), here and in
+ * qkvfuse_build_cos_sin_cache.
+ * @param inv_freq out: rotary_dim/2 values.
+ * @param mscale   out (may be NULL).
+ */
+QKVFUSE_API qkvfuse_status qkvfuse_rope_inv_freq(double theta, const qkvfuse_rope_scaling *scaling,
+                                                 int64_t rotary_dim, double *inv_freq, double *mscale);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* QKVFUSE_H */

@@ -1,0 +1,140 @@
+/* Descriptor validation, backend choice, and the run entry point. */
+#include "core/plan.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/backends.h"
+#include "core/error.h"
+
+static int is_bool(int32_t v) { return v == 0 || v == 1; }
+
+static qkvfuse_status check_desc(const qkvfuse_desc *d) {
+  QF_CHECK(d->num_q_heads >= 1, QKVFUSE_ERROR_INVALID_VALUE, "num_q_heads: must be >= 1; got %lld",
+           (long long)d->num_q_heads);
+  QF_CHECK(d->num_kv_heads >= 1, QKVFUSE_ERROR_INVALID_VALUE, "num_kv_heads: must be >= 1; got %lld",
+           (long long)d->num_kv_heads);
+  QF_CHECK(d->num_q_heads % d->num_kv_heads == 0, QKVFUSE_ERROR_INVALID_VALUE,
+           "num_kv_heads: must divide num_q_heads = %lld (GQA); got %lld", (long long)d->num_q_heads,
+           (long long)d->num_kv_heads);
+  QF_CHECK(d->num_q_heads <= ((int64_t)1 << 24) && d->num_kv_heads <= ((int64_t)1 << 24), QKVFUSE_ERROR_INVALID_VALUE,
+           "num_q_heads: must be <= 2^24; got %lld", (long long)d->num_q_heads);
+  QF_CHECK(d->head_dim >= QF_MIN_HEAD_DIM && d->head_dim <= QF_MAX_HEAD_DIM && d->head_dim % 2 == 0,
+           QKVFUSE_ERROR_INVALID_VALUE, "head_dim: must be even and in [%d, %d]; got %lld", QF_MIN_HEAD_DIM,
+           QF_MAX_HEAD_DIM, (long long)d->head_dim);
+  QF_CHECK(d->rope_source >= QKVFUSE_ROPE_NONE && d->rope_source <= QKVFUSE_ROPE_COMPUTED,
+           QKVFUSE_ERROR_INVALID_VALUE, "rope_source: unknown value %d", (int)d->rope_source);
+  QF_CHECK(d->rope_style == QKVFUSE_ROPE_NEOX || d->rope_style == QKVFUSE_ROPE_INTERLEAVED,
+           QKVFUSE_ERROR_INVALID_VALUE, "rope_style: unknown value %d", (int)d->rope_style);
+  if (d->rope_source == QKVFUSE_ROPE_NONE) {
+    QF_CHECK(d->rotary_dim == 0, QKVFUSE_ERROR_INVALID_VALUE,
+             "rotary_dim: must be 0 with rope_source none; got %lld", (long long)d->rotary_dim);
+  } else {
+    QF_CHECK(d->rotary_dim >= 2 && d->rotary_dim <= d->head_dim && d->rotary_dim % 2 == 0,
+             QKVFUSE_ERROR_INVALID_VALUE, "rotary_dim: must be even and in [2, head_dim = %lld]; got %lld",
+             (long long)d->head_dim, (long long)d->rotary_dim);
+  }
+  QF_CHECK(d->eps > 0.0f && isfinite(d->eps), QKVFUSE_ERROR_INVALID_VALUE, "eps: must be finite and > 0; got %g",
+           (double)d->eps);
+  QF_CHECK(is_bool(d->q_norm), QKVFUSE_ERROR_INVALID_VALUE, "q_norm: must be 0 or 1; got %d", (int)d->q_norm);
+  QF_CHECK(is_bool(d->k_norm), QKVFUSE_ERROR_INVALID_VALUE, "k_norm: must be 0 or 1; got %d", (int)d->k_norm);
+  QF_CHECK(is_bool(d->gamma_offset), QKVFUSE_ERROR_INVALID_VALUE, "gamma_offset: must be 0 or 1; got %d",
+           (int)d->gamma_offset);
+  QF_CHECK(d->cache_layout >= QKVFUSE_CACHE_NONE && d->cache_layout <= QKVFUSE_CACHE_CONTIGUOUS,
+           QKVFUSE_ERROR_INVALID_VALUE, "cache_layout: unknown value %d", (int)d->cache_layout);
+  QF_CHECK(d->k_quant >= QKVFUSE_QUANT_NONE && d->k_quant <= QKVFUSE_QUANT_FP8_E4M3, QKVFUSE_ERROR_INVALID_VALUE,
+           "k_quant: unknown value %d", (int)d->k_quant);
+  QF_CHECK(d->v_quant >= QKVFUSE_QUANT_NONE && d->v_quant <= QKVFUSE_QUANT_FP8_E4M3, QKVFUSE_ERROR_INVALID_VALUE,
+           "v_quant: unknown value %d", (int)d->v_quant);
+  QF_CHECK(d->cache_layout != QKVFUSE_CACHE_NONE || (d->k_quant == QKVFUSE_QUANT_NONE && d->v_quant == QKVFUSE_QUANT_NONE),
+           QKVFUSE_ERROR_INVALID_VALUE, "k_quant: quantization needs a cache; cache_layout is none");
+  QF_CHECK(d->rounding == QKVFUSE_ROUNDING_FUSED || d->rounding == QKVFUSE_ROUNDING_UNFUSED_PARITY,
+           QKVFUSE_ERROR_INVALID_VALUE, "rounding: unknown value %d", (int)d->rounding);
+  QF_CHECK(d->num_threads >= 0, QKVFUSE_ERROR_INVALID_VALUE, "num_threads: must be >= 0; got %d",
+           (int)d->num_threads);
+  QF_CHECK(d->device_type == QKVFUSE_DEVICE_CPU || d->device_type == QKVFUSE_DEVICE_CUDA,
+           QKVFUSE_ERROR_INVALID_VALUE, "device_type: must be cpu (1) or cuda (2); got %d", (int)d->device_type);
+  QF_CHECK(d->device_id >= 0, QKVFUSE_ERROR_INVALID_VALUE, "device_id: must be >= 0; got %d", (int)d->device_id);
+  QF_CHECK(d->backend >= QKVFUSE_BACKEND_AUTO && d->backend <= QKVFUSE_BACKEND_CUDA, QKVFUSE_ERROR_INVALID_VALUE,
+           "backend: unknown value %d", (int)d->backend);
+  return QKVFUSE_SUCCESS;
+}
+
+/* Choose the implementation for the plan's device. */
+static qkvfuse_status choose_backend(qkvfuse_plan *plan) {
+  const qkvfuse_desc *d = &plan->desc;
+  qkvfuse_backend b = d->backend;
+  if (d->device_type == QKVFUSE_DEVICE_CUDA) {
+    QF_CHECK(b == QKVFUSE_BACKEND_AUTO || b == QKVFUSE_BACKEND_CUDA, QKVFUSE_ERROR_UNSUPPORTED,
+             "backend: %s runs on the CPU; the plan's device is cuda",
+             b == QKVFUSE_BACKEND_REFERENCE ? "reference" : "cpu");
+    return qf_cuda_plan(plan);
+  }
+  QF_CHECK(b != QKVFUSE_BACKEND_CUDA, QKVFUSE_ERROR_UNSUPPORTED,
+           "backend: cuda needs device_type cuda; the plan's device is cpu");
+  if (b == QKVFUSE_BACKEND_CPU || b == QKVFUSE_BACKEND_AUTO) {
+    qkvfuse_status s = qf_cpu_plan(plan);
+    if (s == QKVFUSE_SUCCESS || b == QKVFUSE_BACKEND_CPU) return s;
+    qf_clear_error(); /* AUTO: fall back to the reference */
+  }
+  plan->backend = QKVFUSE_BACKEND_REFERENCE;
+  plan->backend_name = "reference";
+  plan->run = qf_reference_run;
+  plan->num_threads = 1;
+  return QKVFUSE_SUCCESS;
+}
+
+qkvfuse_status qf_plan_init(qkvfuse_plan *plan, const qkvfuse_desc *desc) {
+  QF_CHECK(desc != NULL, QKVFUSE_ERROR_NULL_POINTER, "desc: NULL");
+  QF_CHECK(desc->struct_size == sizeof(qkvfuse_desc) && desc->version == QKVFUSE_DESC_VERSION, QKVFUSE_ERROR_VERSION,
+           "desc: struct_size/version must be %zu/%d (start from QKVFUSE_DESC_INIT); got %u/%u",
+           sizeof(qkvfuse_desc), QKVFUSE_DESC_VERSION, desc->struct_size, desc->version);
+  QF_FORWARD(check_desc(desc));
+  memset(plan, 0, sizeof *plan);
+  plan->desc = *desc;
+  plan->mscale = 1.0;
+  if (desc->rope_source == QKVFUSE_ROPE_COMPUTED) {
+    QF_FORWARD(qf_rope_inv_freq(desc->rope_theta, &desc->rope_scaling, desc->rotary_dim, plan->inv_freq,
+                                &plan->mscale, "rope_theta"));
+  }
+  return choose_backend(plan);
+}
+
+qkvfuse_status qkvfuse_plan_create(const qkvfuse_desc *desc, qkvfuse_plan **out) {
+  qf_clear_error();
+  QF_CHECK(out != NULL, QKVFUSE_ERROR_NULL_POINTER, "plan: the output pointer is NULL");
+  *out = NULL;
+  qkvfuse_plan *plan = (qkvfuse_plan *)malloc(sizeof *plan);
+  QF_CHECK(plan != NULL, QKVFUSE_ERROR_OUT_OF_MEMORY, "plan: out of host memory (%zu bytes)", sizeof *plan);
+  qkvfuse_status s = qf_plan_init(plan, desc);
+  if (s != QKVFUSE_SUCCESS) {
+    free(plan);
+    return s;
+  }
+  *out = plan;
+  return QKVFUSE_SUCCESS;
+}
+
+void qf_plan_release(qkvfuse_plan *plan) {
+  if (plan && plan->release) plan->release(plan);
+}
+
+void qkvfuse_plan_destroy(qkvfuse_plan *plan) {
+  qf_plan_release(plan);
+  free(plan);
+}
+
+const char *qkvfuse_plan_backend_name(const qkvfuse_plan *plan) { return plan ? plan->backend_name : "?"; }
+
+qkvfuse_status qf_plan_run(const qkvfuse_plan *plan, const qkvfuse_args *args, void *stream) {
+  qf_problem p;
+  QF_FORWARD(qf_resolve(plan, args, &p));
+  if (p.T == 0) return QKVFUSE_SUCCESS;
+  return plan->run(plan, &p, stream);
+}
+
+qkvfuse_status qkvfuse_run(const qkvfuse_plan *plan, const qkvfuse_args *args, void *stream) {
+  qf_clear_error();
+  return qf_plan_run(plan, args, stream);
+}

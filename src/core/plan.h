@@ -1,0 +1,59 @@
+/* The plan: a validated descriptor, the chosen backend and what can be
+ * computed once (inverse frequencies). Internal: the public type is opaque. */
+#ifndef QKVFUSE_CORE_PLAN_H
+#define QKVFUSE_CORE_PLAN_H
+
+#include "problem.h"
+#include "qkvfuse.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* A backend runs a validated problem. CPU backends may assume every
+ * data-dependent check passed; the CUDA backend must guard them itself. */
+typedef qkvfuse_status (*qf_backend_run_fn)(const qkvfuse_plan *plan, const qf_problem *p, void *stream);
+
+struct qkvfuse_plan {
+  qkvfuse_desc desc;       /* normalized copy (struct_size/version current) */
+  qkvfuse_backend backend; /* resolved: never AUTO */
+  const char *backend_name;
+  qf_backend_run_fn run;
+  int num_threads;         /* resolved thread count for CPU backends */
+  int isa;                 /* CPU backend: chosen instruction set (backend-defined) */
+  double inv_freq[QF_MAX_HEAD_DIM / 2]; /* COMPUTED: f_i, radians per position */
+  double mscale;
+  /* backend-owned state (device tables), released by `release` */
+  int device_sm_count;     /* CUDA: multiprocessors of the plan's device */
+  void *device_state;
+  void (*release)(struct qkvfuse_plan *plan);
+};
+
+/* Fill *plan from *desc without allocating (the named one-call operators keep
+ * the plan on the stack). qkvfuse_plan_create = malloc + this. */
+qkvfuse_status qf_plan_init(qkvfuse_plan *plan, const qkvfuse_desc *desc);
+
+/* qkvfuse_rope_inv_freq, naming the base `theta_name` in messages. */
+qkvfuse_status qf_rope_inv_freq(double theta, const qkvfuse_rope_scaling *s, int64_t R, double *inv_freq,
+                                double *mscale, const char *theta_name);
+
+/* Release what qf_plan_init acquired (device tables); the struct itself is
+ * the caller's. */
+void qf_plan_release(qkvfuse_plan *plan);
+
+/* Validate args against the plan (shapes, dtypes, strides, alignment, overlap;
+ * for CPU plans also positions, slots and scales) and resolve them into *p.
+ * Writes nothing but *p. */
+qkvfuse_status qf_resolve(const qkvfuse_plan *plan, const qkvfuse_args *args, qf_problem *p);
+
+/* qkvfuse_run without touching the thread's error message first. */
+qkvfuse_status qf_plan_run(const qkvfuse_plan *plan, const qkvfuse_args *args, void *stream);
+
+/* Backends. */
+qkvfuse_status qf_reference_run(const qkvfuse_plan *plan, const qf_problem *p, void *stream);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* QKVFUSE_CORE_PLAN_H */

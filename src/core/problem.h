@@ -1,0 +1,105 @@
+/* The validated, resolved form of one call: what every backend consumes.
+ *
+ * qkvfuse_run validates the public qkvfuse_args against the plan once
+ * (validate.c) and reduces every tensor to one of three shapes below. Backends
+ * never see qkvfuse_tensor; they see row views with an element row stride,
+ * contiguous vectors, and caches reduced to (block, row) + chunk addressing. */
+#ifndef QKVFUSE_CORE_PROBLEM_H
+#define QKVFUSE_CORE_PROBLEM_H
+
+#include <stdint.h>
+
+#include "qkvfuse.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define QF_MAX_HEAD_DIM 512
+#define QF_MIN_HEAD_DIM 16
+
+/* A matrix of `rows` rows of `cols` contiguous elements; row r starts `ld`
+ * elements after row r-1. data == NULL: absent. */
+typedef struct qf_mat {
+  void *data;
+  qkvfuse_dtype dtype;
+  int64_t rows, cols, ld;
+} qf_mat;
+
+/* A contiguous vector of n elements. data == NULL: absent. */
+typedef struct qf_vec {
+  const void *data;
+  qkvfuse_dtype dtype;
+  int64_t n;
+} qf_vec;
+
+/* A KV cache. A token's destination is a (block, row) pair; element j
+ * (0 <= j < Nkv*D) of its k or v row lives at element offset
+ *   block * s_block + row * s_row + (j / chunk) * s_chunk + (j % chunk)
+ * paged / paged_hnd / contiguous: chunk = D, s_chunk = the head stride;
+ * nz: chunk = c = 32 bytes / element size, s_chunk = stride of dim 1.
+ * For contiguous, block is the batch and row the sequence position. */
+typedef struct qf_cache {
+  void *data; /* NULL: absent */
+  qkvfuse_dtype dtype;
+  int64_t blocks, block_size;
+  int64_t s_block, s_row, s_chunk, chunk;
+} qf_cache;
+
+typedef struct qf_problem {
+  const qkvfuse_desc *desc; /* the plan's normalized descriptor */
+  int64_t T;                /* tokens */
+  int64_t B, S;             /* contiguous layout: T = B * S (else B = T, S = 1) */
+  int64_t Nq, Nkv, D, R, H; /* R = 0 without RoPE */
+  qkvfuse_dtype io_dtype;   /* q_out's dtype: the rounding target of unfused-parity mode */
+
+  qf_mat qkv; /* T x H */
+  qf_vec weight_scale, act_scale, bias;
+  qf_vec q_gamma, k_gamma, q_beta, k_beta;
+
+  qf_vec positions;       /* T */
+  qf_mat cos_sin_cache;   /* max_pos x R */
+  qf_mat cos, sin;        /* T x R */
+  const double *inv_freq; /* COMPUTED: R/2 inverse frequencies (radians per position) */
+  double mscale;          /* COMPUTED: multiplier of cos and sin */
+
+  qf_vec slot_mapping; /* T, or B for contiguous */
+  qf_vec k_scale, v_scale, k_offset, v_offset; /* n = 1 or Nkv*D */
+
+  qf_mat q_out, k_out, v_out; /* T x Nq*D, T x Nkv*D */
+  qf_cache k_cache, v_cache;
+  uint32_t *error_flags;
+} qf_problem;
+
+/* Destination of token t in the caches: returns 0 when the token is skipped
+ * (slot -1), else 1 with *block and *row set. The slots must have been
+ * validated (validate.c does it before a CPU backend runs). */
+static inline int qf_token_dest(const qf_problem *p, int64_t t, int64_t *block, int64_t *row) {
+  const qf_vec *sm = &p->slot_mapping;
+  if (p->desc->cache_layout == QKVFUSE_CACHE_CONTIGUOUS) {
+    int64_t b = t / p->S, i = t - b * p->S;
+    int64_t start = sm->dtype == QKVFUSE_DTYPE_INT64 ? ((const int64_t *)sm->data)[b]
+                                                     : (int64_t)((const int32_t *)sm->data)[b];
+    if (start == -1) return 0;
+    *block = b;
+    *row = start + i;
+    return 1;
+  }
+  int64_t s = sm->dtype == QKVFUSE_DTYPE_INT64 ? ((const int64_t *)sm->data)[t]
+                                               : (int64_t)((const int32_t *)sm->data)[t];
+  if (s == -1) return 0;
+  *block = s / p->k_cache.block_size;
+  *row = s - *block * p->k_cache.block_size;
+  return 1;
+}
+
+/* Element offset of element j of the row at (block, row). */
+static inline int64_t qf_cache_offset(const qf_cache *c, int64_t block, int64_t row, int64_t j) {
+  return block * c->s_block + row * c->s_row + (j / c->chunk) * c->s_chunk + (j % c->chunk);
+}
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* QKVFUSE_CORE_PROBLEM_H */

@@ -1,0 +1,279 @@
+/* dtypes, the tensor descriptor, and strided views. */
+#include "core/tensor.h"
+
+#include <stdio.h>
+#include <string.h>
+
+#include "core/error.h"
+
+/* ---- public dtype helpers ------------------------------------------------ */
+
+qkvfuse_dtype qkvfuse_dtype_from_dlpack(uint8_t code, uint8_t bits, uint16_t lanes) {
+  if (lanes != 1) return QKVFUSE_DTYPE_NONE;
+  int v = QKVFUSE_DTYPE_CODE((int)code, (int)bits);
+  switch (v) {
+    case QKVFUSE_DTYPE_INT8:
+    case QKVFUSE_DTYPE_INT32:
+    case QKVFUSE_DTYPE_INT64:
+    case QKVFUSE_DTYPE_FLOAT16:
+    case QKVFUSE_DTYPE_FLOAT32:
+    case QKVFUSE_DTYPE_BFLOAT16:
+    case QKVFUSE_DTYPE_FLOAT8_E4M3FN: return (qkvfuse_dtype)v;
+    default: return QKVFUSE_DTYPE_NONE;
+  }
+}
+
+size_t qkvfuse_dtype_size(qkvfuse_dtype dtype) {
+  switch (dtype) {
+    case QKVFUSE_DTYPE_INT8:
+    case QKVFUSE_DTYPE_FLOAT8_E4M3FN: return 1;
+    case QKVFUSE_DTYPE_FLOAT16:
+    case QKVFUSE_DTYPE_BFLOAT16: return 2;
+    case QKVFUSE_DTYPE_INT32:
+    case QKVFUSE_DTYPE_FLOAT32: return 4;
+    case QKVFUSE_DTYPE_INT64: return 8;
+    default: return 0;
+  }
+}
+
+const char *qkvfuse_dtype_name(qkvfuse_dtype dtype) {
+  switch (dtype) {
+    case QKVFUSE_DTYPE_INT8: return "int8";
+    case QKVFUSE_DTYPE_INT32: return "int32";
+    case QKVFUSE_DTYPE_INT64: return "int64";
+    case QKVFUSE_DTYPE_FLOAT16: return "float16";
+    case QKVFUSE_DTYPE_FLOAT32: return "float32";
+    case QKVFUSE_DTYPE_BFLOAT16: return "bfloat16";
+    case QKVFUSE_DTYPE_FLOAT8_E4M3FN: return "float8_e4m3fn";
+    default: return "?";
+  }
+}
+
+qkvfuse_status qkvfuse_tensor_init(qkvfuse_tensor *t, void *data, qkvfuse_dtype dtype, int32_t ndim,
+                                   const int64_t *shape) {
+  qf_clear_error();
+  QF_CHECK(t != NULL, QKVFUSE_ERROR_NULL_POINTER, "tensor: the qkvfuse_tensor pointer is NULL");
+  QF_CHECK(ndim >= 0 && ndim <= QKVFUSE_MAX_DIMS, QKVFUSE_ERROR_INVALID_VALUE,
+           "ndim: expected 0..%d; got %d", QKVFUSE_MAX_DIMS, (int)ndim);
+  QF_CHECK(ndim == 0 || shape != NULL, QKVFUSE_ERROR_NULL_POINTER, "shape: NULL with ndim = %d", (int)ndim);
+  memset(t, 0, sizeof *t);
+  t->data = data;
+  t->dtype = dtype;
+  t->device_type = QKVFUSE_DEVICE_CPU;
+  t->ndim = ndim;
+  int64_t stride = 1;
+  for (int k = ndim - 1; k >= 0; k--) {
+    t->shape[k] = shape[k];
+    t->strides[k] = stride;
+    stride *= shape[k] > 0 ? shape[k] : 1;
+  }
+  return QKVFUSE_SUCCESS;
+}
+
+/* ---- internal helpers ----------------------------------------------------- */
+
+unsigned qf_dtype_bit(qkvfuse_dtype dt) {
+  switch (dt) {
+    case QKVFUSE_DTYPE_FLOAT32: return QF_F32;
+    case QKVFUSE_DTYPE_FLOAT16: return QF_F16;
+    case QKVFUSE_DTYPE_BFLOAT16: return QF_BF16;
+    case QKVFUSE_DTYPE_INT32: return QF_I32;
+    case QKVFUSE_DTYPE_INT64: return QF_I64;
+    case QKVFUSE_DTYPE_INT8: return QF_I8;
+    case QKVFUSE_DTYPE_FLOAT8_E4M3FN: return QF_FP8;
+    default: return 0;
+  }
+}
+
+const char *qf_dtype_set_name(unsigned set) {
+  switch (set) {
+    case QF_FLOATS: return "float32, float16 or bfloat16";
+    case QF_FLOATS | QF_I32: return "float32, float16, bfloat16 or int32";
+    case QF_INDICES: return "int32 or int64";
+    case QF_F32: return "float32";
+    case QF_I8: return "int8";
+    case QF_FP8: return "float8_e4m3fn";
+    case QF_F32 | QF_F16: return "float32 or float16 (qkv's dtype or float32; for int32 qkv the RoPE table's)";
+    case QF_F32 | QF_BF16: return "float32 or bfloat16 (qkv's dtype or float32; for int32 qkv the RoPE table's)";
+    default: return "a supported dtype";
+  }
+}
+
+int64_t qf_numel(const qkvfuse_tensor *t) {
+  int64_t n = 1;
+  for (int k = 0; k < t->ndim; k++) n *= t->shape[k];
+  return n;
+}
+
+const char *qf_shape_str(const qkvfuse_tensor *t, char *buf, size_t n) {
+  size_t used = 0;
+  used += (size_t)snprintf(buf, n, "[");
+  for (int k = 0; k < t->ndim && used < n; k++)
+    used += (size_t)snprintf(buf + used, n - used, k ? ", %lld" : "%lld", (long long)t->shape[k]);
+  if (used < n) snprintf(buf + used, n - used, "]");
+  return buf;
+}
+
+qkvfuse_status qf_check_tensor(const char *name, const qkvfuse_tensor *t, unsigned dtypes, const qkvfuse_desc *desc) {
+  QF_CHECK(t != NULL, QKVFUSE_ERROR_NULL_POINTER, "%s: required, got NULL", name);
+  QF_CHECK(t->ndim >= 0 && t->ndim <= QKVFUSE_MAX_DIMS, QKVFUSE_ERROR_SHAPE, "%s: ndim must be 0..%d; got %d", name,
+           QKVFUSE_MAX_DIMS, (int)t->ndim);
+  for (int k = 0; k < t->ndim; k++) {
+    QF_CHECK(t->shape[k] >= 0, QKVFUSE_ERROR_SHAPE, "%s: shape[%d] must be >= 0; got %lld", name, k,
+             (long long)t->shape[k]);
+    QF_CHECK(t->strides[k] >= 0, QKVFUSE_ERROR_STRIDE, "%s: strides[%d] must be >= 0; got %lld", name, k,
+             (long long)t->strides[k]);
+  }
+  QF_CHECK(qf_dtype_bit(t->dtype) & dtypes, QKVFUSE_ERROR_DTYPE, "%s: dtype must be %s; got %s (code %d)", name,
+           qf_dtype_set_name(dtypes), qkvfuse_dtype_name(t->dtype), (int)t->dtype);
+  QF_CHECK(t->data != NULL || qf_numel(t) == 0, QKVFUSE_ERROR_NULL_POINTER, "%s: data is NULL", name);
+  size_t es = qkvfuse_dtype_size(t->dtype);
+  QF_CHECK((uintptr_t)t->data % es == 0, QKVFUSE_ERROR_ALIGNMENT,
+           "%s: data must be aligned to its element size (%zu bytes); got address %p", name, es, t->data);
+  QF_CHECK(t->device_type == desc->device_type, QKVFUSE_ERROR_DEVICE,
+           "%s: on device type %d (%s); the plan is for device type %d (%s)", name, (int)t->device_type,
+           t->device_type == QKVFUSE_DEVICE_CUDA ? "cuda" : t->device_type == QKVFUSE_DEVICE_CPU ? "cpu" : "?",
+           (int)desc->device_type, desc->device_type == QKVFUSE_DEVICE_CUDA ? "cuda" : "cpu");
+  QF_CHECK(desc->device_type == QKVFUSE_DEVICE_CPU || t->device_id == desc->device_id, QKVFUSE_ERROR_DEVICE,
+           "%s: on cuda:%d; the plan is for cuda:%d", name, (int)t->device_id, (int)desc->device_id);
+  return QKVFUSE_SUCCESS;
+}
+
+qkvfuse_status qf_view_mat(const char *name, const char *what, const qkvfuse_tensor *t, int64_t rows, int64_t cols,
+                           qf_mat *out) {
+  char sh[128];
+  /* trailing dims: multiply to cols */
+  int k = t->ndim;
+  int64_t prod = 1;
+  while (k > 0 && prod < cols) prod *= t->shape[--k];
+  int64_t lead = 1;
+  for (int j = 0; j < k; j++) lead *= t->shape[j];
+  QF_CHECK(prod == cols && lead == rows, QKVFUSE_ERROR_SHAPE, "%s: expected shape %s = [%lld, %lld] (or a view of it); got %s",
+           name, what, (long long)rows, (long long)cols, qf_shape_str(t, sh, sizeof sh));
+  int64_t expect = 1;
+  for (int j = t->ndim - 1; j >= k; j--) {
+    QF_CHECK(t->shape[j] == 1 || t->strides[j] == expect, QKVFUSE_ERROR_STRIDE,
+             "%s: the last dims (%lld elements of a row) must be contiguous; strides[%d] is %lld, expected %lld", name,
+             (long long)cols, j, (long long)t->strides[j], (long long)expect);
+    expect *= t->shape[j];
+  }
+  /* leading dims: collapse to one row stride */
+  int64_t ld = -1;
+  for (int j = k - 1; j >= 0; j--) {
+    if (t->shape[j] == 1) continue;
+    if (ld < 0) {
+      ld = t->strides[j];
+      expect = t->strides[j] * t->shape[j];
+    } else {
+      QF_CHECK(t->strides[j] == expect, QKVFUSE_ERROR_STRIDE,
+               "%s: the leading dims must collapse to one row stride; strides[%d] is %lld, expected %lld", name, j,
+               (long long)t->strides[j], (long long)expect);
+      expect *= t->shape[j];
+    }
+  }
+  if (ld < 0) ld = cols; /* at most one row */
+  QF_CHECK(rows <= 1 || ld >= cols, QKVFUSE_ERROR_STRIDE, "%s: row stride must be >= %lld (a row); got %lld", name,
+           (long long)cols, (long long)ld);
+  out->data = t->data;
+  out->dtype = t->dtype;
+  out->rows = rows;
+  out->cols = cols;
+  out->ld = ld;
+  return QKVFUSE_SUCCESS;
+}
+
+qkvfuse_status qf_view_vec(const char *name, const char *what, const qkvfuse_tensor *t, int64_t n, qf_vec *out) {
+  char sh[128];
+  QF_CHECK(qf_numel(t) == n, QKVFUSE_ERROR_SHAPE, "%s: expected %s = %lld elements; got shape %s", name, what,
+           (long long)n, qf_shape_str(t, sh, sizeof sh));
+  int64_t expect = 1;
+  for (int j = t->ndim - 1; j >= 0; j--) {
+    QF_CHECK(t->shape[j] == 1 || t->strides[j] == expect, QKVFUSE_ERROR_STRIDE,
+             "%s: must be contiguous; strides[%d] is %lld, expected %lld", name, j, (long long)t->strides[j],
+             (long long)expect);
+    expect *= t->shape[j];
+  }
+  out->data = t->data;
+  out->dtype = t->dtype;
+  out->n = n;
+  return QKVFUSE_SUCCESS;
+}
+
+/* ---- overlap --------------------------------------------------------------- */
+
+qf_span qf_span_of_mat(const char *name, const qf_mat *m) {
+  int64_t es = (int64_t)qkvfuse_dtype_size(m->dtype);
+  qf_span s = {name, (uintptr_t)m->data, m->rows, m->ld * es, m->cols * es};
+  if (m->rows == 0 || m->data == NULL) s.count = 0;
+  return s;
+}
+
+qf_span qf_span_of_vec(const char *name, const qf_vec *v) {
+  int64_t es = (int64_t)qkvfuse_dtype_size(v->dtype);
+  qf_span s = {name, (uintptr_t)v->data, v->data && v->n ? 1 : 0, 0, v->n * es};
+  return s;
+}
+
+/* The dim of largest stride becomes the comb's period; the others its tooth. */
+qf_span qf_span_of_tensor(const char *name, const qkvfuse_tensor *t) {
+  int64_t es = (int64_t)qkvfuse_dtype_size(t->dtype);
+  qf_span s = {name, (uintptr_t)t->data, 1, 0, es};
+  if (t->data == NULL || qf_numel(t) == 0) {
+    s.count = 0;
+    return s;
+  }
+  int outer = -1;
+  for (int k = 0; k < t->ndim; k++)
+    if (t->shape[k] > 1 && (outer < 0 || t->strides[k] > t->strides[outer])) outer = k;
+  int64_t inner_last = 0; /* offset of the last element of one tooth */
+  for (int k = 0; k < t->ndim; k++)
+    if (k != outer) inner_last += (t->shape[k] - 1) * t->strides[k];
+  if (outer < 0) return s;
+  s.count = t->shape[outer];
+  s.stride = t->strides[outer] * es;
+  s.len = (inner_last + 1) * es;
+  if (s.len > s.stride) { /* not a clean comb: one interval */
+    s.len = ((t->shape[outer] - 1) * t->strides[outer] + inner_last + 1) * es;
+    s.count = 1;
+    s.stride = 0;
+  }
+  return s;
+}
+
+int qf_spans_overlap(const qf_span *a, const qf_span *b) {
+  if (a->count == 0 || b->count == 0) return 0;
+  uintptr_t a_lo = a->base, a_hi = a->base + (uintptr_t)((a->count - 1) * a->stride + a->len);
+  uintptr_t b_lo = b->base, b_hi = b->base + (uintptr_t)((b->count - 1) * b->stride + b->len);
+  if (a_hi <= b_lo || b_hi <= a_lo) return 0;
+  if (a->count > 1 && b->count > 1 && a->stride == b->stride) {
+    /* Same period P: the teeth of a sit at [0, a.len) modulo P relative to
+     * a.base, those of b at [d, d + b.len) with d = (b.base - a.base) mod P. */
+    int64_t P = a->stride;
+    int64_t d = (int64_t)((b->base - a->base) % (uintptr_t)P);
+    if (b->base < a->base) d = (P - (int64_t)((a->base - b->base) % (uintptr_t)P)) % P;
+    int disjoint = d >= a->len && d + b->len <= P;
+    return !disjoint;
+  }
+  return 1;
+}
+
+int qf_tensor_is_non_overlapping(const qkvfuse_tensor *t) {
+  /* Sort the non-trivial dims by stride; each stride must exceed the extent of
+   * all smaller ones. */
+  int idx[QKVFUSE_MAX_DIMS], n = 0;
+  for (int k = 0; k < t->ndim; k++)
+    if (t->shape[k] > 1) idx[n++] = k;
+  for (int i = 1; i < n; i++)
+    for (int j = i; j > 0 && t->strides[idx[j]] < t->strides[idx[j - 1]]; j--) {
+      int tmp = idx[j];
+      idx[j] = idx[j - 1];
+      idx[j - 1] = tmp;
+    }
+  int64_t extent = 1; /* elements spanned by the dims so far */
+  for (int i = 0; i < n; i++) {
+    int k = idx[i];
+    if (t->strides[k] < extent) return 0;
+    extent = t->strides[k] * (t->shape[k] - 1) + extent;
+  }
+  return 1;
+}

@@ -1,0 +1,77 @@
+/* Internal tensor helpers: the checks common to every tensor, and the
+ * reductions of a strided qkvfuse_tensor to the row views of problem.h. */
+#ifndef QKVFUSE_CORE_TENSOR_H
+#define QKVFUSE_CORE_TENSOR_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "core/problem.h"
+#include "qkvfuse.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* dtype sets, as bit masks */
+enum {
+  QF_F32 = 1 << 0,
+  QF_F16 = 1 << 1,
+  QF_BF16 = 1 << 2,
+  QF_I32 = 1 << 3,
+  QF_I64 = 1 << 4,
+  QF_I8 = 1 << 5,
+  QF_FP8 = 1 << 6,
+  QF_FLOATS = QF_F32 | QF_F16 | QF_BF16,
+  QF_INDICES = QF_I32 | QF_I64
+};
+
+unsigned qf_dtype_bit(qkvfuse_dtype dt);
+
+/* Human-readable list of a dtype set: "float32, float16 or bfloat16". */
+const char *qf_dtype_set_name(unsigned set);
+
+/* "[7, 32, 128]" into buf. */
+const char *qf_shape_str(const qkvfuse_tensor *t, char *buf, size_t n);
+
+int64_t qf_numel(const qkvfuse_tensor *t);
+
+/* Not NULL; ndim in range; shape and strides non-negative; data non-NULL when
+ * the tensor has elements; dtype in `dtypes`; data aligned to its element
+ * size; on the plan's device. */
+qkvfuse_status qf_check_tensor(const char *name, const qkvfuse_tensor *t, unsigned dtypes, const qkvfuse_desc *desc);
+
+/* View t as rows x cols with contiguous rows: trailing dims multiply to cols
+ * and are row-major contiguous, leading dims multiply to rows and collapse to
+ * one row stride >= cols. `what` describes the expected shape for messages
+ * ("[T, Nq*D]"). */
+qkvfuse_status qf_view_mat(const char *name, const char *what, const qkvfuse_tensor *t, int64_t rows, int64_t cols,
+                           qf_mat *out);
+
+/* View t as a contiguous vector of n elements (any shape with n elements). */
+qkvfuse_status qf_view_vec(const char *name, const char *what, const qkvfuse_tensor *t, int64_t n, qf_vec *out);
+
+/* The bytes a tensor touches, as `count` intervals of `len` bytes, `stride`
+ * bytes apart, from `base`. Used by the overlap checks. */
+typedef struct qf_span {
+  const char *name;
+  uintptr_t base;
+  int64_t count, stride, len;
+} qf_span;
+
+qf_span qf_span_of_mat(const char *name, const qf_mat *m);
+qf_span qf_span_of_vec(const char *name, const qf_vec *v);
+qf_span qf_span_of_tensor(const char *name, const qkvfuse_tensor *t);
+
+/* 1 if the two spans may share a byte (exact for spans with equal strides,
+ * conservative otherwise), 0 if they certainly do not. */
+int qf_spans_overlap(const qf_span *a, const qf_span *b);
+
+/* 1 if no two elements of t share an address (t may be written). */
+int qf_tensor_is_non_overlapping(const qkvfuse_tensor *t);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* QKVFUSE_CORE_TENSOR_H */

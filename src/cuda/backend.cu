@@ -1,0 +1,192 @@
+// The CUDA backend: planning (device checks, the COMPUTED frequency table),
+// and run = resolved problem -> kernel parameters -> one launch chosen by
+// dispatch(). No allocation and no synchronization inside run.
+#include <cuda_runtime.h>
+#include <math.h>
+#include <string.h>
+
+#include "core/backends.h"
+#include "core/error.h"
+#include "cuda/backend.h"
+#include "cuda/fused.cuh"
+#include "cuda/launch.h"
+
+namespace {
+
+qkvfuse_status cuda_fail(cudaError_t e, const char *what) {
+  return qf_fail(QKVFUSE_ERROR_CUDA, "%s: CUDA error %d (%s): %s", what, (int)e, cudaGetErrorName(e),
+                 cudaGetErrorString(e));
+}
+
+// Make `device` current for the scope (restores the caller's device).
+struct device_guard {
+  int prev = -1;
+  cudaError_t err = cudaSuccess;
+  explicit device_guard(int device) {
+    err = cudaGetDevice(&prev);
+    if (err == cudaSuccess && prev != device) err = cudaSetDevice(device);
+  }
+  ~device_guard() {
+    int cur = -1;
+    if (prev >= 0 && cudaGetDevice(&cur) == cudaSuccess && cur != prev) cudaSetDevice(prev);
+  }
+};
+
+void release_cuda(qkvfuse_plan *plan) {
+  if (plan->device_state) {
+    device_guard g(plan->desc.device_id);
+    cudaFree(plan->device_state);
+    plan->device_state = nullptr;
+  }
+}
+
+int pow2_ceil(int n) {
+  int p = 1;
+  while (p < n) p <<= 1;
+  return p;
+}
+
+}  // namespace
+
+void qf_cuda_make_params(const qkvfuse_plan *plan, const qf_problem *p, qf_cu_params *P) {
+  const qkvfuse_desc *d = p->desc;
+  memset(P, 0, sizeof *P);
+  const bool write_v = p->v_out.data || d->cache_layout != QKVFUSE_CACHE_NONE;
+  P->T = p->T;
+  P->S = p->S;
+  P->Nq = (int32_t)p->Nq;
+  P->Nkv = (int32_t)p->Nkv;
+  P->D = (int32_t)p->D;
+  P->R = (int32_t)p->R;
+  P->heads_per_token = (int32_t)(p->Nq + p->Nkv + (write_v ? p->Nkv : 0));
+  P->num_tasks = p->T * P->heads_per_token;
+  P->q_norm = d->q_norm;
+  P->k_norm = d->k_norm;
+  P->gamma_offset = d->gamma_offset;
+  P->parity = d->rounding == QKVFUSE_ROUNDING_UNFUSED_PARITY;
+  P->rope_source = d->rope_source;
+  P->interleaved = d->rope_style == QKVFUSE_ROPE_INTERLEAVED;
+  P->layout = d->cache_layout;
+  P->eps = d->eps;
+  P->mscale = (float)p->mscale;
+  P->io_dtype = p->io_dtype;
+  auto mat = [](const qf_mat &m) { return qf_cu_mat{m.data, m.ld, (int32_t)(m.data ? m.dtype : 0)}; };
+  auto vec = [](const qf_vec &v) { return qf_cu_vec{v.data, (int32_t)(v.data ? v.dtype : 0), v.n > 1}; };
+  P->qkv = mat(p->qkv);
+  P->weight_scale = (const float *)p->weight_scale.data;
+  P->act_scale = (const float *)p->act_scale.data;
+  P->bias = vec(p->bias);
+  P->q_gamma = vec(p->q_gamma);
+  P->k_gamma = vec(p->k_gamma);
+  P->q_beta = vec(p->q_beta);
+  P->k_beta = vec(p->k_beta);
+  P->positions = vec(p->positions);
+  P->cos_sin_cache = mat(p->cos_sin_cache);
+  P->max_pos = d->rope_source == QKVFUSE_ROPE_COMPUTED ? ((int64_t)1 << 31) : p->cos_sin_cache.rows;
+  P->cos = mat(p->cos);
+  P->sin = mat(p->sin);
+  P->turns = (const uint64_t *)plan->device_state;
+  P->slot_mapping = vec(p->slot_mapping);
+  P->k_scale = (const float *)p->k_scale.data;
+  P->v_scale = (const float *)p->v_scale.data;
+  P->k_offset = (const float *)p->k_offset.data;
+  P->v_offset = (const float *)p->v_offset.data;
+  P->k_scale_pc = p->k_scale.n > 1;
+  P->v_scale_pc = p->v_scale.n > 1;
+  P->q_out = mat(p->q_out);
+  P->k_out = mat(p->k_out);
+  P->v_out = mat(p->v_out);
+  auto cache = [](const qf_cache &c, qkvfuse_quant_mode q) {
+    return qf_cu_cache{c.data, c.s_block, c.s_row, c.s_chunk, c.chunk, c.blocks, c.block_size,
+                       (int32_t)(c.data ? c.dtype : 0), (int32_t)q};
+  };
+  P->k_cache = cache(p->k_cache, d->k_quant);
+  P->v_cache = cache(p->v_cache, d->v_quant);
+  P->error_flags = p->error_flags;
+}
+
+static bool aligned(const void *ptr, int64_t bytes) { return ((uintptr_t)ptr % (uintptr_t)bytes) == 0; }
+
+bool qf_cuda_vector_ok(const qf_problem *p, int vec) {
+  if (p->D % vec) return false;
+  const qf_mat *mats[] = {&p->qkv, &p->q_out, &p->k_out, &p->v_out};
+  for (const qf_mat *m : mats) {
+    if (!m->data) continue;
+    const int64_t es = (int64_t)qkvfuse_dtype_size(m->dtype);
+    if (!aligned(m->data, vec * es) || (m->rows > 1 && m->ld % vec)) return false;
+  }
+  const qf_cache *caches[] = {&p->k_cache, &p->v_cache};
+  for (const qf_cache *c : caches) {
+    if (!c->data) continue;
+    const int64_t es = (int64_t)qkvfuse_dtype_size(c->dtype);
+    if (!aligned(c->data, vec * es) || c->s_block % vec || c->s_row % vec || c->s_chunk % vec || c->chunk % vec)
+      return false;
+  }
+  return true;
+}
+
+static qkvfuse_status qf_cuda_run(const qkvfuse_plan *plan, const qf_problem *p, void *stream) {
+  qf_cu_params P;
+  qf_cuda_make_params(plan, p, &P);
+  const int in_bytes = (int)qkvfuse_dtype_size(p->qkv.dtype);
+  const int vmax = 16 / in_bytes;
+  const int vec = qf_cuda_vector_ok(p, vmax) ? vmax : 1;
+  P.nvec = (int32_t)(p->D / vec);
+  P.group = pow2_ceil(P.nvec < 32 ? P.nvec : 32);
+  const int nv = pow2_ceil((P.nvec + P.group - 1) / P.group);
+  const int groups_per_block = qf::kBlock / P.group;
+  const int64_t blocks = (P.num_tasks + groups_per_block - 1) / groups_per_block;
+  const size_t smem = (size_t)groups_per_block * (size_t)(p->R > 0 ? p->R : 1) * sizeof(float);
+  device_guard g(plan->desc.device_id);
+  if (g.err != cudaSuccess) return cuda_fail(g.err, "cudaSetDevice");
+  return qf_cuda_launch_fused(p->qkv.dtype, vec, nv, &P, (unsigned)blocks, smem, (cudaStream_t)stream);
+}
+
+extern "C" qkvfuse_status qf_cuda_plan(qkvfuse_plan *plan) {
+  const qkvfuse_desc *d = &plan->desc;
+  int count = 0;
+  cudaError_t e = cudaGetDeviceCount(&count);
+  if (e != cudaSuccess || count == 0)
+    return qf_fail(QKVFUSE_ERROR_UNSUPPORTED, "device_type: cuda requested but no CUDA device is usable (%s)",
+                   e != cudaSuccess ? cudaGetErrorString(e) : "0 devices");
+  QF_CHECK(d->device_id < count, QKVFUSE_ERROR_DEVICE, "device_id: cuda:%d requested; this machine has %d device(s)",
+           (int)d->device_id, count);
+  int sms = 0;
+  e = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, d->device_id);
+  if (e != cudaSuccess) return cuda_fail(e, "cudaDeviceGetAttribute");
+  plan->device_sm_count = sms;
+  plan->backend = QKVFUSE_BACKEND_CUDA;
+  plan->backend_name = "cuda";
+  plan->run = qf_cuda_run;
+  plan->release = release_cuda;
+  if (d->rope_source == QKVFUSE_ROPE_COMPUTED) {
+    // inverse frequencies in turns per position, 0.64 fixed point: exact
+    // angle reduction by a wrapping 64-bit multiply in the kernel
+    const int half = (int)(d->rotary_dim / 2);
+    uint64_t turns[QF_MAX_HEAD_DIM / 2];
+    for (int i = 0; i < half; i++) {
+      const double g = plan->inv_freq[i] / 6.283185307179586476925286766559;
+      turns[i] = (uint64_t)ldexp(g - floor(g), 64);
+    }
+    device_guard guard(d->device_id);
+    if (guard.err != cudaSuccess) return cuda_fail(guard.err, "cudaSetDevice");
+    void *buf = nullptr;
+    e = cudaMalloc(&buf, sizeof(uint64_t) * (size_t)half);
+    if (e != cudaSuccess) return cuda_fail(e, "cudaMalloc (frequency table)");
+    e = cudaMemcpy(buf, turns, sizeof(uint64_t) * (size_t)half, cudaMemcpyHostToDevice);
+    if (e != cudaSuccess) {
+      cudaFree(buf);
+      return cuda_fail(e, "cudaMemcpy (frequency table)");
+    }
+    plan->device_state = buf;
+  }
+  return QKVFUSE_SUCCESS;
+}
+
+extern "C" qkvfuse_status qf_cuda_copy_rows(const qf_mat *dst, const qf_mat *src, void *stream) {
+  const size_t es = qkvfuse_dtype_size(src->dtype);
+  cudaError_t e = cudaMemcpy2DAsync(dst->data, (size_t)dst->ld * es, src->data, (size_t)src->ld * es,
+                                    (size_t)src->cols * es, (size_t)src->rows, cudaMemcpyDeviceToDevice,
+                                    (cudaStream_t)stream);
+  return e == cudaSuccess ? QKVFUSE_SUCCESS : cuda_fail(e, "cudaMemcpy2DAsync (q_out_before_quant)");
+}

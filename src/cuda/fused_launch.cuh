@@ -1,0 +1,48 @@
+// The instantiations of fused_kernel for one input type: the fast path
+// (16-byte vectors) with 1, 2 or 4 vectors per lane, and the generic path
+// (scalar elements) with up to 16 per lane, which covers D up to 512.
+#ifndef QKVFUSE_CUDA_FUSED_LAUNCH_CUH
+#define QKVFUSE_CUDA_FUSED_LAUNCH_CUH
+
+#include "core/error.h"
+#include "cuda/fused.cuh"
+
+namespace qf {
+
+template <typename TIn>
+qkvfuse_status launch_fused(int vec, int nv, const qf_cu_params *P, unsigned blocks, size_t smem,
+                            cudaStream_t stream) {
+  constexpr int VMAX = 16 / (int)sizeof(TIn);
+  void (*kernel)(const qf_cu_params) = nullptr;
+  if (vec == VMAX) {
+    switch (nv) {
+      case 1: kernel = fused_kernel<TIn, VMAX, 1>; break;
+      case 2: kernel = fused_kernel<TIn, VMAX, 2>; break;
+      case 4:
+        if constexpr (VMAX == 4) kernel = fused_kernel<TIn, VMAX, 4>;
+        break;
+      default: break;
+    }
+  } else if (vec == 1) {
+    switch (nv) {
+      case 1: kernel = fused_kernel<TIn, 1, 1>; break;
+      case 2: kernel = fused_kernel<TIn, 1, 2>; break;
+      case 4: kernel = fused_kernel<TIn, 1, 4>; break;
+      case 8: kernel = fused_kernel<TIn, 1, 8>; break;
+      case 16: kernel = fused_kernel<TIn, 1, 16>; break;
+      default: break;
+    }
+  }
+  if (!kernel)
+    return qf_fail(QKVFUSE_ERROR_UNSUPPORTED, "cuda: no kernel for vector width %d x %d per lane", vec, nv);
+  kernel<<<blocks, kBlock, smem, stream>>>(*P);
+  const cudaError_t e = cudaGetLastError();
+  if (e != cudaSuccess)
+    return qf_fail(QKVFUSE_ERROR_CUDA, "cuda: launching the fused kernel failed: %s (%s)", cudaGetErrorName(e),
+                   cudaGetErrorString(e));
+  return QKVFUSE_SUCCESS;
+}
+
+}  // namespace qf
+
+#endif  // QKVFUSE_CUDA_FUSED_LAUNCH_CUH

@@ -1,0 +1,62 @@
+/* Kernel parameters of the CUDA backend: a flat, by-value copy of the
+ * resolved problem (problem.h) in the form the kernels index. */
+#ifndef QKVFUSE_CUDA_PARAMS_H
+#define QKVFUSE_CUDA_PARAMS_H
+
+#include <stdint.h>
+
+#include "core/problem.h"
+
+/* A row view for the kernels: element (r, c) at data + (r * ld + c). */
+typedef struct qf_cu_mat {
+  void *data;
+  int64_t ld;
+  int32_t dtype; /* qkvfuse_dtype; 0 = absent */
+} qf_cu_mat;
+
+typedef struct qf_cu_vec {
+  const void *data;
+  int32_t dtype; /* 0 = absent */
+  int32_t per_channel; /* scales/offsets: 1 = [Nkv*D], 0 = one value */
+} qf_cu_vec;
+
+typedef struct qf_cu_cache {
+  void *data;
+  int64_t s_block, s_row, s_chunk, chunk;
+  int64_t blocks, block_size;
+  int32_t dtype;
+  int32_t quant; /* qkvfuse_quant_mode */
+} qf_cu_cache;
+
+typedef struct qf_cu_params {
+  /* sizes */
+  int64_t T, S;                /* S: tokens per batch (contiguous layout), else 1 */
+  int64_t num_tasks;           /* T * heads_per_token (token, head) pairs */
+  int32_t heads_per_token;     /* Nq + Nkv (+ Nkv when v is written) */
+  int32_t Nq, Nkv, D, R;
+  int32_t group;               /* lanes per head: a power of two <= 32 */
+  int32_t nvec;                /* vectors per head: D / VEC */
+
+  /* options */
+  int32_t q_norm, k_norm, gamma_offset, parity, rope_source, interleaved, layout;
+  float eps;
+  float mscale;
+  int32_t io_dtype;
+
+  qf_cu_mat qkv;
+  const float *weight_scale, *act_scale;
+  qf_cu_vec bias, q_gamma, k_gamma, q_beta, k_beta;
+  qf_cu_vec positions;          /* int32/int64 */
+  qf_cu_mat cos_sin_cache;      /* rows = max_pos */
+  int64_t max_pos;              /* cos_sin_cache rows; 2^31 for COMPUTED */
+  qf_cu_mat cos, sin;
+  const uint64_t *turns;        /* COMPUTED: R/2 inverse frequencies in turns per position, 0.64 fixed point */
+  qf_cu_vec slot_mapping;
+  const float *k_scale, *v_scale, *k_offset, *v_offset;
+  int32_t k_scale_pc, v_scale_pc; /* per channel */
+  qf_cu_mat q_out, k_out, v_out;
+  qf_cu_cache k_cache, v_cache;
+  uint32_t *error_flags;
+} qf_cu_params;
+
+#endif /* QKVFUSE_CUDA_PARAMS_H */

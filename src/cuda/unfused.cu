@@ -1,0 +1,234 @@
+// The unfused baseline on the GPU: the same stages as separate kernels with
+// tensors in memory between them, as an engine runs them without fusion
+// (split -> RMSNorm q -> RMSNorm k -> RoPE q, k -> quantize + scatter k, v, like
+// vLLM's rms_norm, rotary_embedding and reshape_and_cache kernels). It exists to
+// be measured against (qkvfuse bench) and to check unfused-parity mode.
+//
+// Supported: 16-bit or float32 I/O (input dtype = q_out dtype, k_out/v_out
+// the same), or int32 input; D a multiple of 8; 16-byte aligned tensors.
+#include <cuda_runtime.h>
+
+#include "core/error.h"
+#include "cuda/backend.h"
+#include "cuda/fused.cuh"
+#include "cuda/unfused.h"
+
+namespace {
+
+using namespace qf;
+
+constexpr int kVec = 8;  // elements per thread per access
+
+// Lanes per head: D / 8 rounded up to a power of two (<= 32).
+__device__ __forceinline__ int head_lanes(int D) {
+  int n = D / kVec, g = 1;
+  while (g < n && g < 32) g <<= 1;
+  return g;
+}
+
+// Stage 1: split (copy) or dequantize the qkv columns into three buffers of the
+// I/O dtype: q [T, Nq*D], k [T, Nkv*D], v [T, Nkv*D].
+template <typename TIn>
+__global__ void split_kernel(const qf_cu_params P, void *qb, void *kb, void *vb) {
+  const int64_t H = (int64_t)(P.Nq + 2 * P.Nkv) * P.D;
+  const int64_t nvec_row = H / kVec;
+  const int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+  if (i >= P.T * nvec_row) return;
+  const int64_t t = i / nvec_row, c = (i - t * nvec_row) * kVec;
+  float x[kVec];
+  const TIn *in = reinterpret_cast<const TIn *>(P.qkv.data) + t * P.qkv.ld + c;
+  if constexpr (sizeof(TIn) == 2) {
+    load_vec<TIn, kVec>(in, x);
+  } else {
+    float a[4], b[4];
+    load_vec<TIn, 4>(in, a);
+    load_vec<TIn, 4>(in + 4, b);
+#pragma unroll
+    for (int k = 0; k < 4; k++) x[k] = a[k], x[k + 4] = b[k];
+  }
+  if (P.weight_scale) {
+    const float as = P.act_scale ? P.act_scale[t] : 1.0f;
+#pragma unroll
+    for (int k = 0; k < kVec; k++) {
+      float y = x[k] * P.weight_scale[c + k];
+      if (P.act_scale) y = y * as;
+      if (P.bias.data) y = y + ld(P.bias.data, P.bias.dtype, c + k);
+      x[k] = y;
+    }
+  }
+  const int64_t qw = (int64_t)P.Nq * P.D, kw = (int64_t)P.Nkv * P.D;
+  if (c < qw)
+    store_floats<kVec>(qb, P.io_dtype, t * qw + c, x);
+  else if (c < qw + kw)
+    store_floats<kVec>(kb, P.io_dtype, t * kw + c - qw, x);
+  else
+    store_floats<kVec>(vb, P.io_dtype, t * kw + c - qw - kw, x);
+}
+
+// Load / store one head of a [T, N*D] buffer of the I/O dtype.
+__device__ __forceinline__ void load_head(const void *buf, int dt, int64_t idx, float (&x)[kVec]) {
+  for (int k = 0; k < kVec; k++) x[k] = ld(buf, dt, idx + k);
+}
+
+// Stage 2: RMSNorm of the N heads of a buffer, in place.
+__global__ void rmsnorm_kernel(const qf_cu_params P, void *buf, int N, qf_cu_vec gamma, qf_cu_vec beta) {
+  const int G = head_lanes(P.D), lane = threadIdx.x & (G - 1);
+  const int64_t task = ((int64_t)blockIdx.x * blockDim.x + threadIdx.x) / G;
+  if (task >= P.T * N) return;
+  const unsigned gmask = G == 32 ? 0xffffffffu : (((1u << G) - 1u) << ((threadIdx.x & 31) & ~(G - 1)));
+  const bool active = lane < P.D / kVec;
+  const int64_t idx = task * P.D + lane * kVec;
+  float x[kVec] = {};
+  if (active) load_head(buf, P.io_dtype, idx, x);
+  float ss = 0.0f;
+  for (int k = 0; k < kVec; k++) ss += x[k] * x[k];
+  for (int off = G >> 1; off > 0; off >>= 1) ss += __shfl_xor_sync(gmask, ss, off, G);
+  const float inv = 1.0f / sqrtf(ss / (float)P.D + P.eps);
+  if (!active) return;
+  for (int k = 0; k < kVec; k++) {
+    const int d = lane * kVec + k;
+    float g = ld(gamma.data, gamma.dtype, d);
+    if (P.gamma_offset) g = 1.0f + g;
+    float y = x[k] * inv * g;
+    if (beta.data) y = y + ld(beta.data, beta.dtype, d);
+    x[k] = y;
+  }
+  store_floats<kVec>(buf, P.io_dtype, idx, x);
+}
+
+// Stage 3: RoPE of the N heads of `in` into `out` (same layout, may be the same).
+__global__ void rope_kernel(const qf_cu_params P, const void *in, int64_t in_ld, void *out, int64_t out_ld,
+                            int out_dtype, int N) {
+  extern __shared__ float smem[];
+  const int G = head_lanes(P.D), lane = threadIdx.x & (G - 1);
+  const int64_t task = ((int64_t)blockIdx.x * blockDim.x + threadIdx.x) / G;
+  if (task >= P.T * N) return;
+  const unsigned gmask = G == 32 ? 0xffffffffu : (((1u << G) - 1u) << ((threadIdx.x & 31) & ~(G - 1)));
+  const int64_t t = task / N, h = task - t * N;
+  const int64_t pos = P.positions.data ? ld_index(P.positions.data, P.positions.dtype, t) : 0;
+  const bool active = lane < P.D / kVec;
+  float x[kVec] = {};
+  if (active) load_head(in, P.io_dtype, t * in_ld + h * P.D + lane * kVec, x);
+  float *ys = smem + (threadIdx.x / G) * P.R;
+  for (int k = 0; k < kVec; k++) {
+    const int d = lane * kVec + k;
+    if (active && d < P.R) ys[d] = x[k];
+  }
+  __syncwarp(gmask);
+  if (!active) return;
+  const int half = P.R >> 1;
+  for (int k = 0; k < kVec; k++) {
+    const int d = lane * kVec + k;
+    if (d >= P.R) continue;
+    float c, s;
+    rope_cos_sin(P, t, pos, d, c, s);
+    const bool first = P.interleaved ? (d & 1) == 0 : d < half;
+    const int partner = P.interleaved ? (d ^ 1) : (first ? d + half : d - half);
+    x[k] = first ? x[k] * c - ys[partner] * s : x[k] * c + ys[partner] * s;
+  }
+  store_floats<kVec>(out, out_dtype, t * out_ld + h * P.D + lane * kVec, x);
+}
+
+// Stage 4 + 5: quantize k and v rows and scatter them into the caches.
+__global__ void cache_kernel(const qf_cu_params P, const void *kb, const void *vb) {
+  const int64_t width = (int64_t)P.Nkv * P.D, nvec = width / kVec;
+  const int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+  if (i >= 2 * P.T * nvec) return;
+  const int which = (int)(i / (P.T * nvec));  // 0: k, 1: v
+  const int64_t r = i - which * P.T * nvec, t = r / nvec, j = (r - t * nvec) * kVec;
+  const qf_cu_cache &C = which ? P.v_cache : P.k_cache;
+  int64_t block, row;
+  if (P.layout == QKVFUSE_CACHE_CONTIGUOUS) {
+    const int64_t b = t / P.S, start = ld_index(P.slot_mapping.data, P.slot_mapping.dtype, b);
+    if (start == -1) return;
+    block = b;
+    row = start + (t - b * P.S);
+  } else {
+    const int64_t s = ld_index(P.slot_mapping.data, P.slot_mapping.dtype, t);
+    if (s == -1) return;
+    block = s / C.block_size;
+    row = s - block * C.block_size;
+  }
+  float x[kVec];
+  load_head(which ? vb : kb, P.io_dtype, t * width + j, x);
+  const int64_t off = block * C.s_block + row * C.s_row + (j / C.chunk) * C.s_chunk + (j % C.chunk);
+  store_cache<kVec>(C, off, x, which ? P.v_scale : P.k_scale, which ? P.v_offset : P.k_offset,
+                    which ? P.v_scale_pc : P.k_scale_pc, j);
+}
+
+unsigned blocks_for(int64_t threads) { return (unsigned)((threads + kBlock - 1) / kBlock); }
+
+qkvfuse_status check_launch(const char *what) {
+  const cudaError_t e = cudaGetLastError();
+  if (e == cudaSuccess) return QKVFUSE_SUCCESS;
+  return qf_fail(QKVFUSE_ERROR_CUDA, "cuda unfused %s: %s", what, cudaGetErrorString(e));
+}
+
+}  // namespace
+
+size_t qf_cuda_unfused_scratch_bytes(const qf_problem *p) {
+  const size_t es = qkvfuse_dtype_size(p->io_dtype);
+  return (size_t)p->T * (size_t)((p->Nq + 2 * p->Nkv) * p->D) * es + 256;
+}
+
+qkvfuse_status qf_cuda_unfused_run(const qkvfuse_plan *plan, const qf_problem *p, void *scratch, void *stream_) {
+  const qkvfuse_desc *d = p->desc;
+  const int in_float = p->qkv.dtype != QKVFUSE_DTYPE_INT32;
+  QF_CHECK(!in_float || p->qkv.dtype == p->io_dtype, QKVFUSE_ERROR_UNSUPPORTED,
+           "unfused: qkv dtype must equal q_out's (or be int32)");
+  QF_CHECK((!p->k_out.data || p->k_out.dtype == p->io_dtype) && (!p->v_out.data || p->v_out.dtype == p->io_dtype),
+           QKVFUSE_ERROR_UNSUPPORTED, "unfused: k_out/v_out must have q_out's dtype");
+  QF_CHECK(qf_cuda_vector_ok(p, kVec), QKVFUSE_ERROR_UNSUPPORTED,
+           "unfused: D and every base and stride must be multiples of 8 elements");
+  if (p->T == 0) return QKVFUSE_SUCCESS;
+  cudaStream_t stream = (cudaStream_t)stream_;
+  qf_cu_params P;
+  qf_cuda_make_params(plan, p, &P);
+  const size_t es = qkvfuse_dtype_size(p->io_dtype);
+  char *qb = (char *)scratch;
+  char *kb = qb + (size_t)p->T * (size_t)(p->Nq * p->D) * es;
+  char *vb = kb + (size_t)p->T * (size_t)(p->Nkv * p->D) * es;
+  const int64_t H = (p->Nq + 2 * p->Nkv) * p->D;
+  const unsigned split_blocks = blocks_for(p->T * H / kVec);
+  switch (p->qkv.dtype) {
+    case QKVFUSE_DTYPE_BFLOAT16: split_kernel<__nv_bfloat16><<<split_blocks, kBlock, 0, stream>>>(P, qb, kb, vb); break;
+    case QKVFUSE_DTYPE_FLOAT16: split_kernel<__half><<<split_blocks, kBlock, 0, stream>>>(P, qb, kb, vb); break;
+    case QKVFUSE_DTYPE_FLOAT32: split_kernel<float><<<split_blocks, kBlock, 0, stream>>>(P, qb, kb, vb); break;
+    default: split_kernel<int32_t><<<split_blocks, kBlock, 0, stream>>>(P, qb, kb, vb); break;
+  }
+  QF_FORWARD(check_launch("split"));
+  int G = 1;
+  while (G < p->D / kVec && G < 32) G <<= 1;
+  const int64_t qw = p->Nq * p->D, kw = p->Nkv * p->D;
+  if (d->q_norm) {
+    rmsnorm_kernel<<<blocks_for(p->T * p->Nq * G), kBlock, 0, stream>>>(P, qb, (int)p->Nq, P.q_gamma, P.q_beta);
+    QF_FORWARD(check_launch("rmsnorm q"));
+  }
+  if (d->k_norm) {
+    rmsnorm_kernel<<<blocks_for(p->T * p->Nkv * G), kBlock, 0, stream>>>(P, kb, (int)p->Nkv, P.k_gamma, P.k_beta);
+    QF_FORWARD(check_launch("rmsnorm k"));
+  }
+  const size_t smem = (size_t)(kBlock / G) * (size_t)(p->R > 0 ? p->R : 1) * sizeof(float);
+  if (p->R > 0) {
+    rope_kernel<<<blocks_for(p->T * p->Nq * G), kBlock, smem, stream>>>(P, qb, qw, p->q_out.data, p->q_out.ld,
+                                                                         p->q_out.dtype, (int)p->Nq);
+    QF_FORWARD(check_launch("rope q"));
+    rope_kernel<<<blocks_for(p->T * p->Nkv * G), kBlock, smem, stream>>>(P, kb, kw, kb, kw, p->io_dtype,
+                                                                          (int)p->Nkv);
+    QF_FORWARD(check_launch("rope k"));
+  } else {
+    cudaMemcpy2DAsync(p->q_out.data, (size_t)p->q_out.ld * es, qb, (size_t)qw * es, (size_t)qw * es, (size_t)p->T,
+                      cudaMemcpyDeviceToDevice, stream);
+  }
+  if (p->k_out.data)
+    cudaMemcpy2DAsync(p->k_out.data, (size_t)p->k_out.ld * es, kb, (size_t)kw * es, (size_t)kw * es, (size_t)p->T,
+                      cudaMemcpyDeviceToDevice, stream);
+  if (p->v_out.data)
+    cudaMemcpy2DAsync(p->v_out.data, (size_t)p->v_out.ld * es, vb, (size_t)kw * es, (size_t)kw * es, (size_t)p->T,
+                      cudaMemcpyDeviceToDevice, stream);
+  if (d->cache_layout != QKVFUSE_CACHE_NONE) {
+    cache_kernel<<<blocks_for(2 * p->T * kw / kVec), kBlock, 0, stream>>>(P, kb, vb);
+    QF_FORWARD(check_launch("reshape_and_cache"));
+  }
+  return check_launch("copies");
+}

@@ -1,0 +1,51 @@
+/* The unfused path: the chain of SPEC.md run as separate stages, the way an
+ * engine without fusion runs it (vLLM's separate split, rms_norm, rotary and
+ * reshape_and_cache kernels):
+ *
+ *   split (or dequant) -> rmsnorm q -> rmsnorm k -> rope q -> rope k ->
+ *   copy v -> quantize k -> quantize v -> scatter k -> scatter v
+ *
+ * Each stage is one full pass over all T tokens, reading its input from and
+ * writing its result to memory buffers held in the I/O dtype (q_out's) or the
+ * cache dtype, so the traffic is what a real unfused path moves. It is the
+ * baseline the fused operator is measured against, and, because every stage
+ * calls the scalar math of stages.h and rounds to the I/O dtype between
+ * stages, its results are bit-identical to qkvfuse_run with
+ * QKVFUSE_ROUNDING_UNFUSED_PARITY on the reference backend.
+ *
+ * Internal: used by the CLI benchmark and the parity test. */
+#ifndef QKVFUSE_REFERENCE_UNFUSED_H
+#define QKVFUSE_REFERENCE_UNFUSED_H
+
+#include <stddef.h>
+
+#include "core/problem.h"
+#include "qkvfuse.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/** @return bytes of scratch qf_unfused_run needs for problem p: the q, k and v
+ *  buffers [T, N*D] in the I/O dtype and the quantized k and v buffers
+ *  [T, Nkv*D] in the cache dtypes (when caches are present), 64-byte aligned. */
+size_t qf_unfused_scratch_bytes(const qf_problem *p);
+
+/**
+ * Run the chain stage by stage over a validated problem (from qf_resolve).
+ * Threads: p->desc->num_threads (0 or 1: the calling thread only), at most one
+ * per 16 tokens; each stage splits the tokens among them and all threads finish
+ * a stage before the next starts (one kernel per stage). With several threads,
+ * tokens that share a slot race for it, as they would on a GPU.
+ * @param scratch qf_unfused_scratch_bytes(p) bytes, any alignment.
+ * @return QKVFUSE_SUCCESS; QKVFUSE_ERROR_UNSUPPORTED unless qkv is int32 or has
+ *  q_out's dtype and k_out/v_out (when present) have q_out's dtype;
+ *  QKVFUSE_ERROR_NULL_POINTER for a NULL problem or missing scratch.
+ */
+qkvfuse_status qf_unfused_run(const qf_problem *p, void *scratch);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* QKVFUSE_REFERENCE_UNFUSED_H */

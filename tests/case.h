@@ -1,0 +1,122 @@
+/* Test cases: a spec (every option of one call), random specs, and the
+ * buffers and strided views a spec builds (inputs filled from a seed, outputs
+ * and caches filled with a non-zero poison). */
+#ifndef TK_CASE_H
+#define TK_CASE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "device.h"
+#include "qkvfuse.h"
+#include "rng.h"
+
+/* The tensors of qkvfuse_args, in its order. */
+enum tk_slot {
+  TK_QKV, TK_WEIGHT_SCALE, TK_ACT_SCALE, TK_BIAS, TK_Q_GAMMA, TK_K_GAMMA, TK_Q_BETA, TK_K_BETA,
+  TK_POSITIONS, TK_COS_SIN_CACHE, TK_COS, TK_SIN, TK_SLOT_MAPPING, TK_K_SCALE, TK_V_SCALE, TK_K_OFFSET,
+  TK_V_OFFSET, TK_Q_OUT, TK_K_OUT, TK_V_OUT, TK_K_CACHE, TK_V_CACHE, TK_NSLOT
+};
+extern const char *const tk_slot_name[TK_NSLOT]; /* the qkvfuse_args field names */
+#define TK_FLAGS_BUF TK_NSLOT                    /* buffer of args.error_flags */
+
+typedef struct tk_spec {
+  int64_t Nq, Nkv, D, R; /* R = 0 without RoPE */
+  int64_t T, B, S;       /* T = B * S when in3d (always for the contiguous layout) */
+  int in3d;              /* qkv (and q_out/k_out/v_out, cos/sin) given as [B, S, ...]; S == 1 && in3d == 2: [B, H] */
+
+  qkvfuse_dtype qkv_dt, q_out_dt, k_out_dt, v_out_dt; /* k_out/v_out NONE: absent */
+  qkvfuse_dtype q_gamma_dt, k_gamma_dt, q_beta_dt, k_beta_dt; /* beta NONE: absent */
+  qkvfuse_dtype bias_dt;  /* int32 input only; NONE: absent */
+  int act_scale;          /* int32 input: act_scale given */
+  qkvfuse_dtype rope_dt;  /* cos_sin_cache or cos/sin */
+  qkvfuse_dtype pos_dt, slot_dt;
+  qkvfuse_dtype k_cache_dt, v_cache_dt;
+
+  int q_norm, k_norm, gamma_offset;
+  float eps;
+  qkvfuse_rope_source rope_source;
+  qkvfuse_rope_style rope_style;
+  double rope_theta;
+  qkvfuse_rope_scaling scaling;
+  int64_t max_pos;         /* COS_SIN_CACHE rows */
+  int64_t pos_lo, pos_hi;  /* positions drawn from [pos_lo, pos_hi] */
+
+  qkvfuse_cache_layout layout;
+  qkvfuse_quant_mode k_quant, v_quant;
+  int k_scale_kind, v_scale_kind; /* 0: [1], 1: scalar (ndim 0), 2: [Nkv, D], 3: [Nkv*D] */
+  int64_t blocks, block_size;     /* paged / paged_hnd / nz */
+  int64_t cache_batch, max_seq;   /* contiguous */
+  double skip_prob;               /* probability of slot -1 */
+  qkvfuse_rounding rounding;
+
+  int in_place_q, in_place_k;     /* q_out / k_out are the q / k columns of qkv */
+  int64_t qkv_pad, out_pad, rope_pad; /* extra elements per row */
+  int out_split_heads;            /* q_out/k_out/v_out as [T, N, D] */
+  int cache_perm;                 /* 0..5: memory order of the caches' three outer dims */
+  int64_t cache_pad;              /* padding added to each cache stride */
+  int kv_interleaved;             /* k/v caches are views [:,0] / [:,1] of one buffer */
+  int error_flags;                /* pass args.error_flags */
+  double amp;                     /* magnitude of the inputs */
+  int64_t acc_bits;               /* int32 input: |acc| < 2^acc_bits */
+} tk_spec;
+
+/* Limits of the random generator. */
+typedef struct tk_limits {
+  int64_t max_elems; /* cap on T * H */
+} tk_limits;
+
+/* A small valid spec: float32 in and out, no stages. */
+void tk_spec_default(tk_spec *s);
+/* A random valid spec; every option value appears with non-negligible probability. */
+void tk_spec_random(tk_spec *s, tk_rng *r, const tk_limits *lim);
+/* Make derived fields consistent (cache sizes, in-place legality...). Tests
+ * call it after editing a spec. */
+void tk_spec_fixup(tk_spec *s);
+/* One line describing the spec (for failure messages). */
+void tk_spec_describe(const tk_spec *s, char *buf, size_t n);
+
+typedef struct tk_buf {
+  uint8_t *init; /* host: initial bytes (inputs: data, outputs: poison) */
+  uint8_t *got;  /* host: bytes after the run */
+  void *dev;     /* device copy (NULL until tk_case_upload) */
+  size_t bytes;
+} tk_buf;
+
+typedef struct tk_view {
+  int present;
+  int buf;          /* buffer index */
+  int64_t off;      /* element offset into the buffer */
+  qkvfuse_tensor t; /* shape, strides, dtype; data is set by tk_case_args */
+} tk_view;
+
+typedef struct tk_case {
+  tk_spec sp;
+  uint64_t seed;
+  qkvfuse_desc desc;
+  tk_buf buf[TK_NSLOT + 1];
+  tk_view view[TK_NSLOT];
+  const tk_device *dev;
+} tk_case;
+
+/* Build buffers, data and views of spec sp (host only). 0 on success. */
+int tk_case_build(tk_case *c, const tk_spec *sp, uint64_t seed);
+/* Allocate the device copies and upload the initial bytes (again, if called
+ * twice: a case can be re-run from its initial state). 0 on success. */
+int tk_case_upload(tk_case *c, const tk_device *dev);
+/* Download every buffer into .got. */
+int tk_case_download(tk_case *c);
+void tk_case_free(tk_case *c);
+
+enum tk_where { TK_AT_DEVICE, TK_AT_INIT, TK_AT_GOT };
+/* Point tens[] (one per slot) and *args at the case's buffers: on the device,
+ * or the host's initial / after-run bytes. Absent slots are NULL in args. */
+void tk_case_args(tk_case *c, enum tk_where where, qkvfuse_tensor tens[TK_NSLOT], qkvfuse_args *args);
+
+/* The field of args that holds slot `slot`. */
+const qkvfuse_tensor **tk_args_field(qkvfuse_args *a, int slot);
+
+/* Fill n bytes with non-zero random bytes. */
+void tk_fill_poison(tk_rng *r, uint8_t *p, size_t n);
+
+#endif /* TK_CASE_H */

@@ -1,0 +1,358 @@
+/* Case buffers: views with the spec's strides, inputs filled from the seed,
+ * outputs and caches filled with a non-zero poison. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "case.h"
+#include "fp.h"
+#include "tview.h"
+
+#define F32 QKVFUSE_DTYPE_FLOAT32
+
+void tk_fill_poison(tk_rng *r, uint8_t *p, size_t n) {
+  uint64_t x = 0;
+  for (size_t i = 0; i < n; i++) {
+    if (i % 8 == 0) x = tk_rng_next(r);
+    uint8_t b = (uint8_t)(x >> (8 * (i % 8)));
+    p[i] = b ? b : 0x5A;
+  }
+}
+
+static int64_t extent(const qkvfuse_tensor *t) {
+  int64_t e = 1;
+  for (int i = 0; i < t->ndim; i++) {
+    if (t->shape[i] == 0) return 0;
+    e += (t->shape[i] - 1) * t->strides[i];
+  }
+  return e;
+}
+
+/* Make view `slot` in buffer `buf` at element offset `off`, growing the buffer. */
+static void put_view(tk_case *c, int slot, int buf, int64_t off, qkvfuse_dtype dt, int ndim, const int64_t *shape,
+                     const int64_t *strides) {
+  tk_view *v = &c->view[slot];
+  v->present = 1;
+  v->buf = buf;
+  v->off = off;
+  memset(&v->t, 0, sizeof v->t);
+  v->t.dtype = dt;
+  v->t.device_type = QKVFUSE_DEVICE_CPU;
+  v->t.ndim = ndim;
+  for (int i = 0; i < ndim; i++) v->t.shape[i] = shape[i], v->t.strides[i] = strides[i];
+  size_t need = (size_t)(off + extent(&v->t)) * tk_size(dt);
+  if (need < 64) need = 64; /* never a NULL data pointer, even with 0 elements */
+  if (need > c->buf[buf].bytes) c->buf[buf].bytes = need;
+}
+
+/* A contiguous vector [n] (or a scalar when ndim == 0). */
+static void put_vec(tk_case *c, int slot, qkvfuse_dtype dt, int64_t n) {
+  int64_t one = 1;
+  put_view(c, slot, slot, 0, dt, 1, &n, &one);
+}
+
+/* A [T, X] tensor as the spec shapes it: [T, X] / [B, S, X], heads split
+ * ([.., N, D]) when split, row stride ld. */
+static void put_rows(tk_case *c, int slot, int buf, int64_t off, qkvfuse_dtype dt, int64_t X, int64_t ld, int split,
+                     int64_t N) {
+  const tk_spec *s = &c->sp;
+  int64_t shape[6], st[6];
+  int n = 0;
+  if (s->in3d == 1) {
+    shape[n] = s->B, st[n++] = s->S * ld;
+    shape[n] = s->S, st[n++] = ld;
+  } else {
+    shape[n] = s->T, st[n++] = ld;
+  }
+  if (split && N > 0) {
+    shape[n] = N, st[n++] = X / N;
+    shape[n] = X / N, st[n++] = 1;
+  } else {
+    shape[n] = X, st[n++] = 1;
+  }
+  put_view(c, slot, buf, off, dt, n, shape, st);
+}
+
+/* Cache views: the three outer dims laid out in memory order `perm`, each
+ * stride padded by cache_pad; interleaved: k and v alternate in the
+ * outermost memory dim (a [.., 2, ..] buffer, k = [:,0], v = [:,1]). */
+static void put_caches(tk_case *c) {
+  const tk_spec *s = &c->sp;
+  static const int perms[6][3] = {{0, 1, 2}, {1, 0, 2}, {0, 2, 1}, {2, 0, 1}, {1, 2, 0}, {2, 1, 0}};
+  int64_t KV = s->Nkv * s->D;
+  for (int w = 0; w < 2; w++) {
+    qkvfuse_dtype dt = w ? s->v_cache_dt : s->k_cache_dt;
+    int64_t shape[4];
+    switch (s->layout) {
+      case QKVFUSE_CACHE_PAGED: shape[0] = s->blocks, shape[1] = s->block_size, shape[2] = s->Nkv, shape[3] = s->D; break;
+      case QKVFUSE_CACHE_PAGED_HND: shape[0] = s->blocks, shape[1] = s->Nkv, shape[2] = s->block_size, shape[3] = s->D; break;
+      case QKVFUSE_CACHE_NZ: {
+        int64_t cc = 32 / (int64_t)tk_size(dt);
+        shape[0] = s->blocks, shape[1] = KV / cc, shape[2] = s->block_size, shape[3] = cc;
+        break;
+      }
+      default: shape[0] = s->cache_batch, shape[1] = s->max_seq, shape[2] = s->Nkv, shape[3] = s->D; break;
+    }
+    const int *order = perms[s->cache_perm % 6]; /* outermost first */
+    int64_t st[4], run = shape[3] + s->cache_pad;
+    st[3] = 1;
+    for (int i = 2; i >= 1; i--) {
+      st[order[i]] = run;
+      run = run * shape[order[i]] + s->cache_pad;
+    }
+    int64_t unit = run;
+    st[order[0]] = s->kv_interleaved ? 2 * unit + s->cache_pad : unit + s->cache_pad;
+    int slot = w ? TK_V_CACHE : TK_K_CACHE;
+    int buf = (w && s->kv_interleaved) ? TK_K_CACHE : slot;
+    put_view(c, slot, buf, (w && s->kv_interleaved) ? unit : 0, dt, 4, shape, st);
+  }
+}
+
+static void put_scale(tk_case *c, int slot, int kind) {
+  const tk_spec *s = &c->sp;
+  int64_t shape[2] = {s->Nkv, s->D}, st[2] = {s->D, 1}, one = 1, flat = s->Nkv * s->D;
+  switch (kind) {
+    case 1: put_view(c, slot, slot, 0, F32, 0, shape, st); break;
+    case 2: put_view(c, slot, slot, 0, F32, 2, shape, st); break;
+    case 3: put_view(c, slot, slot, 0, F32, 1, &flat, &one); break;
+    default: put_view(c, slot, slot, 0, F32, 1, &one, &one); break;
+  }
+}
+
+static void layout_views(tk_case *c) {
+  const tk_spec *s = &c->sp;
+  int64_t H = (s->Nq + 2 * s->Nkv) * s->D, ld = H + s->qkv_pad, QD = s->Nq * s->D, KV = s->Nkv * s->D;
+  put_rows(c, TK_QKV, TK_QKV, 0, s->qkv_dt, H, ld, 0, 0);
+  if (s->qkv_dt == QKVFUSE_DTYPE_INT32) {
+    put_vec(c, TK_WEIGHT_SCALE, F32, H);
+    if (s->act_scale) put_vec(c, TK_ACT_SCALE, F32, s->T);
+    if (s->bias_dt) put_vec(c, TK_BIAS, s->bias_dt, H);
+  }
+  if (s->q_norm) put_vec(c, TK_Q_GAMMA, s->q_gamma_dt, s->D);
+  if (s->k_norm) put_vec(c, TK_K_GAMMA, s->k_gamma_dt, s->D);
+  if (s->q_norm && s->q_beta_dt) put_vec(c, TK_Q_BETA, s->q_beta_dt, s->D);
+  if (s->k_norm && s->k_beta_dt) put_vec(c, TK_K_BETA, s->k_beta_dt, s->D);
+  if (s->rope_source == QKVFUSE_ROPE_COS_SIN_CACHE || s->rope_source == QKVFUSE_ROPE_COMPUTED)
+    put_vec(c, TK_POSITIONS, s->pos_dt, s->T);
+  if (s->rope_source == QKVFUSE_ROPE_COS_SIN_CACHE) {
+    int64_t shape[2] = {s->max_pos, s->R}, st[2] = {s->R + s->rope_pad, 1};
+    put_view(c, TK_COS_SIN_CACHE, TK_COS_SIN_CACHE, 0, s->rope_dt, 2, shape, st);
+  }
+  if (s->rope_source == QKVFUSE_ROPE_COS_SIN) {
+    /* [T, R], or [T, 1, R] / [B, S, 1, R] (CANN) when heads are split */
+    put_rows(c, TK_COS, TK_COS, 0, s->rope_dt, s->R, s->R + s->rope_pad, s->out_split_heads, 1);
+    put_rows(c, TK_SIN, TK_SIN, 0, s->rope_dt, s->R, s->R + s->rope_pad, s->out_split_heads, 1);
+  }
+  if (s->layout != QKVFUSE_CACHE_NONE) {
+    put_vec(c, TK_SLOT_MAPPING, s->slot_dt, s->layout == QKVFUSE_CACHE_CONTIGUOUS ? s->B : s->T);
+    if (s->k_quant) put_scale(c, TK_K_SCALE, s->k_scale_kind);
+    if (s->v_quant) put_scale(c, TK_V_SCALE, s->v_scale_kind);
+    if (s->k_quant == QKVFUSE_QUANT_INT8_ASYM) put_scale(c, TK_K_OFFSET, s->k_scale_kind);
+    if (s->v_quant == QKVFUSE_QUANT_INT8_ASYM) put_scale(c, TK_V_OFFSET, s->v_scale_kind);
+    put_caches(c);
+  }
+  if (s->in_place_q) put_rows(c, TK_Q_OUT, TK_QKV, 0, s->qkv_dt, QD, ld, s->out_split_heads, s->Nq);
+  else put_rows(c, TK_Q_OUT, TK_Q_OUT, 0, s->q_out_dt, QD, QD + s->out_pad, s->out_split_heads, s->Nq);
+  if (s->k_out_dt && s->in_place_k) put_rows(c, TK_K_OUT, TK_QKV, QD, s->qkv_dt, KV, ld, s->out_split_heads, s->Nkv);
+  else if (s->k_out_dt) put_rows(c, TK_K_OUT, TK_K_OUT, 0, s->k_out_dt, KV, KV + s->out_pad, s->out_split_heads, s->Nkv);
+  if (s->v_out_dt) put_rows(c, TK_V_OUT, TK_V_OUT, 0, s->v_out_dt, KV, KV + s->out_pad, s->out_split_heads, s->Nkv);
+}
+
+static void set(const tk_case *c, int slot, int64_t i, double v) {
+  const tk_view *w = &c->view[slot];
+  size_t es = tk_size(w->t.dtype);
+  tk_encode(w->t.dtype, c->buf[w->buf].init + (w->off + tk_elem_offset(&w->t, i)) * (int64_t)es, v);
+}
+
+/* A value of magnitude ~amp that is non-zero in dtype dt. */
+static double nonzero(tk_rng *r, qkvfuse_dtype dt, double amp) {
+  for (;;) {
+    double v = tk_rng_normal(r) * amp;
+    if (tk_round(dt, v) != 0) return v;
+  }
+}
+
+static void fill_scales(tk_case *c, tk_rng *r, int slot, int off_slot, qkvfuse_quant_mode m, double mag) {
+  int64_t n = tk_numel(&c->view[slot].t);
+  for (int64_t i = 0; i < n; i++) {
+    double sc = m == QKVFUSE_QUANT_FP8_E4M3 ? mag / tk_rng_loguniform(r, 0.5, 400) : mag / tk_rng_uniform(r, 15, 60);
+    if (tk_rng_chance(r, 0.1)) sc = -sc;
+    set(c, slot, i, sc);
+    if (off_slot >= 0) set(c, off_slot, i, tk_rng_uniform(r, -30, 30));
+  }
+}
+
+static void fill_inputs(tk_case *c, tk_rng *r) {
+  const tk_spec *s = &c->sp;
+  int64_t H = (s->Nq + 2 * s->Nkv) * s->D, T = s->T;
+  if (s->qkv_dt == QKVFUSE_DTYPE_INT32) {
+    double lim = ldexp(1.0, (int)s->acc_bits) - 1;
+    for (int64_t i = 0; i < T * H; i++) {
+      double a = 0;
+      while (a == 0) a = (double)tk_rng_range(r, -(int64_t)lim, (int64_t)lim);
+      set(c, TK_QKV, i, a);
+    }
+    for (int64_t i = 0; i < H; i++) {
+      double w = s->amp / (lim * 0.5) * tk_rng_uniform(r, 0.5, 1.5);
+      set(c, TK_WEIGHT_SCALE, i, tk_rng_chance(r, 0.1) ? -w : w);
+    }
+    if (s->act_scale)
+      for (int64_t t = 0; t < T; t++) set(c, TK_ACT_SCALE, t, tk_rng_uniform(r, 0.5, 2.0));
+    if (s->bias_dt == QKVFUSE_DTYPE_INT32)
+      for (int64_t i = 0; i < H; i++) set(c, TK_BIAS, i, tk_rng_chance(r, 0.5) ? tk_rng_range(r, 1, 3) : -tk_rng_range(r, 1, 3));
+    else if (s->bias_dt)
+      for (int64_t i = 0; i < H; i++) set(c, TK_BIAS, i, nonzero(r, s->bias_dt, 0.5 * s->amp));
+  } else {
+    for (int64_t i = 0; i < T * H; i++) set(c, TK_QKV, i, nonzero(r, s->qkv_dt, s->amp));
+  }
+  int gs[2] = {TK_Q_GAMMA, TK_K_GAMMA}, bs[2] = {TK_Q_BETA, TK_K_BETA};
+  for (int w = 0; w < 2; w++) {
+    for (int64_t d = 0; d < s->D && c->view[gs[w]].present; d++) {
+      double g = s->gamma_offset ? tk_rng_uniform(r, -0.5, 0.5) : tk_rng_uniform(r, 0.5, 1.5);
+      if (!s->gamma_offset && tk_rng_chance(r, 0.1)) g = -g;
+      if (g == 0) g = 0.25;
+      set(c, gs[w], d, g);
+    }
+    for (int64_t d = 0; d < s->D && c->view[bs[w]].present; d++) set(c, bs[w], d, nonzero(r, c->view[bs[w]].t.dtype, 0.5));
+  }
+  if (c->view[TK_POSITIONS].present)
+    for (int64_t t = 0; t < T; t++) set(c, TK_POSITIONS, t, (double)tk_rng_range(r, s->pos_lo, s->pos_hi));
+  if (c->view[TK_COS_SIN_CACHE].present) {
+    for (int64_t p = 0; p < s->max_pos; p++) {
+      for (int64_t i = 0; i < s->R / 2; i++) {
+        double a = tk_rng_uniform(r, -3.14159, 3.14159);
+        set(c, TK_COS_SIN_CACHE, p * s->R + i, cos(a));
+        set(c, TK_COS_SIN_CACHE, p * s->R + s->R / 2 + i, sin(a));
+      }
+    }
+  }
+  if (c->view[TK_COS].present) {
+    for (int64_t i = 0; i < T * s->R; i++) {
+      double a = tk_rng_uniform(r, -3.14159, 3.14159);
+      set(c, TK_COS, i, cos(a));
+      set(c, TK_SIN, i, sin(a));
+    }
+  }
+  if (s->layout != QKVFUSE_CACHE_NONE) {
+    if (s->layout == QKVFUSE_CACHE_CONTIGUOUS) {
+      for (int64_t b = 0; b < s->B; b++)
+        set(c, TK_SLOT_MAPPING, b, tk_rng_chance(r, s->skip_prob) ? -1.0 : (double)tk_rng_range(r, 0, s->max_seq - s->S));
+    } else {
+      int64_t total = s->blocks * s->block_size;
+      int64_t *perm = (int64_t *)malloc((size_t)(total > 0 ? total : 1) * sizeof(int64_t));
+      for (int64_t i = 0; i < total; i++) perm[i] = i;
+      for (int64_t i = 0; i < T; i++) {
+        int64_t j = tk_rng_range(r, i, total - 1), x = perm[i];
+        perm[i] = perm[j], perm[j] = x;
+        set(c, TK_SLOT_MAPPING, i, tk_rng_chance(r, s->skip_prob) ? -1.0 : (double)perm[i]);
+      }
+      free(perm);
+    }
+    double mag_k = s->k_norm ? 1.5 : s->amp, mag_v = s->amp;
+    if (s->k_quant) fill_scales(c, r, TK_K_SCALE, s->k_quant == QKVFUSE_QUANT_INT8_ASYM ? TK_K_OFFSET : -1, s->k_quant, mag_k);
+    if (s->v_quant) fill_scales(c, r, TK_V_SCALE, s->v_quant == QKVFUSE_QUANT_INT8_ASYM ? TK_V_OFFSET : -1, s->v_quant, mag_v);
+  }
+}
+
+static void desc_of(tk_case *c) {
+  const tk_spec *s = &c->sp;
+  qkvfuse_desc d = QKVFUSE_DESC_INIT;
+  d.num_q_heads = s->Nq;
+  d.num_kv_heads = s->Nkv;
+  d.head_dim = s->D;
+  d.rotary_dim = s->R;
+  d.q_norm = s->q_norm;
+  d.k_norm = s->k_norm;
+  d.eps = s->eps;
+  d.gamma_offset = s->gamma_offset;
+  d.rope_source = s->rope_source;
+  d.rope_style = s->rope_style;
+  d.rope_theta = s->rope_theta;
+  d.rope_scaling = s->scaling;
+  d.cache_layout = s->layout;
+  d.k_quant = s->k_quant;
+  d.v_quant = s->v_quant;
+  d.rounding = s->rounding;
+  c->desc = d;
+}
+
+int tk_case_build(tk_case *c, const tk_spec *sp, uint64_t seed) {
+  memset(c, 0, sizeof *c);
+  c->sp = *sp;
+  c->seed = seed;
+  tk_rng r;
+  tk_rng_seed(&r, seed);
+  layout_views(c);
+  if (sp->error_flags) c->buf[TK_FLAGS_BUF].bytes = 4;
+  for (int b = 0; b <= TK_NSLOT; b++) {
+    if (!c->buf[b].bytes) continue;
+    c->buf[b].init = (uint8_t *)malloc(c->buf[b].bytes);
+    c->buf[b].got = (uint8_t *)malloc(c->buf[b].bytes);
+    if (!c->buf[b].init || !c->buf[b].got) return -1;
+    if (b == TK_FLAGS_BUF) memset(c->buf[b].init, 0, 4);
+    else tk_fill_poison(&r, c->buf[b].init, c->buf[b].bytes); /* outputs: poison; inputs: garbage padding */
+  }
+  fill_inputs(c, &r);
+  desc_of(c);
+  return 0;
+}
+
+int tk_case_upload(tk_case *c, const tk_device *dev) {
+  c->dev = dev;
+  for (int b = 0; b <= TK_NSLOT; b++) {
+    tk_buf *x = &c->buf[b];
+    if (!x->bytes) continue;
+    if (!x->dev && !(x->dev = dev->alloc(x->bytes))) return -1;
+    if (dev->upload(x->dev, x->init, x->bytes)) return -1;
+  }
+  return 0;
+}
+
+int tk_case_download(tk_case *c) {
+  if (c->dev->sync(c->dev->stream)) return -1;
+  for (int b = 0; b <= TK_NSLOT; b++) {
+    tk_buf *x = &c->buf[b];
+    if (x->bytes && c->dev->download(x->got, x->dev, x->bytes)) return -1;
+  }
+  return 0;
+}
+
+void tk_case_free(tk_case *c) {
+  for (int b = 0; b <= TK_NSLOT; b++) {
+    free(c->buf[b].init);
+    free(c->buf[b].got);
+    if (c->buf[b].dev && c->dev) c->dev->release(c->buf[b].dev);
+  }
+  memset(c, 0, sizeof *c);
+}
+
+const qkvfuse_tensor **tk_args_field(qkvfuse_args *a, int slot) {
+  const qkvfuse_tensor **f[TK_NSLOT] = {&a->qkv,       &a->weight_scale, &a->act_scale,    &a->bias,    &a->q_gamma,
+                                        &a->k_gamma,   &a->q_beta,       &a->k_beta,       &a->positions, &a->cos_sin_cache,
+                                        &a->cos,       &a->sin,          &a->slot_mapping, &a->k_scale, &a->v_scale,
+                                        &a->k_offset,  &a->v_offset,     &a->q_out,        &a->k_out,   &a->v_out,
+                                        &a->k_cache,   &a->v_cache};
+  return f[slot];
+}
+
+void tk_case_args(tk_case *c, enum tk_where where, qkvfuse_tensor tens[TK_NSLOT], qkvfuse_args *a) {
+  qkvfuse_args init = QKVFUSE_ARGS_INIT;
+  *a = init;
+  for (int s = 0; s < TK_NSLOT; s++) {
+    const tk_view *v = &c->view[s];
+    if (!v->present) continue;
+    const tk_buf *b = &c->buf[v->buf];
+    uint8_t *base = where == TK_AT_DEVICE ? (uint8_t *)b->dev : where == TK_AT_INIT ? b->init : b->got;
+    tens[s] = v->t;
+    tens[s].data = base + v->off * (int64_t)tk_size(v->t.dtype);
+    if (where == TK_AT_DEVICE && c->dev) {
+      tens[s].device_type = c->dev->type;
+      tens[s].device_id = c->dev->id;
+    }
+    *tk_args_field(a, s) = &tens[s];
+  }
+  if (c->buf[TK_FLAGS_BUF].bytes) {
+    const tk_buf *b = &c->buf[TK_FLAGS_BUF];
+    a->error_flags = (uint32_t *)(where == TK_AT_DEVICE ? b->dev : where == TK_AT_INIT ? (void *)b->init : (void *)b->got);
+  }
+}

@@ -1,0 +1,30 @@
+/* The CUDA device of the test kit: device memory through the CUDA runtime.
+ * Built when the library is built with CUDA; without a visible GPU,
+ * tk_device_for_backend(CUDA) is NULL and the CUDA registrations skip. */
+#include <cuda_runtime_api.h>
+
+#include "device.h"
+
+static void *cu_alloc(size_t n) {
+  void *p = NULL;
+  return cudaMalloc(&p, n ? n : 256) == cudaSuccess ? p : NULL; /* 256-byte aligned */
+}
+static void cu_release(void *p) { cudaFree(p); }
+static int cu_upload(void *dst, const void *src, size_t n) {
+  return cudaMemcpy(dst, src, n, cudaMemcpyHostToDevice) != cudaSuccess;
+}
+static int cu_download(void *dst, const void *src, size_t n) {
+  return cudaMemcpy(dst, src, n, cudaMemcpyDeviceToHost) != cudaSuccess;
+}
+static int cu_sync(void *stream) { return cudaStreamSynchronize((cudaStream_t)stream) != cudaSuccess; }
+
+static const tk_device CUDA = {"cuda", QKVFUSE_DEVICE_CUDA, 0, cu_alloc, cu_release, cu_upload, cu_download, cu_sync, NULL};
+
+const tk_device *tk_device_cuda(void) {
+  static int avail = -1; /* probed once (the first call comes before any thread starts) */
+  if (avail < 0) {
+    int n = 0;
+    avail = cudaGetDeviceCount(&n) == cudaSuccess && n > 0;
+  }
+  return avail ? &CUDA : NULL;
+}

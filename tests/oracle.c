@@ -1,0 +1,301 @@
+/* The float64 oracle: see oracle.h. One token at a time, stage by stage,
+ * exactly as SPEC.md "The fused chain" reads; a slack is carried next to every
+ * value (see oracle.h), with u = 2^-24 the float32 unit roundoff. */
+#include "oracle.h"
+
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "fp.h"
+#include "tview.h"
+
+#define U 0x1.0p-24
+
+typedef struct ctx {
+  const qkvfuse_desc *desc;
+  const qkvfuse_args *a;
+  int64_t T, Nq, Nkv, D, R, H, B, S;
+  int parity;
+  qkvfuse_dtype io;
+  long double inv_freq[256], mscale;
+  double *c, *s, *ec, *es; /* [R] cos/sin of the current token and their slack */
+  double *x, *ex;          /* [H] the current token after dequant */
+  double *y, *ey;          /* [D] one head after the norm */
+  double *o, *eo;          /* [D] one head after RoPE */
+} ctx;
+
+static int fail(char *err, size_t n, const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  if (err && n) vsnprintf(err, n, fmt, ap);
+  va_end(ap);
+  return -1;
+}
+
+/* Round v (known to +-e) to dt: the float64 result, and how far a float32
+ * evaluation's rounding may land from it (0 when v +- e round alike). */
+static void round_unc(qkvfuse_dtype dt, double v, double e, double *out, double *eout) {
+  double r = tk_round(dt, v);
+  *out = r;
+  *eout = 0;
+  if (e > 0 && isfinite(v)) {
+    double lo = tk_round(dt, v - e), hi = tk_round(dt, v + e);
+    *eout = fmax(hi - r, r - lo);
+  }
+}
+
+static void dequant(ctx *k, int64_t t) {
+  const qkvfuse_args *a = k->a;
+  int is_int = a->qkv->dtype == QKVFUSE_DTYPE_INT32;
+  double as = (is_int && a->act_scale) ? tk_get(a->act_scale, t) : 1.0;
+  for (int64_t c = 0; c < k->H; c++) {
+    double v = tk_get(a->qkv, t * k->H + c);
+    if (!is_int) {
+      k->x[c] = v;
+      k->ex[c] = 0;
+      continue;
+    }
+    double prod = v * tk_get(a->weight_scale, c) * as;
+    double b = a->bias ? tk_get(a->bias, c) : 0.0;
+    k->x[c] = prod + b;
+    /* float(acc), two products, one sum: each at most u relative; 8u covers them. */
+    k->ex[c] = 8 * U * (fabs(prod) + fabs(b));
+    if (k->parity) round_unc(k->io, k->x[c], k->ex[c], &k->x[c], &k->ex[c]);
+  }
+}
+
+/* cos/sin (length R, expanded) of token t. */
+static int cos_sin(ctx *k, int64_t t, char *err, size_t n) {
+  const qkvfuse_desc *d = k->desc;
+  const qkvfuse_args *a = k->a;
+  int64_t R = k->R, h = R / 2;
+  int neox = d->rope_style == QKVFUSE_ROPE_NEOX;
+  if (d->rope_source == QKVFUSE_ROPE_COS_SIN) {
+    for (int64_t i = 0; i < R; i++) {
+      k->c[i] = tk_get(a->cos, t * R + i);
+      k->s[i] = tk_get(a->sin, t * R + i);
+      k->ec[i] = k->es[i] = 0;
+    }
+    return 0;
+  }
+  int64_t p = tk_get_int(a->positions, t);
+  for (int64_t i = 0; i < h; i++) {
+    double cv, sv, e = 0;
+    if (d->rope_source == QKVFUSE_ROPE_COS_SIN_CACHE) {
+      if (p < 0 || p >= a->cos_sin_cache->shape[0]) return fail(err, n, "oracle: position %lld out of range", (long long)p);
+      cv = tk_get(a->cos_sin_cache, p * R + i);
+      sv = tk_get(a->cos_sin_cache, p * R + h + i);
+    } else {
+      long double ang = (long double)p * k->inv_freq[i];
+      cv = (double)(cosl(ang) * k->mscale);
+      sv = (double)(sinl(ang) * k->mscale);
+      /* float32 cos/sin of a double-reduced angle; the angle itself is as
+       * good as double inverse frequencies allow (a few ulps of p * f). */
+      e = (double)k->mscale * (4 * U + (double)fabsl(ang) * 0x1.0p-48);
+    }
+    int64_t a0 = neox ? i : 2 * i, a1 = neox ? i + h : 2 * i + 1;
+    k->c[a0] = k->c[a1] = cv;
+    k->s[a0] = k->s[a1] = sv;
+    k->ec[a0] = k->ec[a1] = k->es[a0] = k->es[a1] = e;
+  }
+  return 0;
+}
+
+/* Norm (if gamma) then RoPE of one head starting at x[base]; result in o/eo. */
+static void head(ctx *k, int64_t base, const qkvfuse_tensor *gamma, const qkvfuse_tensor *beta) {
+  const qkvfuse_desc *d = k->desc;
+  int64_t D = k->D, R = k->R;
+  const double *x = k->x + base, *ex = k->ex + base;
+  if (gamma) {
+    double sum = 0, sabs = 0;
+    for (int64_t i = 0; i < D; i++) {
+      sum += x[i] * x[i];
+      sabs += fabs(x[i]) * ex[i];
+    }
+    double ms = sum / (double)D, den = ms + (double)d->eps, r = 1.0 / sqrt(den);
+    /* a float32 sum of D squares is within (D-1)u relative, whatever the order */
+    double rel_r = 0.5 * (((double)D + 4) * U * ms + 2 * sabs / (double)D) / den + 2 * U;
+    for (int64_t i = 0; i < D; i++) {
+      double g = tk_get(gamma, i) + (d->gamma_offset ? 1.0 : 0.0);
+      double bt = beta ? tk_get(beta, i) : 0.0;
+      double sc = x[i] * r * g;
+      k->y[i] = sc + bt;
+      /* the +beta may cancel: its float32 error is u of the larger term */
+      k->ey[i] = fabs(sc) * (rel_r + 7 * U) + fabs(r * g) * ex[i] + 2 * U * fabs(bt);
+      if (k->parity) round_unc(k->io, k->y[i], k->ey[i], &k->y[i], &k->ey[i]);
+    }
+  } else {
+    for (int64_t i = 0; i < D; i++) {
+      k->y[i] = x[i];
+      k->ey[i] = ex[i];
+    }
+  }
+  for (int64_t i = R; i < D; i++) {
+    k->o[i] = k->y[i];
+    k->eo[i] = k->ey[i];
+  }
+  int neox = d->rope_style == QKVFUSE_ROPE_NEOX;
+  for (int64_t i = 0; i < R / 2; i++) {
+    int64_t a0 = neox ? i : 2 * i, a1 = neox ? i + R / 2 : 2 * i + 1;
+    double y0 = k->y[a0], y1 = k->y[a1];
+    double t00 = y0 * k->c[a0], t01 = y1 * k->s[a0], t11 = y1 * k->c[a1], t10 = y0 * k->s[a1];
+    k->o[a0] = t00 - t01;
+    k->o[a1] = t11 + t10;
+    /* RoPE slack: the float32 products and sum may cancel catastrophically,
+     * so their error is 2^-22 * (|y0 cos| + |y1 sin|), not relative to the
+     * result; plus the inputs' own slack carried through the rotation. */
+    k->eo[a0] = 4 * U * (fabs(t00) + fabs(t01)) + fabs(k->c[a0]) * k->ey[a0] + fabs(k->s[a0]) * k->ey[a1] +
+                fabs(y0) * k->ec[a0] + fabs(y1) * k->es[a0];
+    k->eo[a1] = 4 * U * (fabs(t11) + fabs(t10)) + fabs(k->c[a1]) * k->ey[a1] + fabs(k->s[a1]) * k->ey[a0] +
+                fabs(y1) * k->ec[a1] + fabs(y0) * k->es[a1];
+  }
+}
+
+/* Where token t goes in cache c (element offset of element j = 0 is base,
+ * the rest follows the layout). Returns 0 when skipped, 1 when written, -1 bad. */
+static int cache_dest(ctx *k, const qkvfuse_tensor *c, int64_t t, int64_t *blk, int64_t *row) {
+  const qkvfuse_args *a = k->a;
+  qkvfuse_cache_layout L = k->desc->cache_layout;
+  if (L == QKVFUSE_CACHE_CONTIGUOUS) {
+    int64_t b = t / k->S, i = t % k->S;
+    int64_t st = tk_get_int(a->slot_mapping, b);
+    if (st == -1) return 0;
+    if (st < 0 || b >= c->shape[0] || st + i >= c->shape[1]) return -1;
+    *blk = b;
+    *row = st + i;
+    return 1;
+  }
+  int64_t s = tk_get_int(a->slot_mapping, t);
+  if (s == -1) return 0;
+  int64_t bs = L == QKVFUSE_CACHE_PAGED ? c->shape[1] : c->shape[2];
+  if (s < 0 || s >= c->shape[0] * bs) return -1;
+  *blk = s / bs;
+  *row = s % bs;
+  return 1;
+}
+
+static int64_t cache_off(ctx *k, const qkvfuse_tensor *c, int64_t blk, int64_t row, int64_t j) {
+  const int64_t *st = c->strides;
+  int64_t h = j / k->D, d = j % k->D;
+  switch (k->desc->cache_layout) {
+    case QKVFUSE_CACHE_PAGED:
+    case QKVFUSE_CACHE_CONTIGUOUS:
+      return blk * st[0] + row * st[1] + h * st[2] + d * st[3];
+    case QKVFUSE_CACHE_PAGED_HND:
+      return blk * st[0] + h * st[1] + row * st[2] + d * st[3];
+    case QKVFUSE_CACHE_NZ: {
+      int64_t cc = 32 / (int64_t)tk_size(c->dtype);
+      return blk * st[0] + (j / cc) * st[1] + row * st[2] + (j % cc) * st[3];
+    }
+    default:
+      return -1;
+  }
+}
+
+/* The value a cache stores, before its final rounding, and its slack. */
+static void quant(qkvfuse_quant_mode m, const qkvfuse_tensor *scale, const qkvfuse_tensor *offset, int64_t j,
+                  double v, double e, double *pre, double *epre) {
+  if (m == QKVFUSE_QUANT_NONE) {
+    *pre = v;
+    *epre = e;
+    return;
+  }
+  int64_t idx = tk_numel(scale) == 1 ? 0 : j;
+  double sc = tk_get(scale, idx), q = v / sc, off = 0;
+  if (m == QKVFUSE_QUANT_INT8_ASYM) off = tk_get(offset, idx);
+  *pre = q + off;
+  *epre = e / fabs(sc) + 2 * U * (fabs(q) + fabs(off)) + 2 * U * fabs(*pre);
+}
+
+static double *dalloc(int64_t n) { return (double *)calloc((size_t)(n > 0 ? n : 1), sizeof(double)); }
+
+int tk_oracle_run(const qkvfuse_desc *desc, const qkvfuse_args *a, tk_oracle *o, char *err, size_t errlen) {
+  memset(o, 0, sizeof *o);
+  ctx k;
+  memset(&k, 0, sizeof k);
+  k.desc = desc;
+  k.a = a;
+  k.Nq = desc->num_q_heads;
+  k.Nkv = desc->num_kv_heads;
+  k.D = desc->head_dim;
+  k.R = desc->rope_source == QKVFUSE_ROPE_NONE ? 0 : desc->rotary_dim;
+  k.H = (k.Nq + 2 * k.Nkv) * k.D;
+  k.T = tk_numel(a->qkv) / k.H;
+  k.S = a->qkv->ndim == 3 ? a->qkv->shape[1] : 1;
+  k.B = k.S ? k.T / k.S : 0;
+  k.parity = desc->rounding == QKVFUSE_ROUNDING_UNFUSED_PARITY;
+  k.io = a->q_out->dtype;
+  if (k.D > 512 || k.R > k.D) return fail(err, errlen, "oracle: bad D/R");
+  if (desc->rope_source == QKVFUSE_ROPE_COMPUTED &&
+      tk_rope_freqs(desc->rope_theta, &desc->rope_scaling, k.R, k.inv_freq, &k.mscale))
+    return fail(err, errlen, "oracle: rope scaling parameters outside their domain");
+
+  int64_t nq = k.T * k.Nq * k.D, nkv = k.T * k.Nkv * k.D;
+  *o = (tk_oracle){k.T, k.Nq, k.Nkv, k.D, k.R, k.H, k.parity ? k.io : QKVFUSE_DTYPE_NONE,
+                   dalloc(nq), dalloc(nq), dalloc(nkv), dalloc(nkv), dalloc(nkv), dalloc(nkv),
+                   (int64_t *)calloc((size_t)nkv + 1, 8), (int64_t *)calloc((size_t)nkv + 1, 8),
+                   dalloc(nkv), dalloc(nkv), dalloc(nkv), dalloc(nkv), NULL};
+  k.x = dalloc(k.H);
+  k.ex = dalloc(k.H);
+  k.c = dalloc(512);
+  k.s = dalloc(512);
+  k.ec = dalloc(512);
+  k.es = dalloc(512);
+  k.y = dalloc(512);
+  k.ey = dalloc(512);
+  k.o = dalloc(512);
+  k.eo = dalloc(512);
+  int rc = 0;
+  int64_t KV = k.Nkv * k.D;
+  for (int64_t t = 0; t < k.T && rc == 0; t++) {
+    dequant(&k, t);
+    if (k.R > 0 && (rc = cos_sin(&k, t, err, errlen)) != 0) break;
+    for (int64_t h = 0; h < k.Nq; h++) {
+      head(&k, h * k.D, desc->q_norm ? a->q_gamma : NULL, desc->q_norm ? a->q_beta : NULL);
+      memcpy(o->q + (t * k.Nq + h) * k.D, k.o, (size_t)k.D * sizeof(double));
+      memcpy(o->qs + (t * k.Nq + h) * k.D, k.eo, (size_t)k.D * sizeof(double));
+    }
+    for (int64_t h = 0; h < k.Nkv; h++) {
+      head(&k, (k.Nq + h) * k.D, desc->k_norm ? a->k_gamma : NULL, desc->k_norm ? a->k_beta : NULL);
+      memcpy(o->k + t * KV + h * k.D, k.o, (size_t)k.D * sizeof(double));
+      memcpy(o->ks + t * KV + h * k.D, k.eo, (size_t)k.D * sizeof(double));
+    }
+    for (int64_t j = 0; j < KV; j++) {
+      o->v[t * KV + j] = k.x[(k.Nq + k.Nkv) * k.D + j];
+      o->vs[t * KV + j] = k.ex[(k.Nq + k.Nkv) * k.D + j];
+    }
+    for (int64_t j = 0; j < KV; j++) o->kc_off[t * KV + j] = o->vc_off[t * KV + j] = -1;
+    if (desc->cache_layout == QKVFUSE_CACHE_NONE) continue;
+    int64_t kb = 0, kr = 0, vb = 0, vr = 0;
+    int dk = cache_dest(&k, a->k_cache, t, &kb, &kr), dv = cache_dest(&k, a->v_cache, t, &vb, &vr);
+    if (dk < 0 || dv < 0) {
+      rc = fail(err, errlen, "oracle: token %lld has a slot outside the cache", (long long)t);
+      break;
+    }
+    for (int64_t j = 0; j < KV && dk; j++) {
+      double kv = o->k[t * KV + j], ke = o->ks[t * KV + j];
+      if (k.parity) round_unc(k.io, kv, ke, &kv, &ke); /* quantization reads the rounded k */
+      o->kc_off[t * KV + j] = cache_off(&k, a->k_cache, kb, kr, j);
+      quant(desc->k_quant, a->k_scale, a->k_offset, j, kv, ke, &o->kc[t * KV + j], &o->kcs[t * KV + j]);
+    }
+    for (int64_t j = 0; j < KV && dv; j++) {
+      double vv = o->v[t * KV + j], ve = o->vs[t * KV + j];
+      if (k.parity) round_unc(k.io, vv, ve, &vv, &ve); /* quantization reads v in the I/O dtype */
+      o->vc_off[t * KV + j] = cache_off(&k, a->v_cache, vb, vr, j);
+      quant(desc->v_quant, a->v_scale, a->v_offset, j, vv, ve, &o->vc[t * KV + j], &o->vcs[t * KV + j]);
+    }
+  }
+  free(k.x), free(k.ex), free(k.c), free(k.s), free(k.ec), free(k.es);
+  free(k.y), free(k.ey), free(k.o), free(k.eo);
+  if (rc) tk_oracle_free(o);
+  return rc;
+}
+
+void tk_oracle_free(tk_oracle *o) {
+  free(o->q), free(o->qs), free(o->k), free(o->ks), free(o->v), free(o->vs);
+  free(o->kc_off), free(o->vc_off), free(o->kc), free(o->kcs), free(o->vc), free(o->vcs);
+  memset(o, 0, sizeof *o);
+}

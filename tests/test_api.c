@@ -1,0 +1,125 @@
+/* The utility API: status strings, dtype helpers and the DLPack mapping,
+ * tensor_init, plan helpers, version, and the last-error protocol. */
+#include <stdio.h>
+#include <string.h>
+
+#include "case.h"
+#include "harness.h"
+
+static int failed, checks;
+#define CHECK(cond, ...)                 \
+  do {                                   \
+    checks++;                            \
+    if (!(cond)) {                       \
+      failed++;                          \
+      printf("FAIL test_api: ");         \
+      printf(__VA_ARGS__);               \
+      printf("\n");                      \
+    }                                    \
+  } while (0)
+
+static void status_strings(void) {
+  static const char *names[] = {"QKVFUSE_SUCCESS",           "QKVFUSE_ERROR_NULL_POINTER", "QKVFUSE_ERROR_INVALID_VALUE",
+                                "QKVFUSE_ERROR_DTYPE",       "QKVFUSE_ERROR_SHAPE",        "QKVFUSE_ERROR_STRIDE",
+                                "QKVFUSE_ERROR_ALIGNMENT",   "QKVFUSE_ERROR_OVERLAP",      "QKVFUSE_ERROR_OUT_OF_RANGE",
+                                "QKVFUSE_ERROR_BAD_SCALE",   "QKVFUSE_ERROR_DEVICE",       "QKVFUSE_ERROR_UNSUPPORTED",
+                                "QKVFUSE_ERROR_CUDA",        "QKVFUSE_ERROR_OUT_OF_MEMORY", "QKVFUSE_ERROR_VERSION"};
+  for (int s = 0; s < 15; s++) {
+    const char *got = qkvfuse_status_string((qkvfuse_status)s);
+    CHECK(got && !strcmp(got, names[s]), "status_string(%d) = \"%s\", want \"%s\"", s, got ? got : "(null)", names[s]);
+  }
+  static const int unknown[] = {15, 99, -1};
+  for (int i = 0; i < 3; i++) {
+    const char *got = qkvfuse_status_string((qkvfuse_status)unknown[i]);
+    CHECK(got && got[0], "status_string(%d) must be a non-empty string", unknown[i]);
+    for (int s = 0; s < 15 && got; s++) CHECK(strcmp(got, names[s]), "status_string(%d) = a known name", unknown[i]);
+  }
+}
+
+static void dtypes(void) {
+  static const qkvfuse_dtype all[] = {QKVFUSE_DTYPE_INT8,    QKVFUSE_DTYPE_INT32,    QKVFUSE_DTYPE_INT64,
+                                      QKVFUSE_DTYPE_FLOAT16, QKVFUSE_DTYPE_FLOAT32,  QKVFUSE_DTYPE_BFLOAT16,
+                                      QKVFUSE_DTYPE_FLOAT8_E4M3FN};
+  static const char *names[] = {"int8", "int32", "int64", "float16", "float32", "bfloat16", "float8_e4m3fn"};
+  for (int i = 0; i < 7; i++) {
+    uint8_t code = (uint8_t)(all[i] >> 8), bits = (uint8_t)(all[i] & 0xFF);
+    CHECK(qkvfuse_dtype_from_dlpack(code, bits, 1) == all[i], "dtype_from_dlpack(%u, %u, 1) != %s", code, bits, names[i]);
+    CHECK(qkvfuse_dtype_from_dlpack(code, bits, 2) == QKVFUSE_DTYPE_NONE, "lanes 2 of %s must be NONE", names[i]);
+    CHECK(qkvfuse_dtype_from_dlpack(code, bits, 0) == QKVFUSE_DTYPE_NONE, "lanes 0 of %s must be NONE", names[i]);
+    CHECK(qkvfuse_dtype_size(all[i]) == bits / 8u, "dtype_size(%s) = %zu", names[i], qkvfuse_dtype_size(all[i]));
+    const char *n = qkvfuse_dtype_name(all[i]);
+    CHECK(n && !strcmp(n, names[i]), "dtype_name(%s) = \"%s\"", names[i], n ? n : "(null)");
+  }
+  /* DLPack types the library does not handle: uint8, int16, float64, bfloat16 x32, e5m2, complex */
+  static const uint8_t other[][2] = {{1, 8}, {0, 16}, {2, 64}, {4, 32}, {11, 8}, {5, 64}, {2, 8}, {0, 1}};
+  for (size_t i = 0; i < sizeof other / sizeof other[0]; i++)
+    CHECK(qkvfuse_dtype_from_dlpack(other[i][0], other[i][1], 1) == QKVFUSE_DTYPE_NONE,
+          "dtype_from_dlpack(%u, %u, 1) must be NONE", other[i][0], other[i][1]);
+  CHECK(qkvfuse_dtype_size(QKVFUSE_DTYPE_NONE) == 0 && qkvfuse_dtype_size((qkvfuse_dtype)999) == 0, "size of unknown dtypes");
+  CHECK(!strcmp(qkvfuse_dtype_name(QKVFUSE_DTYPE_NONE), "?") && !strcmp(qkvfuse_dtype_name((qkvfuse_dtype)999), "?"),
+        "name of unknown dtypes must be \"?\"");
+}
+
+static void tensor_init(void) {
+  float buf[60];
+  qkvfuse_tensor t;
+  memset(&t, 0x5A, sizeof t);
+  int64_t shape[3] = {3, 4, 5};
+  CHECK(qkvfuse_tensor_init(&t, buf, QKVFUSE_DTYPE_FLOAT32, 3, shape) == QKVFUSE_SUCCESS, "tensor_init 3-d");
+  CHECK(t.data == buf && t.dtype == QKVFUSE_DTYPE_FLOAT32 && t.ndim == 3 && t.device_type == QKVFUSE_DEVICE_CPU &&
+            t.device_id == 0,
+        "tensor_init fields");
+  CHECK(t.shape[0] == 3 && t.shape[1] == 4 && t.shape[2] == 5 && t.strides[0] == 20 && t.strides[1] == 5 && t.strides[2] == 1,
+        "tensor_init: row-major strides of [3, 4, 5] must be [20, 5, 1]; got [%lld, %lld, %lld]", (long long)t.strides[0],
+        (long long)t.strides[1], (long long)t.strides[2]);
+  CHECK(!qkvfuse_last_error()[0], "last_error after a successful tensor_init");
+  CHECK(qkvfuse_tensor_init(&t, buf, QKVFUSE_DTYPE_INT8, 0, NULL) == QKVFUSE_SUCCESS && t.ndim == 0, "tensor_init scalar");
+  CHECK(qkvfuse_tensor_init(&t, buf, QKVFUSE_DTYPE_INT8, 7, shape) == QKVFUSE_ERROR_INVALID_VALUE && qkvfuse_last_error()[0],
+        "tensor_init ndim 7 must be INVALID_VALUE with a message");
+  CHECK(qkvfuse_tensor_init(&t, buf, QKVFUSE_DTYPE_INT8, -1, shape) == QKVFUSE_ERROR_INVALID_VALUE, "tensor_init ndim -1");
+  CHECK(qkvfuse_tensor_init(NULL, buf, QKVFUSE_DTYPE_INT8, 1, shape) == QKVFUSE_ERROR_NULL_POINTER, "tensor_init(NULL)");
+  CHECK(qkvfuse_tensor_init(&t, buf, QKVFUSE_DTYPE_INT8, 2, NULL) == QKVFUSE_ERROR_NULL_POINTER, "tensor_init shape NULL");
+}
+
+static void plans(void) {
+  qkvfuse_plan_destroy(NULL); /* must be a no-op */
+  CHECK(!strcmp(qkvfuse_plan_backend_name(NULL), "?"), "plan_backend_name(NULL) must be \"?\"");
+  qkvfuse_desc d = QKVFUSE_DESC_INIT;
+  d.num_q_heads = 2, d.num_kv_heads = 1, d.head_dim = 64;
+  static const qkvfuse_backend bes[] = {QKVFUSE_BACKEND_REFERENCE, QKVFUSE_BACKEND_AUTO, QKVFUSE_BACKEND_CPU};
+  for (int i = 0; i < 3; i++) {
+    qkvfuse_plan *p = NULL;
+    qkvfuse_args bad = QKVFUSE_ARGS_INIT;
+    qkvfuse_run(NULL, &bad, NULL); /* leave an error behind: a success must clear it */
+    d.backend = bes[i];
+    qkvfuse_status st = qkvfuse_plan_create(&d, &p);
+    if (bes[i] == QKVFUSE_BACKEND_CPU && st == QKVFUSE_ERROR_UNSUPPORTED) {
+      CHECK(qkvfuse_last_error()[0] && p == NULL, "unsupported backend: message and no plan");
+      continue;
+    }
+    CHECK(st == QKVFUSE_SUCCESS && p, "plan_create backend %s: %s", tk_backend_str(bes[i]), qkvfuse_last_error());
+    CHECK(!qkvfuse_last_error()[0], "last_error not cleared by a successful plan_create");
+    const char *n = qkvfuse_plan_backend_name(p);
+    CHECK(n && n[0] && strcmp(n, "?"), "plan_backend_name of a %s plan: \"%s\"", tk_backend_str(bes[i]), n ? n : "(null)");
+    if (bes[i] == QKVFUSE_BACKEND_REFERENCE) CHECK(!strcmp(n, "reference"), "reference plan named \"%s\"", n);
+    qkvfuse_plan_destroy(p);
+  }
+  d.backend = QKVFUSE_BACKEND_CUDA; /* a CUDA backend for CPU tensors cannot serve */
+  qkvfuse_plan *p = NULL;
+  qkvfuse_status st = qkvfuse_plan_create(&d, &p);
+  CHECK(st == QKVFUSE_ERROR_UNSUPPORTED || st == QKVFUSE_ERROR_DEVICE, "CUDA backend with a CPU device: %s",
+        qkvfuse_status_string(st));
+  CHECK(p == NULL, "a failed plan_create must leave *plan NULL");
+  qkvfuse_plan_destroy(p);
+}
+
+int main(void) {
+  CHECK(qkvfuse_version_number() == QKVFUSE_VERSION_NUMBER, "version_number %u, header %d", qkvfuse_version_number(),
+        QKVFUSE_VERSION_NUMBER);
+  status_strings();
+  dtypes();
+  tensor_init();
+  plans();
+  printf("test_api: %d checks, %d failed\n", checks, failed);
+  return failed ? 1 : 0;
+}

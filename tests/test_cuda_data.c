@@ -1,0 +1,118 @@
+/* Data-dependent errors on CUDA (docs/API.md "Errors"): the call returns
+ * success (it stays capturable), the QKVFUSE_DATA_ERROR_* bit is OR-ed into
+ * error_flags, nothing is read or written out of bounds, a token with a bad
+ * position or slot writes nothing at all (no q/k/v outputs, no cache rows), a
+ * head whose scale or offset is bad skips its cache rows -- and every other
+ * element is exactly what the oracle says.
+ *   test_cuda_data (exit 77 without a GPU) */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "bases.h"
+#include "fp.h"
+#include "harness.h"
+#include "tview.h"
+
+typedef struct bad_data {
+  const char *what;
+  int base;
+  int slot;        /* tensor poked */
+  int64_t at[2];   /* elements poked (-1: none) */
+  double val[2];
+  uint32_t flag;
+  int drop_tokens; /* the poked positions/slots drop their tokens (contiguous: whole batch) */
+  int kv;          /* scale errors: 1 k cache, 2 v cache */
+} bad_data;
+
+static int failed, ran;
+
+static void poke(tk_case *c, int slot, int64_t flat, double v) {
+  tk_view *w = &c->view[slot];
+  tk_encode(w->t.dtype, c->buf[w->buf].init + (w->off + tk_elem_offset(&w->t, flat)) * (int64_t)tk_size(w->t.dtype), v);
+}
+
+static void one(const bad_data *b, const tk_device *dev) {
+  tk_spec s;
+  tk_base_spec(b->base, &s);
+  if (b->base != TK_BASE_B) s.T = 8, s.blocks = 0;
+  s.error_flags = 1;
+  tk_spec_fixup(&s);
+  tk_case c;
+  tk_case_build(&c, &s, 7000 + (uint64_t)b->base);
+  /* the oracle of the valid data, then break the data */
+  qkvfuse_tensor host[TK_NSLOT];
+  qkvfuse_args ha;
+  tk_case_args(&c, TK_AT_INIT, host, &ha);
+  tk_oracle o;
+  char err[128];
+  tk_oracle_run(&c.desc, &ha, &o, err, sizeof err);
+  uint8_t *skip = (uint8_t *)calloc((size_t)(s.T + 1), 1);
+  int64_t KV = s.Nkv * s.D;
+  for (int i = 0; i < 2; i++) {
+    if (b->at[i] < 0) continue;
+    poke(&c, b->slot, b->at[i], b->val[i]);
+    if (b->drop_tokens) {
+      int64_t t0 = s.layout == QKVFUSE_CACHE_CONTIGUOUS ? b->at[i] * s.S : b->at[i];
+      int64_t n = s.layout == QKVFUSE_CACHE_CONTIGUOUS ? s.S : 1;
+      for (int64_t t = t0; t < t0 + n; t++) {
+        skip[t] = 1;
+        for (int64_t j = 0; j < KV; j++) o.kc_off[t * KV + j] = o.vc_off[t * KV + j] = -1;
+      }
+    } else {
+      /* a bad scale/offset: its head's cache rows (every head, for a per-tensor scale) */
+      int64_t h = tk_numel(&c.view[b->slot].t) == 1 ? -1 : b->at[i] / s.D;
+      int64_t *off = b->kv == 1 ? o.kc_off : o.vc_off;
+      for (int64_t t = 0; t < s.T; t++)
+        for (int64_t j = 0; j < KV; j++)
+          if (h < 0 || j / s.D == h) off[t * KV + j] = -1;
+    }
+  }
+  o.row_skip = skip;
+  tk_case_upload(&c, dev);
+  qkvfuse_tensor tens[TK_NSLOT];
+  qkvfuse_args a;
+  tk_case_args(&c, TK_AT_DEVICE, tens, &a);
+  int unsupported = 0;
+  qkvfuse_status st = tk_run_core(&c, &a, QKVFUSE_BACKEND_CUDA, NULL, &unsupported);
+  tk_stats ss;
+  memset(&ss, 0, sizeof ss);
+  if (st != QKVFUSE_SUCCESS)
+    tk_stats_fail(&ss, "status %s (%s), want success: the CUDA call must stay capturable", qkvfuse_status_string(st),
+                  qkvfuse_last_error());
+  tk_case_download(&c);
+  uint32_t f;
+  memcpy(&f, c.buf[TK_FLAGS_BUF].got, 4);
+  if (!(f & b->flag)) tk_stats_fail(&ss, "error_flags 0x%x lacks 0x%x", f, b->flag);
+  if (st == QKVFUSE_SUCCESS) tk_compare_case(&c, &o, &ss);
+  ran++;
+  if (ss.failed) {
+    failed++;
+    printf("FAIL test_cuda_data '%s': %s\n  failing: %s\n", b->what, ss.first, ss.where);
+  }
+  free(skip);
+  tk_oracle_free(&o);
+  tk_case_free(&c);
+}
+
+int main(void) {
+  const tk_device *dev = tk_device_for_backend(QKVFUSE_BACKEND_CUDA);
+  if (!dev) {
+    printf("test_cuda_data: no CUDA device, skipped\n");
+    return TK_SKIP;
+  }
+  static const bad_data cases[] = {
+      {"positions out of [0, max_pos)", TK_BASE_A, TK_POSITIONS, {2, 5}, {16, -1}, QKVFUSE_DATA_ERROR_POSITION, 1, 0},
+      {"computed: negative position", TK_BASE_C, TK_POSITIONS, {3, -1}, {-5, 0}, QKVFUSE_DATA_ERROR_POSITION, 1, 0},
+      {"slots outside the cache", TK_BASE_A, TK_SLOT_MAPPING, {1, 6}, {-7, 12}, QKVFUSE_DATA_ERROR_SLOT, 1, 0},
+      {"contiguous start + S > max_seq", TK_BASE_B, TK_SLOT_MAPPING, {1, -1}, {6, 0}, QKVFUSE_DATA_ERROR_SLOT, 1, 0},
+      {"a zero k_scale channel (head 1)", TK_BASE_A, TK_K_SCALE, {64 + 5, -1}, {0, 0}, QKVFUSE_DATA_ERROR_SCALE, 0, 1},
+      {"a NaN per-tensor v_scale", TK_BASE_A, TK_V_SCALE, {0, -1}, {NAN, 0}, QKVFUSE_DATA_ERROR_SCALE, 0, 2},
+      {"an Inf k_offset (head 0)", TK_BASE_A, TK_K_OFFSET, {7, -1}, {INFINITY, 0}, QKVFUSE_DATA_ERROR_SCALE, 0, 1},
+      {"a zero v_scale channel (flat, head 1)", TK_BASE_B, TK_V_SCALE, {32 + 3, -1}, {0, 0}, QKVFUSE_DATA_ERROR_SCALE, 0, 2},
+  };
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) one(&cases[i], dev);
+  printf("test_cuda_data: %d cases, %d failed\n", ran, failed);
+  return failed ? 1 : 0;
+}

@@ -1,0 +1,408 @@
+/* The three named entry points (qkvfuse.h, docs/API.md "Named operators"):
+ *   1. on random inputs in the seed's configuration, against the oracle and
+ *      byte-identical to the core operator with the equivalent descriptor;
+ *   2. their own argument checks (bad strings, inconsistent size_splits /
+ *      qkv_size / head_nums, output flags without outputs...): exact status,
+ *      message naming the argument, nothing written.
+ *   test_named [--backend auto|cuda] [--seed S] [--cases N] [--verbose]
+ * The random cases run on the backend's device (the named ops use the default
+ * backend of their tensors' device); the argument checks run on the CPU. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "fp.h"
+#include "harness.h"
+#include "tview.h"
+
+enum { OP_SPLIT = 1, OP_CACHE = 2, OP_DEQUANT = 3 };
+
+typedef struct named_ctx {
+  int op;
+  double eps;
+  int64_t rope_dim;           /* OP_SPLIT: 0 means head_dim */
+  const char *cache_mode, *quant_mode, *layout;
+  int flag;                   /* is_output_qkv / kv_output */
+  int64_t qkv_size[4], head_nums[3], size_splits[3];
+  const int64_t *qkv_size_p, *head_nums_p, *size_splits_p;
+  const qkvfuse_tensor *q_before; /* OP_CACHE: q_out_before_quant */
+  const qkvfuse_tensor *k_extra, *v_extra; /* outputs passed although the flag is 0 */
+  int drop_k_out, drop_v_out;     /* pass NULL for k/v outputs although the flag is 1 */
+} named_ctx;
+
+static qkvfuse_status run_named(tk_case *c, const qkvfuse_args *a, qkvfuse_backend be, void *vctx, int *unsupported) {
+  (void)be, (void)unsupported;
+  named_ctx *x = (named_ctx *)vctx;
+  const tk_spec *s = &c->sp;
+  const qkvfuse_tensor *ko = x->flag ? a->k_out : x->k_extra, *vo = x->flag ? a->v_out : x->v_extra;
+  if (x->drop_k_out) ko = NULL;
+  if (x->drop_v_out) vo = NULL;
+  switch (x->op) {
+    case OP_SPLIT:
+      return qkvfuse_split_qkv_rmsnorm_rope(a->qkv, a->q_gamma, a->k_gamma, s->Nq * s->D, s->Nkv * s->D, s->D, x->eps,
+                                            a->cos_sin_cache, a->positions, x->rope_dim, a->q_beta, a->k_beta,
+                                            s->rope_style == QKVFUSE_ROPE_NEOX, a->q_out,
+                                            x->drop_k_out ? NULL : a->k_out, x->drop_v_out ? NULL : a->v_out,
+                                            a->error_flags, c->dev->stream);
+    case OP_CACHE:
+      return qkvfuse_qkv_rmsnorm_rope_cache(a->qkv, a->q_gamma, a->k_gamma, a->cos, a->sin, a->slot_mapping, a->q_out,
+                                            a->k_cache, a->v_cache, a->k_scale, a->v_scale, a->k_offset, a->v_offset,
+                                            x->q_before, ko, vo, x->qkv_size_p, x->head_nums_p, x->eps, x->cache_mode,
+                                            x->flag, a->error_flags, c->dev->stream);
+    default:
+      return qkvfuse_dequant_rope_quant_kvcache(a->qkv, a->cos, a->sin, a->k_cache, a->v_cache, a->slot_mapping,
+                                                a->k_scale, a->v_scale, a->k_offset, a->v_offset, a->weight_scale,
+                                                a->act_scale, a->bias, x->size_splits_p, x->quant_mode, x->layout,
+                                                x->flag, x->cache_mode, a->q_out, ko, vo, a->error_flags,
+                                                c->dev->stream);
+  }
+}
+
+static const qkvfuse_dtype FDT[] = {QKVFUSE_DTYPE_FLOAT32, QKVFUSE_DTYPE_FLOAT16, QKVFUSE_DTYPE_BFLOAT16};
+static const int64_t DS[] = {16, 64, 80, 128, 256};
+static const int64_t TS[] = {0, 1, 7, 33, 200};
+
+/* A random spec in op's configuration, and the matching ctx. */
+static void named_spec(int op, tk_rng *r, tk_spec *s, named_ctx *x) {
+  tk_spec_default(s);
+  memset(x, 0, sizeof *x);
+  x->op = op;
+  s->D = TK_PICK(r, DS);
+  s->Nkv = tk_rng_range(r, 1, 2);
+  s->Nq = s->Nkv * tk_rng_range(r, 1, 4);
+  s->T = TK_PICK(r, TS);
+  s->qkv_pad = tk_rng_chance(r, 0.5) ? 0 : tk_rng_range(r, 1, 9);
+  s->out_pad = tk_rng_chance(r, 0.5) ? 0 : tk_rng_range(r, 1, 9);
+  s->error_flags = tk_rng_chance(r, 0.5);
+  s->amp = tk_rng_loguniform(r, 0.05, 20);
+  static const float epss[] = {1e-6f, 1e-5f, 0.25f};
+  s->eps = TK_PICK(r, epss);
+  x->eps = s->eps;
+  x->flag = tk_rng_chance(r, 0.6);
+  if (op == OP_SPLIT) {
+    s->qkv_dt = TK_PICK(r, FDT);
+    s->q_out_dt = s->k_out_dt = s->v_out_dt = tk_rng_chance(r, 0.7) ? s->qkv_dt : QKVFUSE_DTYPE_FLOAT32;
+    s->q_norm = s->k_norm = 1;
+    s->q_gamma_dt = TK_PICK(r, FDT), s->k_gamma_dt = TK_PICK(r, FDT);
+    if (tk_rng_chance(r, 0.5)) s->q_beta_dt = TK_PICK(r, FDT), s->k_beta_dt = TK_PICK(r, FDT);
+    s->rope_source = QKVFUSE_ROPE_COS_SIN_CACHE;
+    s->rope_style = tk_rng_chance(r, 0.7) ? QKVFUSE_ROPE_NEOX : QKVFUSE_ROPE_INTERLEAVED;
+    s->rope_dt = TK_PICK(r, FDT);
+    s->R = tk_rng_chance(r, 0.5) ? s->D : 2 * tk_rng_range(r, 1, s->D / 2);
+    s->max_pos = tk_rng_range(r, 1, 1024), s->pos_hi = s->max_pos - 1;
+    s->pos_dt = tk_rng_chance(r, 0.5) ? QKVFUSE_DTYPE_INT32 : QKVFUSE_DTYPE_INT64;
+    x->rope_dim = (s->R == s->D && tk_rng_chance(r, 0.5)) ? 0 : s->R;
+    s->in_place_q = s->in_place_k = tk_rng_chance(r, 0.2);
+  } else if (op == OP_CACHE) {
+    s->qkv_dt = s->q_out_dt = s->rope_dt = s->q_gamma_dt = s->k_gamma_dt = TK_PICK(r, FDT);
+    if (x->flag) s->k_out_dt = s->v_out_dt = s->qkv_dt;
+    s->q_norm = s->k_norm = 1;
+    s->rope_source = QKVFUSE_ROPE_COS_SIN, s->R = s->D, s->out_split_heads = tk_rng_chance(r, 0.5);
+    static const qkvfuse_cache_layout Ls[] = {QKVFUSE_CACHE_NZ, QKVFUSE_CACHE_PAGED_HND, QKVFUSE_CACHE_PAGED};
+    s->layout = TK_PICK(r, Ls);
+    s->k_quant = (qkvfuse_quant_mode)tk_rng_range(r, 0, 3), s->v_quant = (qkvfuse_quant_mode)tk_rng_range(r, 0, 3);
+    s->k_cache_dt = s->v_cache_dt = s->qkv_dt;
+    s->k_scale_kind = tk_rng_chance(r, 0.7) ? 2 : 3, s->v_scale_kind = tk_rng_chance(r, 0.7) ? 2 : 3;
+    s->block_size = tk_rng_chance(r, 0.5) ? 16 : 32;
+    s->slot_dt = tk_rng_chance(r, 0.8) ? QKVFUSE_DTYPE_INT64 : QKVFUSE_DTYPE_INT32;
+    s->skip_prob = tk_rng_chance(r, 0.5) ? 0.2 : 0;
+  } else {
+    static const qkvfuse_dtype xdt[] = {QKVFUSE_DTYPE_FLOAT16, QKVFUSE_DTYPE_BFLOAT16, QKVFUSE_DTYPE_INT32, QKVFUSE_DTYPE_INT32};
+    s->qkv_dt = TK_PICK(r, xdt);
+    s->rope_dt = s->qkv_dt == QKVFUSE_DTYPE_INT32 ? FDT[tk_rng_range(r, 1, 2)] : s->qkv_dt;
+    s->q_out_dt = s->rope_dt;
+    if (x->flag) s->k_out_dt = s->v_out_dt = s->rope_dt;
+    if (s->qkv_dt == QKVFUSE_DTYPE_INT32) {
+      static const qkvfuse_dtype bdt[] = {QKVFUSE_DTYPE_NONE, QKVFUSE_DTYPE_FLOAT32, QKVFUSE_DTYPE_FLOAT16,
+                                          QKVFUSE_DTYPE_BFLOAT16, QKVFUSE_DTYPE_INT32};
+      s->act_scale = tk_rng_chance(r, 0.5), s->bias_dt = TK_PICK(r, bdt), s->acc_bits = 16;
+    }
+    s->rope_source = QKVFUSE_ROPE_COS_SIN, s->R = s->D, s->out_split_heads = tk_rng_chance(r, 0.5);
+    s->layout = tk_rng_chance(r, 0.5) ? QKVFUSE_CACHE_CONTIGUOUS : QKVFUSE_CACHE_PAGED;
+    s->k_quant = tk_rng_chance(r, 0.5) ? QKVFUSE_QUANT_INT8_SYM : QKVFUSE_QUANT_INT8_ASYM;
+    s->v_quant = tk_rng_chance(r, 0.5) ? QKVFUSE_QUANT_INT8_SYM : QKVFUSE_QUANT_INT8_ASYM;
+    s->k_scale_kind = s->v_scale_kind = tk_rng_chance(r, 0.5) ? 2 : 3;
+    s->slot_dt = tk_rng_chance(r, 0.5) ? QKVFUSE_DTYPE_INT64 : QKVFUSE_DTYPE_INT32;
+    s->block_size = 8;
+    s->skip_prob = tk_rng_chance(r, 0.5) ? 0.2 : 0;
+    int two_d = tk_rng_chance(r, 0.4);
+    s->in3d = two_d ? 2 : 1;
+    s->B = two_d ? s->T : tk_rng_range(r, 1, 3);
+    s->S = two_d ? 1 : (s->T + s->B - 1) / s->B;
+    if (s->layout == QKVFUSE_CACHE_CONTIGUOUS) s->cache_batch = s->B + 1, s->max_seq = s->S + 4;
+    if (two_d) s->out_split_heads = 0;
+    x->quant_mode = tk_rng_chance(r, 0.5) ? "static" : NULL;
+    x->layout = tk_rng_chance(r, 0.5) ? "BSND" : NULL;
+  }
+  tk_spec_fixup(s);
+  if (op == OP_CACHE) {
+    if (s->layout == QKVFUSE_CACHE_NZ) x->cache_mode = tk_rng_chance(r, 0.5) ? "PA_NZ" : NULL;
+    else if (s->layout == QKVFUSE_CACHE_PAGED_HND) x->cache_mode = "PA_BNSD";
+    else x->cache_mode = tk_rng_chance(r, 0.5) ? "PA" : "PA_BSND";
+    int64_t B = 1;
+    for (int64_t b = 2; b <= 4; b++)
+      if (s->T % b == 0) B = b;
+    x->qkv_size[0] = B, x->qkv_size[1] = s->T / B, x->qkv_size[2] = s->Nq + 2 * s->Nkv, x->qkv_size[3] = s->D;
+    x->head_nums[0] = s->Nq, x->head_nums[1] = x->head_nums[2] = s->Nkv;
+    x->qkv_size_p = x->qkv_size, x->head_nums_p = x->head_nums;
+  }
+  if (op == OP_DEQUANT) {
+    x->cache_mode = s->layout == QKVFUSE_CACHE_CONTIGUOUS ? (tk_rng_chance(r, 0.5) ? "contiguous" : NULL) : "page";
+    x->size_splits[0] = s->Nq * s->D, x->size_splits[1] = x->size_splits[2] = s->Nkv * s->D;
+    x->size_splits_p = x->size_splits;
+  }
+}
+
+static int failed, checks;
+
+static void fail(const char *fmt, const char *a, const char *b, const char *c) {
+  failed++;
+  printf(fmt, a, b, c);
+}
+
+/* An extra output shaped like slot's view of case c, on device dev: *init
+ * holds its poison (host), *buf its host copy after tk_download_extra. */
+typedef struct extra_out {
+  qkvfuse_tensor t;
+  const tk_device *dev;
+  void *dev_buf;
+  uint8_t *buf, *init;
+  size_t n;
+} extra_out;
+
+static const qkvfuse_tensor *poison_like(tk_case *c, int slot, const tk_device *dev, extra_out *x) {
+  const tk_view *v = &c->view[slot];
+  x->n = c->buf[v->buf].bytes;
+  x->dev = dev;
+  x->dev_buf = dev->alloc(x->n);
+  x->buf = (uint8_t *)malloc(x->n);
+  x->init = (uint8_t *)malloc(x->n);
+  tk_rng r;
+  tk_rng_seed(&r, 404);
+  tk_fill_poison(&r, x->init, x->n);
+  dev->upload(x->dev_buf, x->init, x->n);
+  x->t = v->t;
+  x->t.device_type = dev->type;
+  x->t.device_id = dev->id;
+  x->t.data = (uint8_t *)x->dev_buf + v->off * (int64_t)tk_size(v->t.dtype);
+  return &x->t;
+}
+
+static void download_extra(extra_out *x) {
+  if (x->dev_buf) x->dev->sync(x->dev->stream), x->dev->download(x->buf, x->dev_buf, x->n);
+}
+
+static void free_extra(extra_out *x) {
+  if (x->dev_buf) x->dev->release(x->dev_buf);
+  free(x->buf), free(x->init);
+  memset(x, 0, sizeof *x);
+}
+
+static const char *OPNAME[] = {"", "split_qkv_rmsnorm_rope", "qkv_rmsnorm_rope_cache", "dequant_rope_quant_kvcache"};
+
+static void one_case(int op, uint64_t seed, qkvfuse_backend be, int verbose) {
+  tk_rng r;
+  tk_rng_seed(&r, seed);
+  tk_spec s;
+  named_ctx x;
+  named_spec(op, &r, &s, &x);
+  char desc[1024];
+  tk_spec_describe(&s, desc, sizeof desc);
+  if (verbose) printf("%s: %s\n", OPNAME[op], desc);
+  tk_case c;
+  tk_case_build(&c, &s, seed + 1);
+  const tk_device *dev = tk_device_for_backend(be);
+  extra_out qb = {0}, kx = {0}, vx = {0};
+  if (op == OP_CACHE && x.flag) x.q_before = poison_like(&c, TK_Q_OUT, dev, &qb);
+  if (op != OP_SPLIT && !x.flag) {
+    /* outputs given with the flag at 0: the seeds ignore them, and so must the op */
+    tk_spec s2 = s;
+    s2.k_out_dt = s2.v_out_dt = s.q_out_dt;
+    tk_case c2;
+    tk_case_build(&c2, &s2, seed + 2);
+    x.k_extra = poison_like(&c2, TK_K_OUT, dev, &kx);
+    x.v_extra = poison_like(&c2, TK_V_OUT, dev, &vx);
+    tk_case_free(&c2);
+  }
+  tk_stats st;
+  memset(&st, 0, sizeof st);
+  checks++;
+  int rc = tk_check_case(&c, be, run_named, &x, &st);
+  download_extra(&qb), download_extra(&kx), download_extra(&vx);
+  if (rc == TK_SKIP) {
+    tk_case_free(&c);
+    free_extra(&qb), free_extra(&kx), free_extra(&vx);
+    return;
+  }
+  if (rc == TK_PASS) {
+    /* the same case through the core op must give the very same bytes */
+    uint8_t *saved[TK_NSLOT + 1];
+    for (int b = 0; b <= TK_NSLOT; b++) {
+      saved[b] = c.buf[b].bytes ? (uint8_t *)malloc(c.buf[b].bytes) : NULL;
+      if (saved[b]) memcpy(saved[b], c.buf[b].got, c.buf[b].bytes);
+    }
+    tk_stats st2;
+    memset(&st2, 0, sizeof st2);
+    if (tk_check_case(&c, be, tk_run_core, NULL, &st2) != TK_PASS)
+      tk_stats_fail(&st, "core op on the same case: %s", st2.first);
+    for (int b = 0; b <= TK_NSLOT; b++) {
+      if (saved[b] && memcmp(saved[b], c.buf[b].got, c.buf[b].bytes))
+        tk_stats_fail(&st, "%s: bytes differ from the core op with the equivalent descriptor",
+                      b < TK_NSLOT ? tk_slot_name[b] : "error_flags");
+      free(saved[b]);
+    }
+    if (x.q_before) {
+      const qkvfuse_tensor *q = &c.view[TK_Q_OUT].t;
+      size_t es = tk_size(q->dtype);
+      const uint8_t *qd = c.buf[c.view[TK_Q_OUT].buf].got + c.view[TK_Q_OUT].off * (int64_t)es;
+      for (int64_t i = 0; i < tk_numel(q); i++) {
+        int64_t off = tk_elem_offset(q, i) * (int64_t)es;
+        if (memcmp(qb.buf + c.view[TK_Q_OUT].off * (int64_t)es + off, qd + off, es)) {
+          tk_stats_fail(&st, "q_out_before_quant[%lld] differs from q_out", (long long)i);
+          break;
+        }
+        memcpy(qb.init + c.view[TK_Q_OUT].off * (int64_t)es + off, qd + off, es); /* expected written */
+      }
+      tk_cmp_untouched(&st, "q_out_before_quant (outside q_out's elements)", qb.buf, qb.init, NULL, qb.n);
+    }
+    if (x.k_extra) tk_cmp_untouched(&st, "k output given with the flag 0", kx.buf, kx.init, NULL, kx.n);
+    if (x.v_extra) tk_cmp_untouched(&st, "v output given with the flag 0", vx.buf, vx.init, NULL, vx.n);
+  }
+  if (rc != TK_PASS || st.failed) {
+    failed++;
+    printf("FAIL test_named %s seed=0x%llx: %s\n  spec: %s\n", OPNAME[op], (unsigned long long)seed, st.first, desc);
+  }
+  free_extra(&qb), free_extra(&kx), free_extra(&vx);
+  tk_case_free(&c);
+}
+
+/* ---- argument checks of the named entry points ---- */
+
+typedef struct bad {
+  int op;
+  int mutation; /* case of bad_call's switch */
+  const char *what;
+  qkvfuse_status want;
+  const char *names; /* the message must start with one of them (tk_names_argument) */
+} bad;
+
+static void bad_call(const bad *b) {
+  int idx = b->mutation;
+  tk_rng r;
+  tk_rng_seed(&r, 500 + (uint64_t)b->op);
+  tk_spec s;
+  named_ctx x;
+  do named_spec(b->op, &r, &s, &x);
+  while (s.T < 4 || (b->op == OP_DEQUANT && s.in3d != 1));
+  x.flag = 1;
+  if (b->op != OP_SPLIT) s.k_out_dt = s.v_out_dt = s.q_out_dt;
+  if (b->op == OP_CACHE) {
+    s.layout = QKVFUSE_CACHE_PAGED, x.cache_mode = "PA";
+    tk_spec_fixup(&s);
+  }
+  tk_case c;
+  tk_case_build(&c, &s, 600);
+  extra_out qb = {0};
+  if (b->op == OP_CACHE) x.q_before = poison_like(&c, TK_Q_OUT, tk_device_cpu(), &qb);
+  switch (idx) {
+    case 0: x.cache_mode = "PA_FOO"; break;
+    case 1: x.head_nums[2] = x.head_nums[1] + 1; break;
+    case 2: x.qkv_size[2] += 1; break;
+    case 3: x.qkv_size[0] += 1; break;
+    case 4: x.qkv_size[3] = s.D / 2; break;
+    case 5: x.drop_k_out = 1; break;
+    case 6: x.q_before = NULL; break;
+    case 7: x.qkv_size_p = NULL; break;
+    case 8: x.head_nums_p = NULL; break;
+    case 9: x.quant_mode = "dynamic"; break;
+    case 10: x.layout = "BNSD"; break;
+    case 11: x.cache_mode = "paged"; break;
+    case 12: x.size_splits[2] += s.D; break;
+    case 13: x.size_splits[0] += 2; break;
+    case 14: x.size_splits[1] -= s.D, x.size_splits[0] += s.D; break;
+    case 15: x.drop_v_out = 1; break;
+    case 16: x.size_splits_p = NULL; break;
+    case 17: x.eps = 0; break;
+    case 18: x.rope_dim = 2 * s.D; break;
+    case 19: x.drop_k_out = 1; break;
+    case 20: x.eps = -1; break;
+    case 21: x.cache_mode = ""; break;
+    default: break;
+  }
+  tk_case_upload(&c, tk_device_cpu());
+  qkvfuse_tensor tens[TK_NSLOT];
+  qkvfuse_args a;
+  tk_case_args(&c, TK_AT_DEVICE, tens, &a);
+  if (b->op == OP_SPLIT && idx == 19) {
+    /* k_bias without q_bias */
+    a.q_beta = NULL;
+  }
+  int unsupported = 0;
+  qkvfuse_status st = run_named(&c, &a, QKVFUSE_BACKEND_AUTO, &x, &unsupported);
+  const char *msg = qkvfuse_last_error();
+  tk_stats ss;
+  memset(&ss, 0, sizeof ss);
+  if (st != b->want)
+    tk_stats_fail(&ss, "status %s, want %s", qkvfuse_status_string(st), qkvfuse_status_string(b->want));
+  else if (!tk_names_argument(msg, b->names))
+    tk_stats_fail(&ss, "message does not name '%s'", b->names);
+  tk_case_download(&c);
+  for (int k = 0; k <= TK_NSLOT; k++)
+    if (c.buf[k].bytes) tk_cmp_untouched(&ss, k < TK_NSLOT ? tk_slot_name[k] : "error_flags", c.buf[k].got, c.buf[k].init, NULL, c.buf[k].bytes);
+  download_extra(&qb);
+  if (qb.buf) tk_cmp_untouched(&ss, "q_out_before_quant", qb.buf, qb.init, NULL, qb.n);
+  checks++;
+  if (ss.failed) {
+    char m2[1400];
+    snprintf(m2, sizeof m2, "%s\n  message: \"%s\"", ss.first, msg);
+    fail("FAIL test_named %s: bad argument '%s': %s\n", OPNAME[b->op], b->what, m2);
+  }
+  free_extra(&qb);
+  tk_case_free(&c);
+}
+
+int main(int argc, char **argv) {
+  uint64_t seed = tk_arg_u64(argc, argv, "--seed", "QKVFUSE_TEST_SEED", 0xA11CE);
+  uint64_t n = tk_arg_u64(argc, argv, "--cases", NULL, 40);
+  int verbose = tk_arg_has(argc, argv, "--verbose");
+  qkvfuse_backend be = QKVFUSE_BACKEND_AUTO;
+  if (tk_arg_has(argc, argv, "--backend") && !tk_backends_from(argc, argv, &be, 1)) return 2;
+  if (!tk_device_for_backend(be)) return TK_SKIP;
+  for (int op = OP_SPLIT; op <= OP_DEQUANT; op++)
+    for (uint64_t i = 0; i < n; i++) one_case(op, tk_case_seed(seed + (uint64_t)op, i), be, verbose);
+  if (be == QKVFUSE_BACKEND_CUDA) {
+    printf("test_named[cuda]: %d random cases, %d failed\n", checks, failed);
+    return failed ? 1 : 0;
+  }
+  static const bad BAD[] = {
+      {OP_CACHE, 0, "cache_mode \"PA_FOO\"", QKVFUSE_ERROR_INVALID_VALUE, "cache_mode"},
+      {OP_CACHE, 21, "cache_mode \"\"", QKVFUSE_ERROR_INVALID_VALUE, "cache_mode"},
+      {OP_CACHE, 1, "head_nums Nk != Nv", QKVFUSE_ERROR_INVALID_VALUE, "head_nums"},
+      {OP_CACHE, 2, "qkv_size N != Nq + Nk + Nv", QKVFUSE_ERROR_INVALID_VALUE, "qkv_size|head_nums"},
+      {OP_CACHE, 3, "qkv_size B*S != rows of qkv", QKVFUSE_ERROR_SHAPE, "qkv|qkv_size"},
+      {OP_CACHE, 4, "qkv_size D != the head dim", QKVFUSE_ERROR_SHAPE, "qkv|qkv_size"},
+      {OP_CACHE, 5, "is_output_qkv without k_out_before_quant", QKVFUSE_ERROR_NULL_POINTER, "k_out_before_quant"},
+      {OP_CACHE, 6, "is_output_qkv without q_out_before_quant", QKVFUSE_ERROR_NULL_POINTER, "q_out_before_quant"},
+      {OP_CACHE, 7, "qkv_size NULL", QKVFUSE_ERROR_NULL_POINTER, "qkv_size"},
+      {OP_CACHE, 8, "head_nums NULL", QKVFUSE_ERROR_NULL_POINTER, "head_nums"},
+      {OP_CACHE, 20, "epsilon negative", QKVFUSE_ERROR_INVALID_VALUE, "epsilon"},
+      {OP_DEQUANT, 9, "quant_mode \"dynamic\"", QKVFUSE_ERROR_INVALID_VALUE, "quant_mode"},
+      {OP_DEQUANT, 10, "layout \"BNSD\"", QKVFUSE_ERROR_INVALID_VALUE, "layout"},
+      {OP_DEQUANT, 11, "cache_mode \"paged\"", QKVFUSE_ERROR_INVALID_VALUE, "cache_mode"},
+      {OP_DEQUANT, 12, "size_splits sum != H", QKVFUSE_ERROR_INVALID_VALUE, "size_splits"},
+      {OP_DEQUANT, 13, "size_splits q not a multiple of D", QKVFUSE_ERROR_INVALID_VALUE, "size_splits"},
+      {OP_DEQUANT, 14, "size_splits k != v", QKVFUSE_ERROR_INVALID_VALUE, "size_splits"},
+      {OP_DEQUANT, 15, "kv_output without v_out", QKVFUSE_ERROR_NULL_POINTER, "v_out"},
+      {OP_DEQUANT, 16, "size_splits NULL", QKVFUSE_ERROR_NULL_POINTER, "size_splits"},
+      {OP_SPLIT, 17, "eps 0", QKVFUSE_ERROR_INVALID_VALUE, "eps"},
+      /* the caller passed rope_dim; the library names the descriptor field it maps to (docs/API.md) */
+      {OP_SPLIT, 18, "rope_dim > head_dim", QKVFUSE_ERROR_INVALID_VALUE, "rope_dim|rotary_dim"},
+      {OP_SPLIT, 19, "k_bias without q_bias", QKVFUSE_ERROR_NULL_POINTER, "q_bias|k_bias"},
+      {OP_SPLIT, 5, "k_out NULL", QKVFUSE_ERROR_NULL_POINTER, "k_out"},
+      {OP_SPLIT, 15, "v_out NULL", QKVFUSE_ERROR_NULL_POINTER, "v_out"},
+  };
+  for (size_t i = 0; i < sizeof BAD / sizeof BAD[0]; i++) bad_call(&BAD[i]);
+  printf("test_named: %d checks (%llu random cases per operator + %d bad arguments), %d failed\n", checks,
+         (unsigned long long)n, (int)(sizeof BAD / sizeof BAD[0]), failed);
+  return failed ? 1 : 0;
+}

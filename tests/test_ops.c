@@ -1,0 +1,81 @@
+/* Oracle vs library on many random shapes and option sets, per backend.
+ *
+ *   test_ops [--backend reference,auto,cpu] [--seed S] [--cases N] [--only I]
+ *            [--max-elems E] [--verbose]
+ * (env: QKVFUSE_TEST_BACKENDS, QKVFUSE_TEST_SEED, QKVFUSE_TEST_CASES).
+ * Case i of seed S is fully determined by (S, i): a failure prints the
+ * command line that reruns exactly that case. Exit 77 (skip) when no
+ * requested backend can serve (e.g. the fast CPU backend not built yet). */
+#include <stdio.h>
+#include <string.h>
+
+#include "harness.h"
+
+int main(int argc, char **argv) {
+  qkvfuse_backend bes[8];
+  int nbe = tk_backends_from(argc, argv, bes, 8);
+  if (!nbe) return 2;
+  uint64_t seed = tk_arg_u64(argc, argv, "--seed", "QKVFUSE_TEST_SEED", 0x51ced);
+  uint64_t ncases = tk_arg_u64(argc, argv, "--cases", "QKVFUSE_TEST_CASES", 400);
+  uint64_t only = tk_arg_u64(argc, argv, "--only", NULL, UINT64_MAX);
+  if (only != UINT64_MAX && ncases <= only) ncases = only + 1;
+  tk_limits lim = {(int64_t)tk_arg_u64(argc, argv, "--max-elems", NULL, 250000)};
+  int verbose = tk_arg_has(argc, argv, "--verbose");
+  int failed_total = 0, ran_total = 0;
+  for (int b = 0; b < nbe; b++) {
+    tk_stats all;
+    memset(&all, 0, sizeof all);
+    int ran = 0, failed = 0, skipped = 0;
+    /* a backend this build or machine cannot serve at all: skip without building cases */
+    const tk_device *dev = tk_device_for_backend(bes[b]);
+    qkvfuse_desc probe = QKVFUSE_DESC_INIT;
+    qkvfuse_plan *pp = NULL;
+    probe.num_q_heads = probe.num_kv_heads = 1, probe.head_dim = 64, probe.backend = bes[b];
+    if (dev) probe.device_type = dev->type;
+    if (!dev || qkvfuse_plan_create(&probe, &pp) == QKVFUSE_ERROR_UNSUPPORTED) {
+      printf("test_ops[%s]: backend not available here, skipped\n", tk_backend_str(bes[b]));
+      continue;
+    }
+    qkvfuse_plan_destroy(pp);
+    for (uint64_t i = 0; i < ncases; i++) {
+      if (only != UINT64_MAX && i != only) continue;
+      uint64_t cs = tk_case_seed(seed, i);
+      tk_rng r;
+      tk_rng_seed(&r, cs);
+      tk_spec sp;
+      tk_spec_random(&sp, &r, &lim);
+      tk_case c;
+      char desc[1024];
+      tk_spec_describe(&sp, desc, sizeof desc);
+      if (verbose) printf("case %llu: %s\n", (unsigned long long)i, desc);
+      if (tk_case_build(&c, &sp, cs ^ 0xA5A5A5A5ull)) {
+        printf("FAIL case %llu: out of memory building it\n", (unsigned long long)i);
+        return 1;
+      }
+      tk_stats st;
+      memset(&st, 0, sizeof st);
+      int rc = tk_check_case(&c, bes[b], tk_run_core, NULL, &st);
+      tk_case_free(&c);
+      if (rc == TK_SKIP) {
+        skipped++;
+        continue;
+      }
+      ran++;
+      tk_stats_merge(&all, &st);
+      if (rc == TK_FAIL) {
+        if (failed++ < 10) {
+          printf("FAIL test_ops backend=%s case=%llu seed=0x%llx: %s\n  failing: %s\n  spec: %s\n  rerun: %s --backend %s --seed 0x%llx --only %llu\n",
+                 tk_backend_str(bes[b]), (unsigned long long)i, (unsigned long long)seed, st.first, st.where, desc, argv[0],
+                 tk_backend_str(bes[b]), (unsigned long long)seed, (unsigned long long)i);
+        }
+      }
+    }
+    printf("test_ops[%s]: %d cases run, %d skipped, %d failed; %lld elements/bytes checked; max error/tolerance %.3f\n",
+           tk_backend_str(bes[b]), ran, skipped, failed, (long long)all.checked, all.max_ratio);
+    if (verbose) printf("  worst: %s\n", all.worst);
+    failed_total += failed;
+    ran_total += ran;
+  }
+  if (failed_total) return 1;
+  return ran_total ? 0 : TK_SKIP;
+}

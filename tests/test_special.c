@@ -1,0 +1,248 @@
+/* Directed cases the random sampler reaches rarely or never:
+ *   - NaN, -NaN, +-Inf and huge values quantized to int8 / e4m3 / 16-bit
+ *     caches (qkvfuse.h: int8 NaN -> 0, +-Inf -> 127/-128; e4m3 NaN -> 0x7F/0xFF
+ *     keeping the sign, +-Inf -> +-448), and propagated to float outputs;
+ *   - T = 0 on every layout, also with NULL data pointers (legal for tensors
+ *     with no elements);
+ *   - every token skipped (slot -1): no cache byte written;
+ *   - edges: position max_pos - 1 and a 1-row cos_sin_cache, the last slot of
+ *     the cache, contiguous start = max_seq - S, int32 accumulators near
+ *     +-2^31, eps much larger than mean(x^2).
+ *   test_special [--backend reference,auto] */
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "fp.h"
+#include "harness.h"
+#include "tview.h"
+
+static int failed, ran;
+
+static void report(const char *what, qkvfuse_backend be, int rc, const tk_stats *st) {
+  if (rc == TK_SKIP) return;
+  ran++;
+  if (rc != TK_PASS || st->failed) {
+    failed++;
+    printf("FAIL test_special backend=%s case '%s': %s\n  failing: %s\n", tk_backend_str(be), what, st->first, st->where);
+  }
+}
+
+static void poke(tk_case *c, int slot, int64_t flat, double v) {
+  tk_view *w = &c->view[slot];
+  tk_encode(w->t.dtype, c->buf[w->buf].init + (w->off + tk_elem_offset(&w->t, flat)) * (int64_t)tk_size(w->t.dtype), v);
+}
+
+static uint8_t cache_byte(const tk_case *c, int slot, int64_t elem_off) {
+  const tk_view *w = &c->view[slot];
+  return c->buf[w->buf].got[(w->off + elem_off) * (int64_t)tk_size(w->t.dtype)];
+}
+
+/* Special values in k and v (no norm, no RoPE, so they reach the caches as they are). */
+static void special_values(qkvfuse_backend be, qkvfuse_quant_mode kq, qkvfuse_quant_mode vq, qkvfuse_dtype kdt,
+                           qkvfuse_dtype vdt) {
+  tk_spec s;
+  tk_spec_default(&s);
+  s.Nq = 1, s.Nkv = 1, s.D = 32, s.T = 4;
+  s.k_out_dt = s.v_out_dt = QKVFUSE_DTYPE_FLOAT32;
+  s.layout = QKVFUSE_CACHE_PAGED, s.block_size = 4, s.blocks = 2;
+  s.k_quant = kq, s.v_quant = vq, s.k_cache_dt = kdt, s.v_cache_dt = vdt;
+  tk_spec_fixup(&s);
+  tk_case c;
+  tk_case_build(&c, &s, 31);
+  const double specials[] = {NAN, -NAN, INFINITY, -INFINITY, 1e30, -1e30, 70000.0, -3e38};
+  int64_t H = 3 * 32;
+  for (int w = 0; w < 2; w++)
+    for (int i = 0; i < 8; i++) poke(&c, TK_QKV, 1 * H + (1 + w) * 32 + 3 * i, specials[i]);
+  if (kq) poke(&c, TK_K_SCALE, 0, 0.5), kq == QKVFUSE_QUANT_INT8_ASYM ? poke(&c, TK_K_OFFSET, 0, 3.25) : (void)0;
+  if (vq) poke(&c, TK_V_SCALE, 0, 0.25), vq == QKVFUSE_QUANT_INT8_ASYM ? poke(&c, TK_V_OFFSET, 0, -2.5) : (void)0;
+  for (int t = 0; t < 4; t++) poke(&c, TK_SLOT_MAPPING, t, 7 - t);
+  tk_stats st;
+  memset(&st, 0, sizeof st);
+  int rc = tk_check_case(&c, be, tk_run_core, NULL, &st);
+  /* the documented encodings, byte for byte (the oracle comparison above
+   * already checks NaN-ness and saturation; here the exact patterns) */
+  if (rc == TK_PASS) {
+    for (int w = 0; w < 2; w++) {
+      qkvfuse_quant_mode q = w ? vq : kq;
+      int slot = w ? TK_V_CACHE : TK_K_CACHE;
+      const qkvfuse_tensor *t = &c.view[slot].t;
+      for (int i = 0; i < 4; i++) {
+        /* token 1 has slot 6: block 1, row 2 of [2, 4, 1, 32] */
+        int64_t off = 1 * t->strides[0] + 2 * t->strides[1] + 3 * i;
+        uint8_t b = cache_byte(&c, slot, off);
+        static const uint8_t fp8_want[4] = {0x7F, 0xFF, 0x7E, 0xFE}, i8_want[4] = {0x00, 0x00, 0x7F, 0x80};
+        if (q == QKVFUSE_QUANT_FP8_E4M3 && b != fp8_want[i])
+          tk_stats_fail(&st, "%s fp8 of special #%d: byte 0x%02x, want 0x%02x", w ? "v_cache" : "k_cache", i, b, fp8_want[i]);
+        if ((q == QKVFUSE_QUANT_INT8_SYM || q == QKVFUSE_QUANT_INT8_ASYM) && b != i8_want[i])
+          tk_stats_fail(&st, "%s int8 of special #%d: byte 0x%02x, want 0x%02x", w ? "v_cache" : "k_cache", i, b, i8_want[i]);
+      }
+    }
+  }
+  char what[96];
+  snprintf(what, sizeof what, "special values k=%s v=%s", tk_name(c.sp.k_cache_dt), tk_name(c.sp.v_cache_dt));
+  report(what, be, rc, &st);
+  tk_case_free(&c);
+}
+
+static void run_spec(qkvfuse_backend be, const char *what, tk_spec *s, uint64_t seed, void (*edit)(tk_case *)) {
+  tk_spec_fixup(s);
+  tk_case c;
+  tk_case_build(&c, s, seed);
+  if (edit) edit(&c);
+  tk_stats st;
+  memset(&st, 0, sizeof st);
+  int rc = tk_check_case(&c, be, tk_run_core, NULL, &st);
+  report(what, be, rc, &st);
+  tk_case_free(&c);
+}
+
+/* A full-featured spec on layout L with T tokens. */
+static void featured(tk_spec *s, qkvfuse_cache_layout L, int64_t T) {
+  tk_spec_default(s);
+  s->Nq = 4, s->Nkv = 2, s->D = 64, s->R = 64, s->T = T;
+  s->qkv_dt = s->q_out_dt = QKVFUSE_DTYPE_BFLOAT16, s->k_out_dt = s->v_out_dt = QKVFUSE_DTYPE_FLOAT32;
+  s->q_norm = s->k_norm = 1;
+  s->rope_source = QKVFUSE_ROPE_COS_SIN_CACHE, s->max_pos = 32, s->pos_hi = 31;
+  s->layout = L, s->block_size = 16, s->blocks = 4, s->k_quant = QKVFUSE_QUANT_INT8_SYM, s->v_quant = QKVFUSE_QUANT_FP8_E4M3;
+  if (L == QKVFUSE_CACHE_CONTIGUOUS) s->in3d = 1, s->B = 2, s->S = T / 2, s->cache_batch = 2, s->max_seq = 20;
+  s->error_flags = 1;
+}
+
+static void edit_last_position(tk_case *c) {
+  for (int64_t t = 0; t < c->sp.T; t++) poke(c, TK_POSITIONS, t, (double)(c->sp.max_pos - 1));
+}
+static void edit_last_slot(tk_case *c) {
+  poke(c, TK_SLOT_MAPPING, 0, (double)(c->sp.blocks * c->sp.block_size - 1));
+  poke(c, TK_SLOT_MAPPING, 1, 0);
+}
+static void edit_last_start(tk_case *c) {
+  poke(c, TK_SLOT_MAPPING, 0, (double)(c->sp.max_seq - c->sp.S));
+  poke(c, TK_SLOT_MAPPING, 1, 0);
+}
+static void edit_big_acc(tk_case *c) {
+  tk_rng r;
+  tk_rng_seed(&r, 3);
+  int64_t H = (c->sp.Nq + 2 * c->sp.Nkv) * c->sp.D;
+  for (int64_t i = 0; i < c->sp.T * H; i++)
+    poke(c, TK_QKV, i, (double)(tk_rng_chance(&r, 0.5) ? 2147483647 - tk_rng_range(&r, 0, 300) : -2147483647 - 1 + tk_rng_range(&r, 0, 300)));
+}
+
+/* T = 0 with NULL data pointers on every 0-element tensor. */
+static void empty_with_null_data(qkvfuse_backend be, qkvfuse_cache_layout L) {
+  tk_spec s;
+  featured(&s, L, 0);
+  if (L == QKVFUSE_CACHE_CONTIGUOUS) s.B = 0, s.S = 3;
+  tk_spec_fixup(&s);
+  const tk_device *dev = tk_device_for_backend(be);
+  if (!dev) return;
+  tk_case c;
+  tk_case_build(&c, &s, 11);
+  tk_case_upload(&c, dev);
+  qkvfuse_tensor tens[TK_NSLOT];
+  qkvfuse_args a;
+  tk_case_args(&c, TK_AT_DEVICE, tens, &a);
+  for (int k = 0; k < TK_NSLOT; k++)
+    if (c.view[k].present && tk_numel(&tens[k]) == 0) tens[k].data = NULL;
+  int unsupported = 0;
+  qkvfuse_status r = tk_run_core(&c, &a, be, NULL, &unsupported);
+  tk_stats st;
+  memset(&st, 0, sizeof st);
+  if (r != QKVFUSE_SUCCESS) tk_stats_fail(&st, "T = 0 with NULL data: %s (%s)", qkvfuse_status_string(r), qkvfuse_last_error());
+  tk_case_download(&c);
+  for (int b = 0; b <= TK_NSLOT; b++)
+    if (c.buf[b].bytes) tk_cmp_untouched(&st, b < TK_NSLOT ? tk_slot_name[b] : "error_flags", c.buf[b].got, c.buf[b].init, NULL, c.buf[b].bytes);
+  report("T = 0 with NULL data pointers", be, TK_PASS, &st);
+  tk_case_free(&c);
+}
+
+/* Two tokens with one slot: docs/API.md says the later token wins on the CPU
+ * (unspecified on CUDA, so only CPU backends run this). */
+static void duplicate_slot(qkvfuse_backend be) {
+  const tk_device *dev = tk_device_for_backend(be);
+  if (!dev || be == QKVFUSE_BACKEND_CUDA) return;
+  tk_spec s;
+  featured(&s, QKVFUSE_CACHE_PAGED_HND, 12);
+  tk_spec_fixup(&s);
+  tk_case c;
+  tk_case_build(&c, &s, 30);
+  /* slot_mapping is int64 [T] in its own buffer: read token 7's slot, give it to token 3 too */
+  tk_view *w = &c.view[TK_SLOT_MAPPING];
+  qkvfuse_tensor sm = w->t;
+  sm.data = c.buf[w->buf].init + w->off * 8;
+  int64_t s7 = tk_get_int(&sm, 7);
+  if (s7 < 0) s7 = 5, poke(&c, TK_SLOT_MAPPING, 7, 5);
+  poke(&c, TK_SLOT_MAPPING, 3, (double)s7);
+  tk_case_upload(&c, dev);
+  qkvfuse_tensor tens[TK_NSLOT], host[TK_NSLOT];
+  qkvfuse_args a, ha;
+  tk_case_args(&c, TK_AT_DEVICE, tens, &a);
+  int unsupported = 0;
+  qkvfuse_status r = tk_run_core(&c, &a, be, NULL, &unsupported);
+  tk_stats st;
+  memset(&st, 0, sizeof st);
+  if (r != QKVFUSE_SUCCESS) tk_stats_fail(&st, "duplicate slot: %s (%s)", qkvfuse_status_string(r), qkvfuse_last_error());
+  tk_case_download(&c);
+  tk_case_args(&c, TK_AT_INIT, host, &ha);
+  tk_oracle o;
+  char err[128];
+  tk_oracle_run(&c.desc, &ha, &o, err, sizeof err);
+  int64_t KV = s.Nkv * s.D;
+  for (int64_t j = 0; j < KV; j++) o.kc_off[3 * KV + j] = o.vc_off[3 * KV + j] = -1; /* overwritten by token 7 */
+  if (r == QKVFUSE_SUCCESS) tk_compare_case(&c, &o, &st);
+  tk_oracle_free(&o);
+  report("two tokens with one slot: the later wins (CPU)", be, TK_PASS, &st);
+  tk_case_free(&c);
+}
+
+int main(int argc, char **argv) {
+  qkvfuse_backend bes[8];
+  int nbe = tk_backends_from(argc, argv, bes, 8);
+  for (int b = 0; b < nbe; b++) {
+    qkvfuse_backend be = bes[b];
+    special_values(be, QKVFUSE_QUANT_FP8_E4M3, QKVFUSE_QUANT_INT8_SYM, 0, 0);
+    special_values(be, QKVFUSE_QUANT_INT8_ASYM, QKVFUSE_QUANT_FP8_E4M3, 0, 0);
+    special_values(be, QKVFUSE_QUANT_NONE, QKVFUSE_QUANT_NONE, QKVFUSE_DTYPE_BFLOAT16, QKVFUSE_DTYPE_FLOAT16);
+    special_values(be, QKVFUSE_QUANT_NONE, QKVFUSE_QUANT_INT8_SYM, QKVFUSE_DTYPE_FLOAT32, 0);
+    for (int L = 0; L <= 4; L++) {
+      tk_spec s;
+      char what[64];
+      featured(&s, (qkvfuse_cache_layout)L, 0);
+      snprintf(what, sizeof what, "T = 0, layout %d", L);
+      run_spec(be, what, &s, 21, NULL);
+      empty_with_null_data(be, (qkvfuse_cache_layout)L);
+      if (L == 0) continue;
+      featured(&s, (qkvfuse_cache_layout)L, 12);
+      s.skip_prob = 1.0;
+      snprintf(what, sizeof what, "every slot -1, layout %d", L);
+      run_spec(be, what, &s, 22, NULL);
+      featured(&s, (qkvfuse_cache_layout)L, 12);
+      snprintf(what, sizeof what, "last slot / last start, layout %d", L);
+      run_spec(be, what, &s, 23, L == QKVFUSE_CACHE_CONTIGUOUS ? edit_last_start : edit_last_slot);
+    }
+    tk_spec s;
+    featured(&s, QKVFUSE_CACHE_PAGED, 9);
+    run_spec(be, "every position = max_pos - 1", &s, 24, edit_last_position);
+    featured(&s, QKVFUSE_CACHE_PAGED, 9);
+    s.max_pos = 1, s.pos_hi = 0;
+    run_spec(be, "a one-row cos_sin_cache", &s, 25, NULL);
+    featured(&s, QKVFUSE_CACHE_NZ, 9);
+    s.qkv_dt = QKVFUSE_DTYPE_INT32, s.q_out_dt = QKVFUSE_DTYPE_FLOAT32, s.acc_bits = 31, s.act_scale = 1;
+    s.bias_dt = QKVFUSE_DTYPE_INT32;
+    run_spec(be, "int32 accumulators near +-2^31", &s, 26, edit_big_acc);
+    featured(&s, QKVFUSE_CACHE_PAGED_HND, 9);
+    s.eps = 1.0f, s.amp = 0.01;
+    run_spec(be, "eps >> mean(x^2)", &s, 27, NULL);
+    featured(&s, QKVFUSE_CACHE_PAGED_HND, 9);
+    s.eps = 1.0f, s.amp = 0.01, s.rounding = QKVFUSE_ROUNDING_UNFUSED_PARITY, s.k_out_dt = QKVFUSE_DTYPE_BFLOAT16;
+    run_spec(be, "eps >> mean(x^2), parity", &s, 28, NULL);
+    /* unfused parity with bf16 I/O and float32 k_out / k_cache: k is rounded
+     * to bf16 after RoPE (qkvfuse.h), so both hold bf16 values */
+    featured(&s, QKVFUSE_CACHE_PAGED, 9);
+    s.rounding = QKVFUSE_ROUNDING_UNFUSED_PARITY, s.k_quant = QKVFUSE_QUANT_NONE, s.k_cache_dt = QKVFUSE_DTYPE_FLOAT32;
+    run_spec(be, "parity: float32 k_out and k_cache hold the bf16-rounded k", &s, 29, NULL);
+    duplicate_slot(be);
+  }
+  printf("test_special: %d directed cases, %d failed\n", ran, failed);
+  return failed ? 1 : ran ? 0 : TK_SKIP;
+}

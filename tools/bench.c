@@ -1,0 +1,341 @@
+/* qkvfuse bench: the fused operator against the unfused stage-by-stage path
+ * and a memcpy of the same bytes, measured in one run with one thread count. */
+#include <inttypes.h>
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "args.h"
+#include "bench_case.h"
+#include "commands.h"
+#include "core/plan.h"
+#include "device.h"
+#include "json.h"
+#include "measure.h"
+#include "tensors.h"
+
+#define MAX_TOKEN_COUNTS 32
+
+void cli_bench_usage(FILE *f) {
+  fprintf(f,
+          "usage: qkvfuse bench [options]\n"
+          "\n"
+          "For each preset, operator variant and token count, times in one run and with one thread count:\n"
+          "  fused    qkvfuse_run on the chosen backend\n"
+          "  unfused  the same chain as separate passes over all tokens with intermediate tensors in memory\n"
+          "           (split, rmsnorm q, rmsnorm k, rope q, rope k, copy v, quantize k/v, scatter k/v), with the\n"
+          "           reference's scalar stage math; argument validation included, as in qkvfuse_run\n"
+          "  copy     memcpy of bytes/2, so that its read + write traffic equals the operator's bytes\n"
+          "bytes = every input read once + every output written once (cos_sin_cache: the T rows used; caches:\n"
+          "the rows written). Each time is the median of per-call samples after a warm-up; calls cycle through\n"
+          "enough copies of the tensors to stream past the last-level cache.\n"
+          "\n"
+          "options:\n"
+          "  --preset NAME     one preset instead of all: %s\n"
+          "  --tokens LIST     token counts, comma-separated, each 1..1048576 (default 1,16,512,4096)\n"
+          "  --op LIST         variants, comma-separated (default split,cache,dequant):\n"
+          "                      split    split_qkv_rmsnorm_rope out of place: q/k RMSNorm, RoPE from a\n"
+          "                               cos_sin_cache by position, q, k and v outputs\n"
+          "                      cache    q/k RMSNorm, RoPE from a cos_sin_cache, q output, k and v int8\n"
+          "                               (symmetric, per channel) into a paged cache (block size 16)\n"
+          "                      dequant  int32 input dequantized, RoPE from per-token cos/sin, q output,\n"
+          "                               k and v int8 into a paged cache\n"
+          "  --dtype T         activations, cos/sin and outputs: bfloat16 (default), float16, float32\n"
+          "  --backend B       fused operator's backend: auto (default), reference, cpu, cuda; one that cannot\n"
+          "                    serve the device is refused with the library's reason\n"
+          "  --threads N       threads for all three, 1..256 (default 1; desc.num_threads of the fused op)\n"
+          "  --device D        cpu (default) or cuda (CUDA builds with a GPU: calls are timed as CUDA-graph replays\n"
+          "                    of 100 launches, inputs rotated past the L2 cache; the copy is cudaMemcpyAsync)\n"
+          "  --min-time S      seconds of samples per measurement, 0.001..60 (default 0.2)\n"
+          "  --rotate-mb M     memory the rotated tensor copies span, in MB (default: twice the last-level\n"
+          "                    cache)\n"
+          "  --seed S          random seed (default 1)\n"
+          "  --json            one JSON object per result line instead of the table\n"
+          "  --help            this text\n",
+          cli_preset_names());
+}
+
+static int usage_error(const char *msg, const char *arg) {
+  fprintf(stderr, "qkvfuse bench: %s%s%s\n\n", msg, arg ? ": " : "", arg ? arg : "");
+  cli_bench_usage(stderr);
+  return 2;
+}
+
+typedef struct bench_options {
+  const cli_preset *only;
+  int64_t tokens[MAX_TOKEN_COUNTS];
+  int ntokens;
+  int ops[BENCH_OP_COUNT];
+  int nops;
+  qkvfuse_dtype dtype;
+  qkvfuse_backend backend;
+  int threads;
+  const char *device;
+  double min_time;
+  double rotate_mb; /* 0: twice the last-level cache */
+  uint64_t seed;
+  int json;
+} bench_options;
+
+/* ---- the three subjects ----------------------------------------------------------- */
+
+static void call_failed(const bench_case *c, const char *what, qkvfuse_status s) {
+  fprintf(stderr, "qkvfuse bench: %s %s T=%" PRId64 ": %s failed: %s: %s\n", bench_op_name(c->spec.op),
+          c->spec.preset->name, c->spec.tokens, what, qkvfuse_status_string(s), qkvfuse_last_error());
+}
+
+static int run_fused(void *ctx, int64_t i) {
+  const bench_case *c = ctx;
+  const qkvfuse_status s = qkvfuse_run(c->plan, &c->args[i], c->dev->stream ? c->dev->stream() : NULL);
+  if (s != QKVFUSE_SUCCESS) call_failed(c, "qkvfuse_run", s);
+  return s != QKVFUSE_SUCCESS;
+}
+
+/* Validation included, as qkvfuse_run includes it. */
+static int run_unfused(void *ctx, int64_t i) {
+  const bench_case *c = ctx;
+  qf_problem p;
+  qkvfuse_status s = qf_resolve(c->plan, &c->args[i], &p);
+  if (s == QKVFUSE_SUCCESS) s = c->dev->unfused_run(c->plan, &p, c->scratch);
+  if (s != QKVFUSE_SUCCESS) call_failed(c, "the unfused path", s);
+  return s != QKVFUSE_SUCCESS;
+}
+
+static int run_copy(void *ctx, int64_t i) {
+  const bench_case *c = ctx;
+  const size_t off = (size_t)i * c->copy_stride;
+  c->dev->copy((char *)c->copy_dst + off, (const char *)c->copy_src + off, c->copy_bytes, c->spec.threads);
+  return 0;
+}
+
+/* ---- one row ------------------------------------------------------------------------ */
+
+typedef struct bench_row {
+  double us, copy_us, unfused_us; /* NAN: not measured */
+} bench_row;
+
+static double gbps(size_t bytes, double us) { return us > 0 ? (double)bytes / (us * 1e3) : NAN; }
+
+static void print_header(void) {
+  printf("%-7s %-11s %7s %-8s %-9s %3s %9s %10s %7s %7s %6s %10s %7s\n", "op", "preset", "tokens", "dtype", "backend",
+         "thr", "MB", "fused us", "GB/s", "copy", "%copy", "unfused us", "speedup");
+}
+
+static void print_row(const bench_case *c, const bench_row *r) {
+  char unfused[24], speedup[24];
+  if (isnan(r->unfused_us)) {
+    snprintf(unfused, sizeof unfused, "n/a");
+    snprintf(speedup, sizeof speedup, "n/a");
+  } else {
+    snprintf(unfused, sizeof unfused, "%.2f", r->unfused_us);
+    snprintf(speedup, sizeof speedup, "%.2fx", r->unfused_us / r->us);
+  }
+  printf("%-7s %-11s %7" PRId64 " %-8s %-9s %3d %9.3f %10.2f %7.2f %7.2f %5.0f%% %10s %7s\n", bench_op_name(c->spec.op),
+         c->spec.preset->name, c->spec.tokens, qkvfuse_dtype_name(c->spec.dtype), qkvfuse_plan_backend_name(c->plan),
+         c->spec.threads, (double)c->bytes / 1e6, r->us, gbps(c->bytes, r->us), gbps(c->bytes, r->copy_us),
+         100.0 * r->copy_us / r->us, unfused, speedup);
+  fflush(stdout);
+}
+
+static void print_json(const bench_case *c, const bench_row *r) {
+  cli_json j;
+  cli_json_begin(&j, stdout);
+  cli_json_str(&j, "op", bench_op_name(c->spec.op));
+  cli_json_str(&j, "preset", c->spec.preset->name);
+  cli_json_str(&j, "device", c->dev->name);
+  cli_json_int(&j, "tokens", c->spec.tokens);
+  cli_json_str(&j, "dtype", qkvfuse_dtype_name(c->spec.dtype));
+  cli_json_str(&j, "input_dtype", qkvfuse_dtype_name(c->args[0].qkv->dtype));
+  cli_json_str(&j, "backend", qkvfuse_plan_backend_name(c->plan));
+  cli_json_int(&j, "threads", c->spec.threads);
+  cli_json_str(&j, "norm", c->norm);
+  cli_json_int(&j, "bytes", (int64_t)c->bytes);
+  cli_json_int(&j, "instances", c->instances);
+  cli_json_num(&j, "us", r->us);
+  cli_json_num(&j, "gbps", gbps(c->bytes, r->us));
+  cli_json_num(&j, "copy_us", r->copy_us);
+  cli_json_num(&j, "copy_gbps", gbps(c->bytes, r->copy_us));
+  cli_json_num(&j, "pct_of_copy", 100.0 * r->copy_us / r->us);
+  cli_json_num(&j, "unfused_us", r->unfused_us);
+  cli_json_num(&j, "unfused_gbps", gbps(c->bytes, r->unfused_us));
+  cli_json_num(&j, "speedup_vs_unfused", r->unfused_us / r->us);
+  cli_json_end(&j);
+}
+
+/* Build, measure and report one case. @return 0, or 1 on a failure. */
+static int bench_one(const bench_options *o, const cli_device *dev, const bench_spec *spec, size_t rotate_bytes) {
+  bench_case c;
+  char err[512];
+  if (bench_case_make(&c, spec, dev, rotate_bytes, err, sizeof err) != 0) {
+    fprintf(stderr, "qkvfuse bench: %s %s T=%" PRId64 ": %s\n", bench_op_name(spec->op), spec->preset->name,
+            spec->tokens, err);
+    return 1;
+  }
+  bench_row r = {NAN, NAN, NAN};
+  const cli_timing fused = cli_measure(dev, run_fused, &c, c.instances, o->min_time);
+  const cli_timing copy = cli_measure(dev, run_copy, &c, c.copy_instances, o->min_time);
+  cli_timing unfused = {NAN, 0};
+  if (dev->unfused_run) unfused = cli_measure(dev, run_unfused, &c, c.instances, o->min_time);
+  int failed = fused.median_s < 0 || copy.median_s < 0 || unfused.median_s < 0;
+  if (!failed) {
+    r.us = fused.median_s * 1e6;
+    r.copy_us = copy.median_s * 1e6;
+    r.unfused_us = unfused.median_s * 1e6;
+    if (o->json)
+      print_json(&c, &r);
+    else
+      print_row(&c, &r);
+  }
+  bench_case_free(&c);
+  return failed;
+}
+
+/* --device cuda on a build or machine without one, and unknown devices. */
+static int device_unavailable(const char *name) {
+  if (strcmp(name, "cuda") != 0) return usage_error("unknown device (cpu or cuda)", name);
+  qkvfuse_desc d = QKVFUSE_DESC_INIT;
+  d.num_q_heads = d.num_kv_heads = 1;
+  d.head_dim = 128;
+  d.device_type = QKVFUSE_DEVICE_CUDA;
+  qkvfuse_plan *plan;
+  const qkvfuse_status s = qkvfuse_plan_create(&d, &plan);
+  if (s != QKVFUSE_SUCCESS) {
+    fprintf(stderr, "qkvfuse bench: --device cuda: cannot make a CUDA plan: %s: %s\n", qkvfuse_status_string(s),
+            qkvfuse_last_error());
+    return 1;
+  }
+  qkvfuse_plan_destroy(plan);
+  fprintf(stderr, "qkvfuse bench: --device cuda: no CUDA device table in this build\n");
+  return 1;
+}
+
+static int parse_options(int argc, char **argv, bench_options *o, int *exit_code) {
+  static const int64_t default_tokens[] = {1, 16, 512, 4096};
+  memset(o, 0, sizeof *o);
+  o->ntokens = 4;
+  memcpy(o->tokens, default_tokens, sizeof default_tokens);
+  o->nops = BENCH_OP_COUNT;
+  for (int i = 0; i < BENCH_OP_COUNT; i++) o->ops[i] = i;
+  o->dtype = QKVFUSE_DTYPE_BFLOAT16;
+  o->backend = QKVFUSE_BACKEND_AUTO;
+  o->threads = 1;
+  o->device = "cpu";
+  o->min_time = 0.2;
+  o->seed = 1;
+  cli_args a = cli_args_make(argc, argv);
+  while (cli_args_more(&a)) {
+    int64_t v;
+    if (cli_args_flag(&a, "--help") || cli_args_flag(&a, "-h")) {
+      cli_bench_usage(stdout);
+      return *exit_code = 0, -1;
+    } else if (cli_args_flag(&a, "--json")) {
+      o->json = 1;
+    } else if (cli_args_option(&a, "--preset")) {
+      if (a.missing_value || (o->only = cli_preset_find(a.value)) == NULL)
+        return *exit_code = usage_error("unknown preset", a.value), -1;
+    } else if (cli_args_option(&a, "--tokens")) {
+      if (a.missing_value || cli_parse_i64_list(a.value, 1, 1 << 20, o->tokens, MAX_TOKEN_COUNTS, &o->ntokens) != 0)
+        return *exit_code = usage_error("--tokens needs a comma-separated list of integers in 1..1048576", a.value), -1;
+    } else if (cli_args_option(&a, "--op")) {
+      char list[64];
+      if (a.missing_value || strlen(a.value) >= sizeof list)
+        return *exit_code = usage_error("--op needs split, cache and/or dequant", a.value), -1;
+      strcpy(list, a.value);
+      o->nops = 0;
+      for (char *p = list, *comma; p; p = comma ? comma + 1 : NULL) {
+        if ((comma = strchr(p, ','))) *comma = '\0';
+        const int op = bench_op_parse(p);
+        if (op < 0 || o->nops == BENCH_OP_COUNT)
+          return *exit_code = usage_error("--op needs split, cache and/or dequant", a.value), -1;
+        o->ops[o->nops++] = op;
+      }
+    } else if (cli_args_option(&a, "--dtype")) {
+      if (a.missing_value || (o->dtype = cli_float_dtype_parse(a.value)) == QKVFUSE_DTYPE_NONE)
+        return *exit_code = usage_error("--dtype needs bfloat16, float16 or float32", a.value), -1;
+    } else if (cli_args_option(&a, "--backend")) {
+      if (a.missing_value) return *exit_code = usage_error("--backend needs auto, reference, cpu or cuda", NULL), -1;
+      if (strcmp(a.value, "auto") == 0)
+        o->backend = QKVFUSE_BACKEND_AUTO;
+      else if (strcmp(a.value, "reference") == 0)
+        o->backend = QKVFUSE_BACKEND_REFERENCE;
+      else if (strcmp(a.value, "cpu") == 0)
+        o->backend = QKVFUSE_BACKEND_CPU;
+      else if (strcmp(a.value, "cuda") == 0)
+        o->backend = QKVFUSE_BACKEND_CUDA;
+      else
+        return *exit_code = usage_error("--backend needs auto, reference, cpu or cuda", a.value), -1;
+    } else if (cli_args_option(&a, "--threads")) {
+      if (a.missing_value || cli_parse_i64(a.value, 1, 256, &v) != 0)
+        return *exit_code = usage_error("--threads needs an integer in 1..256", a.value), -1;
+      o->threads = (int)v;
+    } else if (cli_args_option(&a, "--device")) {
+      if (a.missing_value) return *exit_code = usage_error("--device needs a device name (cpu)", NULL), -1;
+      o->device = a.value;
+    } else if (cli_args_option(&a, "--min-time")) {
+      if (a.missing_value || cli_parse_double(a.value, 0.001, 60.0, &o->min_time) != 0)
+        return *exit_code = usage_error("--min-time needs seconds in 0.001..60", a.value), -1;
+    } else if (cli_args_option(&a, "--rotate-mb")) {
+      if (a.missing_value || cli_parse_double(a.value, 0.0, 1e6, &o->rotate_mb) != 0)
+        return *exit_code = usage_error("--rotate-mb needs a number of MB in 0..1000000", a.value), -1;
+    } else if (cli_args_option(&a, "--seed")) {
+      if (a.missing_value || cli_parse_i64(a.value, 0, INT64_MAX, &v) != 0)
+        return *exit_code = usage_error("--seed needs a non-negative integer", a.value), -1;
+      o->seed = (uint64_t)v;
+    } else {
+      return *exit_code = usage_error("unknown option", cli_args_current(&a)), -1;
+    }
+  }
+  return 0;
+}
+
+int cli_bench(int argc, char **argv) {
+  bench_options o;
+  int code = 0;
+  if (parse_options(argc, argv, &o, &code) != 0) return code;
+  const cli_device *dev = cli_device_find(o.device);
+  if (dev == NULL) return device_unavailable(o.device);
+  const size_t rotate_bytes = o.rotate_mb > 0 ? (size_t)(o.rotate_mb * 1e6) : 2 * dev->llc_bytes();
+
+  /* a backend this build or device cannot serve fails once, here */
+  qkvfuse_desc probe = QKVFUSE_DESC_INIT;
+  probe.num_q_heads = probe.num_kv_heads = 1;
+  probe.head_dim = 128;
+  probe.device_type = dev->type;
+  probe.backend = o.backend;
+  qkvfuse_plan *plan;
+  const qkvfuse_status st = qkvfuse_plan_create(&probe, &plan);
+  if (st != QKVFUSE_SUCCESS) {
+    fprintf(stderr, "qkvfuse bench: cannot make a plan: %s: %s\n", qkvfuse_status_string(st), qkvfuse_last_error());
+    return 1;
+  }
+  qkvfuse_plan_destroy(plan);
+
+  int npresets, failures = 0;
+  const cli_preset *presets = cli_presets(&npresets);
+  if (!o.json) {
+    printf("device %s, %d thread%s, min time %g s per measurement, rotating over %.0f MB\n\n", dev->name, o.threads,
+           o.threads == 1 ? "" : "s", o.min_time, (double)rotate_bytes / 1e6);
+    print_header();
+  }
+  for (int i = 0; i < npresets; i++) {
+    const cli_preset *ps = &presets[i];
+    if (o.only && ps != o.only) continue;
+    if (!o.json) fprintf(stderr, "bench: %s (%s)\n", ps->name, ps->model);
+    for (int k = 0; k < o.nops; k++)
+      for (int t = 0; t < o.ntokens; t++) {
+        const bench_spec spec = {(bench_op)o.ops[k],
+                                 ps,
+                                 o.tokens[t],
+                                 o.dtype,
+                                 o.threads,
+                                 o.backend,
+                                 o.seed * 1000003u + (uint64_t)(i * 64 + k * 16 + t)};
+        failures += bench_one(&o, dev, &spec, rotate_bytes);
+      }
+  }
+  if (!o.json)
+    printf(
+        "\nMB: bytes one call moves (inputs read once + outputs written once). GB/s = MB / time. copy: GB/s of\n"
+        "a memcpy of MB/2 (same read + write traffic). %%copy: copy time / fused time. speedup: unfused / fused.\n");
+  return failures ? 1 : 0;
+}

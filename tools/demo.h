@@ -1,0 +1,37 @@
+/* qkvfuse demo: each named operator on each preset, checked against the
+ * reference backend run through the core descriptor. */
+#ifndef QKVFUSE_TOOLS_DEMO_H
+#define QKVFUSE_TOOLS_DEMO_H
+
+#include <stdint.h>
+
+#include "presets.h"
+#include "qkvfuse.h"
+
+typedef struct demo_config {
+  int64_t tokens;
+  uint64_t seed;
+  qkvfuse_dtype dtype; /* activations, cos/sin, outputs */
+} demo_config;
+
+/* One row of the demo table. */
+typedef struct demo_result {
+  const char *op; /* the named operator */
+  const char *preset;
+  int64_t tokens;
+  qkvfuse_dtype dtype;
+  const char *backend; /* what the named operator ran on (the default backend) */
+  const char *norm;    /* model / model (1+g) / synthetic / omitted / none */
+  char cache[48];      /* cache layout and quantization, or "-" */
+  int skipped;         /* 1: the preset does not fit the operator (note says why) */
+  int ok;              /* every output within 1 step of the reference, caches exact elsewhere */
+  double max_err;      /* largest error over all outputs, in steps of each output's dtype */
+  char note[256];
+} demo_result;
+
+/* Run one operator on one preset and fill *r. */
+void demo_split_qkv_rmsnorm_rope(const cli_preset *ps, const demo_config *cfg, demo_result *r);
+void demo_qkv_rmsnorm_rope_cache(const cli_preset *ps, const demo_config *cfg, demo_result *r);
+void demo_dequant_rope_quant_kvcache(const cli_preset *ps, int preset_index, const demo_config *cfg, demo_result *r);
+
+#endif /* QKVFUSE_TOOLS_DEMO_H */

@@ -1,0 +1,40 @@
+/* What the benchmark needs from a device: memory, a copy (the bandwidth
+ * baseline), the unfused path, synchronization, a clock and, where calls are
+ * asynchronous, a stream and its own way of timing them. Two tables: cpu
+ * (device.c) and cuda (device_cuda.c, in CUDA builds). */
+#ifndef QKVFUSE_TOOLS_DEVICE_H
+#define QKVFUSE_TOOLS_DEVICE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "core/plan.h"
+#include "qkvfuse.h"
+
+typedef struct cli_device {
+  const char *name;             /* "cpu": what --device takes */
+  qkvfuse_device_type type;     /* desc.device_type of its plans */
+  void *(*alloc)(size_t bytes); /* 64-byte aligned; NULL when out of memory */
+  void (*free)(void *p);
+  void (*upload)(void *dst, const void *src, size_t bytes);            /* host -> device */
+  void (*copy)(void *dst, const void *src, size_t bytes, int threads); /* device -> device, the baseline */
+  /* The unfused stage-by-stage path on this device (NULL: none): its scratch
+   * size and one run over a validated problem, scratch from alloc. */
+  size_t (*unfused_scratch_bytes)(const qf_problem *p);
+  qkvfuse_status (*unfused_run)(const qkvfuse_plan *plan, const qf_problem *p, void *scratch);
+  void (*sync)(void);        /* wait for the work queued on the device */
+  double (*now)(void);       /* seconds, monotonic */
+  size_t (*llc_bytes)(void); /* last-level cache size, for rotating inputs past it */
+  void *(*stream)(void);     /* the stream calls are queued on (NULL: none) */
+  /* Timing of a subject (see measure.h); NULL: cli_measure's per-call wall clock. */
+  struct cli_timing (*measure)(const struct cli_device *dev, int (*fn)(void *, int64_t), void *ctx, int64_t n,
+                               double min_time);
+} cli_device;
+
+/* The CUDA table, or NULL when this build or machine has none. */
+const cli_device *cli_device_cuda(void);
+
+/* @return the device named name, or NULL when this build has none by that name. */
+const cli_device *cli_device_find(const char *name);
+
+#endif /* QKVFUSE_TOOLS_DEVICE_H */

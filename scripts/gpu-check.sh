@@ -5,9 +5,10 @@
 #
 #   scripts/gpu-check.sh [build] [test] [sanitize] [bench] [demo]   (default: all)
 #
-# Environment: BUILD (default build-gpu), JOBS, BENCH_ARGS (extra options for
-# `qkvfuse bench --device cuda`), SANITIZE_ARGS (options for test_cuda under
-# compute-sanitizer).
+# Environment: BUILD (default build-gpu), JOBS, CUDA_ARCHS (default "80;90"),
+# CTEST_ARGS (e.g. "-R cuda"), BENCH_ARGS (extra options for
+# `qkvfuse bench --device cuda`), SANITIZE_CMD (the program compute-sanitizer
+# runs, relative to $BUILD/bin; default: test_ops --backend cuda --cases 40).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT=${OUT:-/tmp/qkvfuse-gpu}
@@ -28,14 +29,14 @@ if has build; then
   t0=$(date +%s)
   if [ ! -f "$BUILD/CMakeCache.txt" ]; then
     cmake -S . -B "$BUILD" -DCMAKE_BUILD_TYPE=Release -DQKVFUSE_CUDA=ON \
-      -DCMAKE_CUDA_ARCHITECTURES="80;90" >"$OUT/configure.log" 2>&1 || { note "configure FAILED"; tail -20 "$OUT/configure.log"; exit 1; }
+      -DCMAKE_CUDA_ARCHITECTURES="${CUDA_ARCHS:-80;90}" >"$OUT/configure.log" 2>&1 || { note "configure FAILED"; tail -20 "$OUT/configure.log"; exit 1; }
   fi
   cmake --build "$BUILD" -j "$JOBS" >"$OUT/build.log" 2>&1 || { note "build FAILED"; grep -E "error|Error" "$OUT/build.log" | head -30; exit 1; }
   note "build ok ($(( $(date +%s) - t0 )) s)"
 fi
 
 if has test; then
-  (cd "$BUILD" && ctest --output-on-failure -j 4 --timeout 900) >"$OUT/ctest.log" 2>&1
+  (cd "$BUILD" && ctest --output-on-failure -j 4 --timeout 900 ${CTEST_ARGS:-}) >"$OUT/ctest.log" 2>&1
   rc=$?
   note "ctest rc=$rc: $(grep -E 'tests passed|tests failed' "$OUT/ctest.log" | tail -1)"
   grep -E "Passed|Failed|Skipped|\*\*\*" "$OUT/ctest.log" | sed 's/^ *//' | tail -40
@@ -44,7 +45,7 @@ fi
 
 if has sanitize; then
   for tool in memcheck racecheck initcheck synccheck; do
-    compute-sanitizer --tool "$tool" --error-exitcode 99 "$BUILD/bin/test_cuda" ${SANITIZE_ARGS:---quick} \
+    compute-sanitizer --tool "$tool" --error-exitcode 99 $BUILD/bin/${SANITIZE_CMD:-test_ops --backend cuda --cases 40} \
       >"$OUT/sanitize-$tool.log" 2>&1
     rc=$?
     note "compute-sanitizer $tool rc=$rc: $(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY' "$OUT/sanitize-$tool.log" | tail -1)"

@@ -59,7 +59,6 @@ void qf_cuda_make_params(const qkvfuse_plan *plan, const qf_problem *p, qf_cu_pa
   P->D = (int32_t)p->D;
   P->R = (int32_t)p->R;
   P->heads_per_token = (int32_t)(p->Nq + p->Nkv + (write_v ? p->Nkv : 0));
-  P->num_tasks = p->T * P->heads_per_token;
   P->q_norm = d->q_norm;
   P->k_norm = d->k_norm;
   P->gamma_offset = d->gamma_offset;
@@ -125,21 +124,58 @@ bool qf_cuda_vector_ok(const qf_problem *p, int vec) {
   return true;
 }
 
+// The work split of a call (see fused.cuh): decode-sized calls spread one
+// task per group over as many blocks as there are heads to cover; larger ones
+// give each block all heads of a few tokens, so the per-token tables are built
+// once per block and each group loops over several tasks.
+static void choose_tiles(const qkvfuse_plan *plan, qf_cu_params *P) {
+  const int gpb = qf::kBlock / P->group, heads = P->heads_per_token;
+  const int64_t sms = plan->device_sm_count > 0 ? plan->device_sm_count : 132;
+  if (P->T * heads <= 2 * sms * gpb) {
+    P->tpb = 1;
+    P->hpb = heads < gpb ? heads : gpb;
+  } else {
+    const int table_max = P->R > 0 ? 12288 / (8 * P->R) : 256; /* cos/sin tables <= 12 KB */
+    int tpb = (4 * gpb + heads - 1) / heads;
+    if (tpb > table_max) tpb = table_max;
+    P->tpb = tpb < 1 ? 1 : tpb;
+    P->hpb = heads;
+  }
+  P->head_tiles = (heads + P->hpb - 1) / P->hpb;
+}
+
 static qkvfuse_status qf_cuda_run(const qkvfuse_plan *plan, const qf_problem *p, void *stream) {
   qf_cu_params P;
   qf_cuda_make_params(plan, p, &P);
   const int in_bytes = (int)qkvfuse_dtype_size(p->qkv.dtype);
   const int vmax = 16 / in_bytes;
   const int vec = qf_cuda_vector_ok(p, vmax) ? vmax : 1;
+  const qkvfuse_dtype in = p->qkv.dtype;
   P.nvec = (int32_t)(p->D / vec);
-  P.group = pow2_ceil(P.nvec < 32 ? P.nvec : 32);
-  const int nv = pow2_ceil((P.nvec + P.group - 1) / P.group);
-  const int groups_per_block = qf::kBlock / P.group;
-  const int64_t blocks = (P.num_tasks + groups_per_block - 1) / groups_per_block;
-  const size_t smem = (size_t)groups_per_block * (size_t)(p->R > 0 ? p->R : 1) * sizeof(float);
+  // the FAST case: 16-bit input in 8-element vectors, outputs of the input's
+  // dtype, R a multiple of 16, not parity mode (fused.cuh); with R = D and
+  // neox pairs, the pair layout puts both halves of a pair in one lane
+  const int fast = in_bytes == 2 && vec == 8 && P.nvec <= 32 && p->R % 16 == 0 && p->q_out.dtype == in &&
+                   !P.parity && (!p->k_out.data || p->k_out.dtype == in) && (!p->v_out.data || p->v_out.dtype == in);
+  const int pair = fast && p->R == p->D && p->desc->rope_style == QKVFUSE_ROPE_NEOX && P.nvec % 2 == 0;
+  int nv;
+  if (pair) {
+    P.vstride = P.nvec / 2;
+    P.group = pow2_ceil(P.vstride);
+    nv = 2;
+  } else {
+    P.group = pow2_ceil(P.nvec < 32 ? P.nvec : 32);
+    P.vstride = P.group;
+    nv = pow2_ceil((P.nvec + P.group - 1) / P.group);
+  }
+  choose_tiles(plan, &P);
+  int64_t blocks = (P.T + P.tpb - 1) / P.tpb * P.head_tiles;
+  const int64_t resident = (int64_t)(plan->device_sm_count > 0 ? plan->device_sm_count : 132) * 4;
+  if (blocks > resident) blocks = resident; /* the kernel walks the tiles grid-stride */
+  const size_t smem = qf::fused_smem_bytes(P.D, P.R, P.tpb, qf::kBlock / P.group);
   device_guard g(plan->desc.device_id);
   if (g.err != cudaSuccess) return cuda_fail(g.err, "cudaSetDevice");
-  return qf_cuda_launch_fused(p->qkv.dtype, vec, nv, &P, (unsigned)blocks, smem, (cudaStream_t)stream);
+  return qf_cuda_launch_fused(in, vec, nv, fast, &P, (unsigned)blocks, smem, (cudaStream_t)stream);
 }
 
 extern "C" qkvfuse_status qf_cuda_plan(qkvfuse_plan *plan) {

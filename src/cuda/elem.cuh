@@ -134,6 +134,25 @@ __device__ __forceinline__ void store_floats(void *base, int dt, int64_t idx, co
   }
 }
 
+// Store VEC floats as T (the input's 16-bit type), rounding each once.
+template <typename T>
+__device__ __forceinline__ T from_float(float v);
+template <>
+__device__ __forceinline__ __nv_bfloat16 from_float<__nv_bfloat16>(float v) {
+  return __float2bfloat16_rn(v);
+}
+template <>
+__device__ __forceinline__ __half from_float<__half>(float v) {
+  return __float2half_rn(v);
+}
+template <typename T, int VEC>
+__device__ __forceinline__ void store_typed(T *dst, const float (&v)[VEC]) {
+  T b[VEC];
+#pragma unroll
+  for (int k = 0; k < VEC; k++) b[k] = from_float<T>(v[k]);
+  store_bytes<VEC * (int)sizeof(T)>(dst, b);
+}
+
 // ---- quantizers -----------------------------------------------------------------
 
 // sat8(rint(x)); NaN -> 0.

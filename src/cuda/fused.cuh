@@ -1,21 +1,32 @@
-// The fused prologue kernel: one group of G lanes per (token, head) task.
+// The fused prologue kernel.
 //
-// Work split: task = t * heads_per_token + h enumerates (token, head) pairs,
-// q heads then k heads then (when v is written) v heads, so consecutive groups
-// read consecutive bytes of a qkv row. A group of G lanes (a power of two <= 32,
-// several groups per warp for small heads) holds the head's D values: lane l
-// owns NV vectors of VEC consecutive elements, vector v at element
-// (v * G + l) * VEC, so each warp-wide load is contiguous. VEC is 16 bytes of
-// the input type (8 bf16/fp16, 4 fp32/int32) on the aligned fast path, or 1 on
-// the generic path (any even D, any element alignment).
+// Work split. A block owns a tile of `tpb` tokens x `hpb` heads of those
+// tokens (heads = q heads, then k heads, then v heads when v is written). The
+// tile's tasks (token, head) go to groups of G lanes (G a power of two <= 32,
+// several groups per warp for small heads); a group loops over its tasks with
+// a stride of groups-per-block, and loads the next task's input before it
+// computes the current one, so two 16-byte loads per lane are in flight.
+// Lane l of a group owns NV vectors of VEC consecutive elements of the head,
+// vector v at element (v * G + l) * VEC, so every warp-wide access is
+// contiguous. VEC is 16 bytes of the input type on the aligned fast path and 1
+// on the generic path (any even D, any alignment).
 //
-// The RMSNorm sum of squares is a shuffle reduction inside the group; RoPE
-// partners (i, i + R/2) or (2i, 2i + 1) are exchanged through shared memory,
-// which serves every R and every partial-RoPE split the same way.
+// Decode (few tasks): tpb = 1 and hpb = groups per block, one task per group,
+// as many blocks as possible in flight. Prefill: hpb = all heads and tpb a
+// few tokens, so the per-token tables are built once per tile; the grid is a
+// few blocks per multiprocessor and each block walks tiles grid-stride, so the
+// RMSNorm weights are loaded once per block.
+//
+// Per block, shared memory holds what every head of the tile reuses, in
+// float32: the RMSNorm weights (gamma with the (1 + g) offset applied, beta),
+// and for each token of the tile its validity, its cache destination and its
+// RoPE cos/sin expanded to R elements (one source-dependent code path, run
+// once per token instead of once per head). Each group also has R floats to
+// exchange RoPE partners, which serves every R, partial split and style.
 //
 // Data-dependent errors never read or write out of bounds: a token whose
 // position or slot is outside its table writes nothing and sets a bit of
-// *error_flags; a head whose scale is zero or non-finite skips its cache row.
+// *error_flags; a head whose scale or offset is bad skips its cache row.
 #ifndef QKVFUSE_CUDA_FUSED_CUH
 #define QKVFUSE_CUDA_FUSED_CUH
 
@@ -30,203 +41,241 @@ __device__ __forceinline__ void report(const qf_cu_params &P, uint32_t bit) {
   if (P.error_flags) atomicOr(P.error_flags, bit);
 }
 
-// cos and sin of rotary element e (< R) of token t.
-__device__ __forceinline__ void rope_cos_sin(const qf_cu_params &P, int64_t t, int64_t pos, int e, float &c,
-                                             float &s) {
-  const int half = P.R >> 1;
-  const int i = P.interleaved ? (e >> 1) : (e < half ? e : e - half);
-  switch (P.rope_source) {
-    case QKVFUSE_ROPE_COS_SIN_CACHE: {
-      const int64_t base = pos * P.cos_sin_cache.ld;
-      c = ld(P.cos_sin_cache.data, P.cos_sin_cache.dtype, base + i);
-      s = ld(P.cos_sin_cache.data, P.cos_sin_cache.dtype, base + half + i);
-      break;
-    }
-    case QKVFUSE_ROPE_COS_SIN:
-      c = ld(P.cos.data, P.cos.dtype, t * P.cos.ld + e);
-      s = ld(P.sin.data, P.sin.dtype, t * P.sin.ld + e);
-      break;
-    default: {
-      // Angle in turns, exactly: pos * f_i mod 1 in 0.64 fixed point (the
-      // multiply wraps modulo 2^64), then sin/cos of 2*pi*turns with the
-      // turns taken in [-1/2, 1/2).
-      const uint64_t turns = (uint64_t)pos * P.turns[i];
-      const float f = (float)(int64_t)turns * 0x1p-64f;
-      sincospif(2.0f * f, &s, &c);
-      c *= P.mscale;
-      s *= P.mscale;
-      break;
-    }
+// Per-token state of a tile, in shared memory.
+struct tile_token {
+  int64_t pos;
+  int64_t cblock, crow; // cache destination
+  int32_t ok;           // 0: a data error, the token writes nothing
+  int32_t dest;         // 1: write the cache rows
+};
+
+// Byte size of the shared memory of a block (tables + group scratch).
+__host__ __device__ inline size_t fused_smem_bytes(int D, int R, int tpb, int groups) {
+  return sizeof(tile_token) * (size_t)tpb + sizeof(float) * (4 * (size_t)D + 2 * (size_t)tpb * R + (size_t)groups * R);
+}
+
+// Cosine and sine of pair index i (< R/2) of a token, for the table sources.
+__device__ __forceinline__ void half_cos_sin(const qf_cu_params &P, int64_t pos, int i, float &c, float &s) {
+  if (P.rope_source == QKVFUSE_ROPE_COS_SIN_CACHE) {
+    const int64_t base = pos * P.cos_sin_cache.ld;
+    c = ld(P.cos_sin_cache.data, P.cos_sin_cache.dtype, base + i);
+    s = ld(P.cos_sin_cache.data, P.cos_sin_cache.dtype, base + (P.R >> 1) + i);
+  } else {
+    // Angle in turns, exactly: pos * f_i mod 1 in 0.64 fixed point (the
+    // multiply wraps modulo 2^64), then sin/cos of 2*pi*turns with the turns
+    // taken in [-1/2, 1/2).
+    const uint64_t turns = (uint64_t)pos * P.turns[i];
+    const float f = (float)(int64_t)turns * 0x1p-64f;
+    sincospif(2.0f * f, &s, &c);
+    c *= P.mscale;
+    s *= P.mscale;
   }
 }
 
-// Quantize VEC values (channels ch0..ch0+VEC-1) and store them at element
-// offset off of a cache.
+// Quantize VEC values (channels ch0.. of the [Nkv*D] row) for a cache: the
+// stored bytes in q (or, without quantization, the rounded values are stored
+// directly). Returns false if a scale or offset is bad.
 template <int VEC>
-__device__ __forceinline__ void store_cache(const qf_cu_cache &C, int64_t off, const float (&v)[VEC],
-                                            const float *scale, const float *offset, int per_channel, int64_t ch0) {
-  if (C.quant == QKVFUSE_QUANT_NONE) {
-    store_floats<VEC>(C.data, C.dtype, off, v);
-    return;
-  }
-  uint8_t q[VEC];
+__device__ __forceinline__ bool quantize(const qf_cu_cache &C, const float (&v)[VEC], const float *scale,
+                                         const float *offset, int per_channel, int64_t ch0, uint8_t (&q)[VEC]) {
+  bool ok = true;
 #pragma unroll
   for (int k = 0; k < VEC; k++) {
     const int64_t ch = per_channel ? ch0 + k : 0;
+    const float sc = __ldg(scale + ch);
+    const float of = offset ? __ldg(offset + ch) : 0.0f;
+    ok &= isfinite(sc) && sc != 0.0f && isfinite(of);
     if (isnan(v[k])) {  // decided on the input: the division's NaN need not keep the sign
       q[k] = C.quant == QKVFUSE_QUANT_FP8_E4M3 ? (signbit(v[k]) ? 0xff : 0x7f) : 0;
       continue;
     }
-    float x = v[k] / __ldg(scale + ch);
-    if (C.quant == QKVFUSE_QUANT_INT8_ASYM) x = x + __ldg(offset + ch);
+    float x = v[k] / sc;
+    if (C.quant == QKVFUSE_QUANT_INT8_ASYM) x = x + of;
     q[k] = C.quant == QKVFUSE_QUANT_FP8_E4M3 ? to_e4m3(x) : (uint8_t)to_int8(x);
   }
-  store_bytes<VEC>(static_cast<uint8_t *>(C.data) + off, q);
+  return ok;
 }
 
+// The raw bytes of one lane's share of a head, as loaded.
 template <typename TIn, int VEC, int NV>
-__global__ void __launch_bounds__(kBlock) fused_kernel(const qf_cu_params P) {
-  extern __shared__ float smem[];
-  const int G = P.group;
-  const int lane = threadIdx.x & (G - 1);
-  const int grp = threadIdx.x / G;
-  const int64_t task = (int64_t)blockIdx.x * (kBlock / G) + grp;
-  if (task >= P.num_tasks) return;
-  const unsigned gmask = G == 32 ? 0xffffffffu : (((1u << G) - 1u) << ((threadIdx.x & 31) & ~(G - 1)));
-  const int64_t t = task / P.heads_per_token;
-  const int h = (int)(task - t * P.heads_per_token);
-  const int kind = h < P.Nq ? 0 : (h < P.Nq + P.Nkv ? 1 : 2); /* q, k, v */
-  const int D = P.D;
+struct __align__(16) head_raw {
+  TIn e[NV][VEC];
+};
 
-  // ---- data-dependent guards: the token writes nothing if any fails
-  int64_t pos = 0;
-  if (P.positions.data) {
-    pos = ld_index(P.positions.data, P.positions.dtype, t);
-    if (pos < 0 || pos >= P.max_pos) {
-      if (h == 0 && lane == 0) report(P, QKVFUSE_DATA_ERROR_POSITION);
-      return;
-    }
-  }
-  bool dest = false;
-  int64_t cblock = 0, crow = 0;
-  if (P.layout != QKVFUSE_CACHE_NONE) {
-    const qf_cu_cache &C = P.k_cache;
-    if (P.layout == QKVFUSE_CACHE_CONTIGUOUS) {
-      const int64_t b = t / P.S, i = t - b * P.S;
-      const int64_t start = ld_index(P.slot_mapping.data, P.slot_mapping.dtype, b);
-      if (start != -1) {
-        if (start < 0 || start > C.block_size - P.S) {
-          if (h == 0 && lane == 0) report(P, QKVFUSE_DATA_ERROR_SLOT);
-          return;
-        }
-        dest = true;
-        cblock = b;
-        crow = start + i;
-      }
-    } else {
-      const int64_t s = ld_index(P.slot_mapping.data, P.slot_mapping.dtype, t);
-      if (s != -1) {
-        if (s < 0 || s >= C.blocks * C.block_size) {
-          if (h == 0 && lane == 0) report(P, QKVFUSE_DATA_ERROR_SLOT);
-          return;
-        }
-        dest = true;
-        cblock = s / C.block_size;
-        crow = s - cblock * C.block_size;
-      }
-    }
-  }
-
-  // ---- stage 1: load (and dequantize) the head
-  const int64_t col0 = (int64_t)h * D;
-  const TIn *in = reinterpret_cast<const TIn *>(P.qkv.data) + t * P.qkv.ld + col0;
-  float x[NV][VEC];
+template <typename TIn, int VEC, int NV>
+__device__ __forceinline__ void load_raw(const TIn *in, int lane, int vstride, int nvec, head_raw<TIn, VEC, NV> &r) {
 #pragma unroll
   for (int v = 0; v < NV; v++) {
-    const int vi = v * G + lane;
-    if (vi < P.nvec) {
-      load_vec<TIn, VEC>(in + vi * VEC, x[v]);
-    } else {
+    const int vi = v * vstride + lane;
+    if (lane >= vstride || vi >= nvec) continue;
+    if constexpr (VEC * sizeof(TIn) == 16)
+      *reinterpret_cast<uint4 *>(r.e[v]) = *reinterpret_cast<const uint4 *>(in + vi * VEC);
+    else
 #pragma unroll
-      for (int k = 0; k < VEC; k++) x[v][k] = 0.0f;
-    }
+      for (int k = 0; k < VEC; k++) r.e[v][k] = in[vi * VEC + k];
   }
+}
+
+// One (token, head) task of a group: x holds the lane's share of the head
+// (input converted to float32); j is the token's index in the tile, t the
+// token, h the head (q, then k, then v heads).
+template <typename TIn, int VEC, int NV, bool FAST>
+__device__ __forceinline__ void process_task(const qf_cu_params &P, float (&x)[NV][VEC], int j, int64_t t, int h,
+                                             int lane, unsigned gmask, const tile_token *tok, const float *g_q,
+                                             const float *g_k, const float *b_q, const float *b_k,
+                                             const float *cos_t, const float *sin_t, float *ys, bool parity) {
+  const int D = P.D, R = P.R, G = P.group;
+  const int kind = h < P.Nq ? 0 : (h < P.Nq + P.Nkv ? 1 : 2); /* q, k, v */
+
+  // stage 1: dequantize
   if (P.weight_scale) {
     const float as = P.act_scale ? __ldg(P.act_scale + t) : 1.0f;
+    const float *ws = P.weight_scale + (int64_t)h * D;
 #pragma unroll
     for (int v = 0; v < NV; v++) {
-      const int vi = v * G + lane;
-      if (vi >= P.nvec) continue;
+      const int vi = v * P.vstride + lane;
+      if (lane >= P.vstride || vi >= P.nvec) continue;
 #pragma unroll
       for (int k = 0; k < VEC; k++) {
-        const int64_t c = col0 + vi * VEC + k;
-        float y = x[v][k] * __ldg(P.weight_scale + c);
+        const int c = vi * VEC + k;
+        float y = x[v][k] * __ldg(ws + c);
         if (P.act_scale) y = y * as;
-        if (P.bias.data) y = y + ld(P.bias.data, P.bias.dtype, c);
-        x[v][k] = P.parity ? round_to(y, P.io_dtype) : y;
+        if (P.bias.data) y = y + ld(P.bias.data, P.bias.dtype, (int64_t)h * D + c);
+        x[v][k] = parity ? round_to(y, P.io_dtype) : y;
       }
     }
   }
 
   if (kind < 2) {
-    // ---- stage 2: RMSNorm
+    // stage 2: RMSNorm: rsqrtf (as torch's rms_norm on CUDA), except in parity
+    // mode, which computes 1 / sqrtf like the CPU backends and the unfused path
     if (kind == 0 ? P.q_norm : P.k_norm) {
       float ss = 0.0f;
 #pragma unroll
       for (int v = 0; v < NV; v++)
 #pragma unroll
-        for (int k = 0; k < VEC; k++) ss += x[v][k] * x[v][k];
+        for (int k = 0; k < VEC; k++) ss = FAST ? fmaf(x[v][k], x[v][k], ss) : ss + x[v][k] * x[v][k];
       for (int off = G >> 1; off > 0; off >>= 1) ss += __shfl_xor_sync(gmask, ss, off, G);
-      const float inv = 1.0f / sqrtf(ss / (float)D + P.eps);
-      const qf_cu_vec &g = kind == 0 ? P.q_gamma : P.k_gamma;
-      const qf_cu_vec &b = kind == 0 ? P.q_beta : P.k_beta;
+      const float inv = parity ? 1.0f / sqrtf(ss / (float)D + P.eps) : rsqrtf(ss / (float)D + P.eps);
+      const float *gw = kind == 0 ? g_q : g_k, *bw = kind == 0 ? b_q : b_k;
+      const bool beta = (kind == 0 ? P.q_beta.data : P.k_beta.data) != nullptr;
 #pragma unroll
       for (int v = 0; v < NV; v++) {
-        const int vi = v * G + lane;
-        if (vi >= P.nvec) continue;
+        const int vi = v * P.vstride + lane;
+        if (lane >= P.vstride || vi >= P.nvec) continue;
+        float gv[VEC], bv[VEC];
+        if constexpr (FAST) {
+          *reinterpret_cast<float4 *>(gv) = *reinterpret_cast<const float4 *>(gw + vi * VEC);
+          *reinterpret_cast<float4 *>(gv + 4) = *reinterpret_cast<const float4 *>(gw + vi * VEC + 4);
+          *reinterpret_cast<float4 *>(bv) = *reinterpret_cast<const float4 *>(bw + vi * VEC);
+          *reinterpret_cast<float4 *>(bv + 4) = *reinterpret_cast<const float4 *>(bw + vi * VEC + 4);
+        } else {
 #pragma unroll
-        for (int k = 0; k < VEC; k++) {
-          const int d = vi * VEC + k;
-          float gv = ld(g.data, g.dtype, d);
-          if (P.gamma_offset) gv = 1.0f + gv;
-          float y = x[v][k] * inv * gv;
-          if (b.data) y = y + ld(b.data, b.dtype, d);
-          x[v][k] = P.parity ? round_to(y, P.io_dtype) : y;
+          for (int k = 0; k < VEC; k++) gv[k] = gw[vi * VEC + k], bv[k] = bw[vi * VEC + k];
+        }
+        if (beta) {
+#pragma unroll
+          for (int k = 0; k < VEC; k++) x[v][k] = x[v][k] * inv * gv[k] + bv[k];
+        } else {
+#pragma unroll
+          for (int k = 0; k < VEC; k++) x[v][k] = x[v][k] * inv * gv[k];
+        }
+        if (parity) {
+#pragma unroll
+          for (int k = 0; k < VEC; k++) x[v][k] = round_to(x[v][k], P.io_dtype);
         }
       }
     }
-    // ---- stage 3: RoPE on the first R dims, partners through shared memory
-    if (P.R > 0) {
-      float *ys = smem + grp * P.R;
+    // stage 3: RoPE on the first R dims
+    if constexpr (FAST && NV == 2) {
+      // pair layout (R = D, neox): the lane holds elements [8l, 8l+8) and their
+      // partners [8l + R/2, 8l + R/2 + 8): the rotation is in-thread
+      if (lane < P.vstride) {
+        // cos/sin of both halves: equal for the table sources, but per-token
+        // cos/sin are used as given
+        float c0[VEC], s0[VEC], c1[VEC], s1[VEC];
+        const float *cj = cos_t + j * R + lane * VEC, *sj = sin_t + j * R + lane * VEC;
+        const int hr = R >> 1;
+        *reinterpret_cast<float4 *>(c0) = *reinterpret_cast<const float4 *>(cj);
+        *reinterpret_cast<float4 *>(c0 + 4) = *reinterpret_cast<const float4 *>(cj + 4);
+        *reinterpret_cast<float4 *>(s0) = *reinterpret_cast<const float4 *>(sj);
+        *reinterpret_cast<float4 *>(s0 + 4) = *reinterpret_cast<const float4 *>(sj + 4);
+        *reinterpret_cast<float4 *>(c1) = *reinterpret_cast<const float4 *>(cj + hr);
+        *reinterpret_cast<float4 *>(c1 + 4) = *reinterpret_cast<const float4 *>(cj + hr + 4);
+        *reinterpret_cast<float4 *>(s1) = *reinterpret_cast<const float4 *>(sj + hr);
+        *reinterpret_cast<float4 *>(s1 + 4) = *reinterpret_cast<const float4 *>(sj + hr + 4);
+#pragma unroll
+        for (int k = 0; k < VEC; k++) {
+          const float a = x[0][k], b = x[1][k];
+          x[0][k] = fmaf(a, c0[k], -b * s0[k]);
+          x[1][k] = fmaf(b, c1[k], a * s1[k]);
+        }
+      }
+    } else if (FAST && R > 0) {
+      // partners by shuffle; cos/sin as float4 from the token's table
+      const int half_lanes = R >> 4, rot_lanes = R >> 3; /* lanes holding the first half / all R dims */
+      const int src = lane < half_lanes ? lane + half_lanes : (lane < rot_lanes ? lane - half_lanes : lane);
+      float yp[VEC];
+      if (P.interleaved) {
+#pragma unroll
+        for (int k = 0; k < VEC; k++) yp[k] = x[0][k ^ 1];
+      } else {
+#pragma unroll
+        for (int k = 0; k < VEC; k++) yp[k] = __shfl_sync(gmask, x[0][k], src, G);
+      }
+      if (lane < rot_lanes) {
+        float c[VEC], sn[VEC];
+        const float *cj = cos_t + j * R + lane * VEC, *sj = sin_t + j * R + lane * VEC;
+        *reinterpret_cast<float4 *>(c) = *reinterpret_cast<const float4 *>(cj);
+        *reinterpret_cast<float4 *>(c + 4) = *reinterpret_cast<const float4 *>(cj + 4);
+        *reinterpret_cast<float4 *>(sn) = *reinterpret_cast<const float4 *>(sj);
+        *reinterpret_cast<float4 *>(sn + 4) = *reinterpret_cast<const float4 *>(sj + 4);
+        // the FAST path runs only outside parity mode, so it may contract to FMAs
+        if (P.interleaved) {
+#pragma unroll
+          for (int k = 0; k < VEC; k += 2) {
+            x[0][k] = fmaf(x[0][k], c[k], -yp[k] * sn[k]);
+            x[0][k + 1] = fmaf(x[0][k + 1], c[k + 1], yp[k + 1] * sn[k + 1]);
+          }
+        } else if (lane < half_lanes) {
+#pragma unroll
+          for (int k = 0; k < VEC; k++) x[0][k] = fmaf(x[0][k], c[k], -yp[k] * sn[k]);
+        } else {
+#pragma unroll
+          for (int k = 0; k < VEC; k++) x[0][k] = fmaf(x[0][k], c[k], yp[k] * sn[k]);
+        }
+      }
+    } else if (R > 0) {
+      // partners through shared memory: any R, any split
+      __syncwarp(gmask); /* the previous task's partner reads are done */
 #pragma unroll
       for (int v = 0; v < NV; v++) {
-        const int vi = v * G + lane;
+        const int vi = v * P.vstride + lane;
 #pragma unroll
         for (int k = 0; k < VEC; k++) {
           const int d = vi * VEC + k;
-          if (vi < P.nvec && d < P.R) ys[d] = x[v][k];
+          if (lane < P.vstride && vi < P.nvec && d < R) ys[d] = x[v][k];
         }
       }
       __syncwarp(gmask);
-      const int half = P.R >> 1;
+      const int half = R >> 1;
+      const float *cj = cos_t + j * R, *sj = sin_t + j * R;
 #pragma unroll
       for (int v = 0; v < NV; v++) {
-        const int vi = v * G + lane;
+        const int vi = v * P.vstride + lane;
 #pragma unroll
         for (int k = 0; k < VEC; k++) {
           const int d = vi * VEC + k;
-          if (vi >= P.nvec || d >= P.R) continue;
-          float c, s;
-          rope_cos_sin(P, t, pos, d, c, s);
+          if (lane >= P.vstride || vi >= P.nvec || d >= R) continue;
           const bool first = P.interleaved ? (d & 1) == 0 : d < half;
           const int partner = P.interleaved ? (d ^ 1) : (first ? d + half : d - half);
-          const float y = x[v][k], yp = ys[partner];
+          const float y = x[v][k], yp = ys[partner], c = cj[d], s = sj[d];
           x[v][k] = first ? y * c - yp * s : y * c + yp * s;
         }
       }
     }
     // parity: the RoPE result is a tensor of the I/O dtype for every later stage
-    if (P.parity) {
+    if (parity) {
 #pragma unroll
       for (int v = 0; v < NV; v++)
 #pragma unroll
@@ -234,50 +283,206 @@ __global__ void __launch_bounds__(kBlock) fused_kernel(const qf_cu_params P) {
     }
   }
 
-  // ---- stage 5: outputs
+  // stage 5: outputs
   const int kvh = kind == 0 ? h : (kind == 1 ? h - P.Nq : h - P.Nq - P.Nkv);
-  const int64_t ocol = (int64_t)kvh * D;
+  const int ocol = kvh * D;
   const qf_cu_mat &out = kind == 0 ? P.q_out : (kind == 1 ? P.k_out : P.v_out);
   if (out.data) {
+    const int64_t row = t * out.ld + ocol;
 #pragma unroll
     for (int v = 0; v < NV; v++) {
-      const int vi = v * G + lane;
-      if (vi < P.nvec) store_floats<VEC>(out.data, out.dtype, t * out.ld + ocol + vi * VEC, x[v]);
+      const int vi = v * P.vstride + lane;
+      if (lane >= P.vstride || vi >= P.nvec) continue;
+      if constexpr (FAST)
+        store_typed<TIn, VEC>(reinterpret_cast<TIn *>(out.data) + row + vi * VEC, x[v]);
+      else
+        store_floats<VEC>(out.data, out.dtype, row + vi * VEC, x[v]);
     }
   }
-  if (kind == 0 || !dest) return;
+  if (kind == 0 || !tok[j].dest) return;
 
-  // ---- stage 4 + scatter: quantize into the cache row
+  // stage 4 + scatter: quantize into the cache row
   const qf_cu_cache &C = kind == 1 ? P.k_cache : P.v_cache;
+  const int64_t row0 = tok[j].cblock * C.s_block + tok[j].crow * C.s_row;
+  const int chunk = (int)C.chunk;
+  if (C.quant == QKVFUSE_QUANT_NONE) {
+#pragma unroll
+    for (int v = 0; v < NV; v++) {
+      const int vi = v * P.vstride + lane, jj = ocol + vi * VEC;
+      if (lane < P.vstride && vi < P.nvec) store_floats<VEC>(C.data, C.dtype, row0 + (int64_t)(jj / chunk) * C.s_chunk + jj % chunk, x[v]);
+    }
+    return;
+  }
   const float *scale = kind == 1 ? P.k_scale : P.v_scale;
   const float *offset = kind == 1 ? P.k_offset : P.v_offset;
   const int pc = kind == 1 ? P.k_scale_pc : P.v_scale_pc;
-  if (C.quant != QKVFUSE_QUANT_NONE) {
-    bool bad = false;
+  uint8_t q[NV][VEC];
+  bool ok = true;
 #pragma unroll
-    for (int v = 0; v < NV; v++) {
-      const int vi = v * G + lane;
-      if (vi >= P.nvec) continue;
-#pragma unroll
-      for (int k = 0; k < VEC; k++) {
-        const int64_t ch = pc ? ocol + vi * VEC + k : 0;
-        const float sc = __ldg(scale + ch);
-        bad |= !isfinite(sc) || sc == 0.0f;
-        if (offset) bad |= !isfinite(__ldg(offset + ch));
-      }
-    }
-    if (__any_sync(gmask, bad)) {
-      if (lane == 0) report(P, QKVFUSE_DATA_ERROR_SCALE);
-      return;
-    }
+  for (int v = 0; v < NV; v++) {
+    const int vi = v * P.vstride + lane;
+    if (lane < P.vstride && vi < P.nvec) ok &= quantize<VEC>(C, x[v], scale, offset, pc, ocol + vi * VEC, q[v]);
+  }
+  if (!__all_sync(gmask, ok)) {
+    if (lane == 0) report(P, QKVFUSE_DATA_ERROR_SCALE);
+    return;
   }
 #pragma unroll
   for (int v = 0; v < NV; v++) {
-    const int vi = v * G + lane;
-    if (vi >= P.nvec) continue;
-    const int64_t j = ocol + vi * VEC;
-    const int64_t off = cblock * C.s_block + crow * C.s_row + (j / C.chunk) * C.s_chunk + (j % C.chunk);
-    store_cache<VEC>(C, off, x[v], scale, offset, pc, j);
+    const int vi = v * P.vstride + lane, jj = ocol + vi * VEC;
+    if (lane < P.vstride && vi < P.nvec)
+      store_bytes<VEC>(static_cast<uint8_t *>(C.data) + row0 + (int64_t)(jj / chunk) * C.s_chunk + jj % chunk, q[v]);
+  }
+}
+
+// FAST: the common case compiled tight: 16-bit input, VEC = 8, NV = 1,
+// outputs of the input's dtype, R a multiple of 16, not unfused-parity mode
+// (it contracts to fused multiply-adds). RoPE partners then move
+// by shuffles (neox: lane +- R/16; interleaved: inside the lane's vector), the
+// tables are read as float4, and stores need no dtype switch.
+template <typename TIn, int VEC, int NV, bool FAST = false>
+__global__ void __launch_bounds__(kBlock, 4) fused_kernel(const qf_cu_params P) {
+  static_assert(!FAST || (VEC == 8 && NV <= 2 && sizeof(TIn) == 2), "FAST is the 16-bit case");
+  extern __shared__ __align__(16) unsigned char smem_raw[];
+  const int D = P.D, R = P.R, G = P.group, gpb = kBlock / G;
+  const int lane = threadIdx.x & (G - 1), grp = threadIdx.x / G;
+  const unsigned gmask = G == 32 ? 0xffffffffu : (((1u << G) - 1u) << ((threadIdx.x & 31) & ~(G - 1)));
+  tile_token *tok = reinterpret_cast<tile_token *>(smem_raw);
+  float *g_q = reinterpret_cast<float *>(tok + P.tpb), *g_k = g_q + D, *b_q = g_k + D, *b_k = b_q + D;
+  float *cos_t = b_k + D, *sin_t = cos_t + (size_t)P.tpb * R, *ys = sin_t + (size_t)P.tpb * R + (size_t)grp * R;
+
+  // ---- once per block: the RMSNorm weights; block 0 also checks every
+  // scale and offset (reported even if no token uses them)
+  for (int d = threadIdx.x; d < D; d += kBlock) {
+    if (P.q_norm) {
+      const float g = ld(P.q_gamma.data, P.q_gamma.dtype, d);
+      g_q[d] = P.gamma_offset ? 1.0f + g : g;
+      b_q[d] = P.q_beta.data ? ld(P.q_beta.data, P.q_beta.dtype, d) : 0.0f;
+    }
+    if (P.k_norm) {
+      const float g = ld(P.k_gamma.data, P.k_gamma.dtype, d);
+      g_k[d] = P.gamma_offset ? 1.0f + g : g;
+      b_k[d] = P.k_beta.data ? ld(P.k_beta.data, P.k_beta.dtype, d) : 0.0f;
+    }
+  }
+  if (blockIdx.x == 0) {
+    const int width = P.Nkv * D;
+    const float *sc[4] = {P.k_scale, P.v_scale, P.k_offset, P.v_offset};
+    const int n[4] = {P.k_scale_pc ? width : 1, P.v_scale_pc ? width : 1, P.k_scale_pc ? width : 1,
+                      P.v_scale_pc ? width : 1};
+    bool bad = false;
+    for (int a = 0; a < 4; a++)
+      for (int i = threadIdx.x; sc[a] && i < n[a]; i += kBlock) {
+        const float v = __ldg(sc[a] + i);
+        bad |= !isfinite(v) || (a < 2 && v == 0.0f);
+      }
+    if (__syncthreads_or(bad) && threadIdx.x == 0) report(P, QKVFUSE_DATA_ERROR_SCALE);
+  }
+
+  // ---- the tiles of this block (a grid-stride loop: the grid is at most a
+  // few blocks per multiprocessor)
+  const int64_t ntiles = (P.T + P.tpb - 1) / P.tpb * P.head_tiles;
+  const bool parity = P.parity != 0;
+  for (int64_t b = blockIdx.x; b < ntiles; b += gridDim.x) {
+    const int64_t tile = b / P.head_tiles;
+    const int h0 = (int)(b - tile * P.head_tiles) * P.hpb;
+    const int64_t t0 = tile * P.tpb;
+    const int tokens = (int)min((int64_t)P.tpb, P.T - t0);
+    const int heads = min(P.hpb, P.heads_per_token - h0);
+    const int tasks = tokens * heads;
+
+    // the group's first task's input, in flight while the tables build
+    head_raw<TIn, VEC, NV> raw;
+    int task = grp;
+    if (task < tasks)
+      load_raw<TIn, VEC, NV>(reinterpret_cast<const TIn *>(P.qkv.data) + (t0 + task / heads) * P.qkv.ld +
+                                 (int64_t)(h0 + task % heads) * D,
+                             lane, P.vstride, P.nvec, raw);
+    __syncthreads(); /* the previous tile's tables are no longer read */
+
+    // tables: token validity and cache destination
+    for (int j = threadIdx.x; j < tokens; j += kBlock) {
+      const int64_t t = t0 + j;
+      tile_token tt = {0, 0, 0, 1, 0};
+      if (P.positions.data) {
+        tt.pos = ld_index(P.positions.data, P.positions.dtype, t);
+        if (tt.pos < 0 || tt.pos >= P.max_pos) {
+          tt.ok = 0;
+          if (h0 == 0) report(P, QKVFUSE_DATA_ERROR_POSITION);
+        }
+      }
+      if (P.layout != QKVFUSE_CACHE_NONE) {
+        const qf_cu_cache &C = P.k_cache;
+        if (P.layout == QKVFUSE_CACHE_CONTIGUOUS) {
+          const int64_t bb = t / P.S, i = t - bb * P.S;
+          const int64_t start = ld_index(P.slot_mapping.data, P.slot_mapping.dtype, bb);
+          if (start != -1) {
+            if (start < 0 || start > C.block_size - P.S) {
+              tt.ok = 0;
+              if (h0 == 0) report(P, QKVFUSE_DATA_ERROR_SLOT);
+            } else {
+              tt.dest = 1, tt.cblock = bb, tt.crow = start + i;
+            }
+          }
+        } else {
+          const int64_t sl = ld_index(P.slot_mapping.data, P.slot_mapping.dtype, t);
+          if (sl != -1) {
+            if (sl < 0 || sl >= C.blocks * C.block_size) {
+              tt.ok = 0;
+              if (h0 == 0) report(P, QKVFUSE_DATA_ERROR_SLOT);
+            } else {
+              tt.dest = 1, tt.cblock = sl / C.block_size, tt.crow = sl - tt.cblock * C.block_size;
+            }
+          }
+        }
+      }
+      tok[j] = tt;
+    }
+    // tables: each token's cos/sin, expanded to R elements (positions are read
+    // here too, so the tables need one barrier)
+    if (R > 0) {
+      const int half = R >> 1;
+      if (P.rope_source == QKVFUSE_ROPE_COS_SIN) {
+        for (int idx = threadIdx.x; idx < tokens * R; idx += kBlock) {
+          const int j = idx / R, e = idx - j * R;
+          const int64_t t = t0 + j;
+          cos_t[idx] = ld(P.cos.data, P.cos.dtype, t * P.cos.ld + e);
+          sin_t[idx] = ld(P.sin.data, P.sin.dtype, t * P.sin.ld + e);
+        }
+      } else {
+        for (int idx = threadIdx.x; idx < tokens * half; idx += kBlock) {
+          const int j = idx / half, i = idx - j * half;
+          const int64_t pos = ld_index(P.positions.data, P.positions.dtype, t0 + j);
+          if (pos < 0 || pos >= P.max_pos) continue; /* never read: the token is invalid */
+          float c, sn;
+          half_cos_sin(P, pos, i, c, sn);
+          const int a = P.interleaved ? 2 * i : i, bb = P.interleaved ? 2 * i + 1 : i + half;
+          cos_t[j * R + a] = cos_t[j * R + bb] = c;
+          sin_t[j * R + a] = sin_t[j * R + bb] = sn;
+        }
+      }
+    }
+    __syncthreads();
+
+    // the tasks: (j, h) advance by counters, no division per task
+    const int dj = gpb / heads, dh = gpb % heads;
+    int j = task / heads, h = h0 + task % heads;
+    while (task < tasks) {
+      int nj = j + dj, nh = h + dh;
+      if (nh >= h0 + heads) nh -= heads, nj++;
+      float x[NV][VEC];
+#pragma unroll
+      for (int v = 0; v < NV; v++)
+#pragma unroll
+        for (int k = 0; k < VEC; k++) x[v][k] = lane < P.vstride && v * P.vstride + lane < P.nvec ? io<TIn>::f(raw.e[v][k]) : 0.0f;
+      if (task + gpb < tasks)
+        load_raw<TIn, VEC, NV>(reinterpret_cast<const TIn *>(P.qkv.data) + (t0 + nj) * P.qkv.ld + (int64_t)nh * D,
+                               lane, P.vstride, P.nvec, raw);
+      if (tok[j].ok)
+        process_task<TIn, VEC, NV, FAST>(P, x, j, t0 + j, h, lane, gmask, tok, g_q, g_k, b_q, b_k, cos_t, sin_t, ys,
+                                         parity);
+      task += gpb, j = nj, h = nh;
+    }
   }
 }
 

@@ -1,6 +1,7 @@
 // The instantiations of fused_kernel for one input type: the fast path
 // (16-byte vectors) with 1, 2 or 4 vectors per lane, and the generic path
-// (scalar elements) with up to 16 per lane, which covers D up to 512.
+// (scalar elements) with up to 16 per lane, which covers D up to 512; and for
+// 16-bit inputs the FAST case (see fused.cuh).
 #ifndef QKVFUSE_CUDA_FUSED_LAUNCH_CUH
 #define QKVFUSE_CUDA_FUSED_LAUNCH_CUH
 
@@ -10,11 +11,15 @@
 namespace qf {
 
 template <typename TIn>
-qkvfuse_status launch_fused(int vec, int nv, const qf_cu_params *P, unsigned blocks, size_t smem,
+qkvfuse_status launch_fused(int vec, int nv, int fast, const qf_cu_params *P, unsigned blocks, size_t smem,
                             cudaStream_t stream) {
   constexpr int VMAX = 16 / (int)sizeof(TIn);
   void (*kernel)(const qf_cu_params) = nullptr;
-  if (vec == VMAX) {
+  if constexpr (sizeof(TIn) == 2) {
+    if (fast) kernel = nv == 2 ? fused_kernel<TIn, 8, 2, true> : fused_kernel<TIn, 8, 1, true>;
+  }
+  if (kernel) {
+  } else if (vec == VMAX) {
     switch (nv) {
       case 1: kernel = fused_kernel<TIn, VMAX, 1>; break;
       case 2: kernel = fused_kernel<TIn, VMAX, 2>; break;

@@ -31,11 +31,15 @@ typedef struct qf_cu_cache {
 typedef struct qf_cu_params {
   /* sizes */
   int64_t T, S;                /* S: tokens per batch (contiguous layout), else 1 */
-  int64_t num_tasks;           /* T * heads_per_token (token, head) pairs */
   int32_t heads_per_token;     /* Nq + Nkv (+ Nkv when v is written) */
   int32_t Nq, Nkv, D, R;
   int32_t group;               /* lanes per head: a power of two <= 32 */
   int32_t nvec;                /* vectors per head: D / VEC */
+  int32_t vstride;             /* lane l's vector v is vector v * vstride + l (lanes l < vstride hold data):
+                                  vstride = group (coalesced), or nvec / 2 (pair layout: a lane holds
+                                  a neox pair's two halves) */
+  int32_t tpb, hpb;            /* a block's tile: tokens x heads */
+  int32_t head_tiles;          /* blocks per token tile: ceil(heads_per_token / hpb) */
 
   /* options */
   int32_t q_norm, k_norm, gamma_offset, parity, rope_source, interleaved, layout;

@@ -121,7 +121,12 @@ __global__ void rope_kernel(const qf_cu_params P, const void *in, int64_t in_ld,
     const int d = lane * kVec + k;
     if (d >= P.R) continue;
     float c, s;
-    rope_cos_sin(P, t, pos, d, c, s);
+    if (P.rope_source == QKVFUSE_ROPE_COS_SIN) {
+      c = ld(P.cos.data, P.cos.dtype, t * P.cos.ld + d);
+      s = ld(P.sin.data, P.sin.dtype, t * P.sin.ld + d);
+    } else {
+      half_cos_sin(P, pos, P.interleaved ? d >> 1 : (d < half ? d : d - half), c, s);
+    }
     const bool first = P.interleaved ? (d & 1) == 0 : d < half;
     const int partner = P.interleaved ? (d ^ 1) : (first ? d + half : d - half);
     x[k] = first ? x[k] * c - ys[partner] * s : x[k] * c + ys[partner] * s;
@@ -152,8 +157,14 @@ __global__ void cache_kernel(const qf_cu_params P, const void *kb, const void *v
   float x[kVec];
   load_head(which ? vb : kb, P.io_dtype, t * width + j, x);
   const int64_t off = block * C.s_block + row * C.s_row + (j / C.chunk) * C.s_chunk + (j % C.chunk);
-  store_cache<kVec>(C, off, x, which ? P.v_scale : P.k_scale, which ? P.v_offset : P.k_offset,
-                    which ? P.v_scale_pc : P.k_scale_pc, j);
+  if (C.quant == QKVFUSE_QUANT_NONE) {
+    store_floats<kVec>(C.data, C.dtype, off, x);
+    return;
+  }
+  uint8_t q[kVec];
+  quantize<kVec>(C, x, which ? P.v_scale : P.k_scale, which ? P.v_offset : P.k_offset,
+                 which ? P.v_scale_pc : P.k_scale_pc, j, q);
+  store_bytes<kVec>(static_cast<uint8_t *>(C.data) + off, q);
 }
 
 unsigned blocks_for(int64_t threads) { return (unsigned)((threads + kBlock - 1) / kBlock); }
@@ -231,4 +242,37 @@ qkvfuse_status qf_cuda_unfused_run(const qkvfuse_plan *plan, const qf_problem *p
     QF_FORWARD(check_launch("reshape_and_cache"));
   }
   return check_launch("copies");
+}
+
+// ---- the copy baseline ------------------------------------------------------------
+
+namespace {
+
+// 16-byte accesses, four in flight per thread, grid-stride; block 0 also
+// copies the tail (< 16 bytes), so a copy is one launch.
+__global__ void copy_kernel(uint4 *dst, const uint4 *src, int64_t n, int tail) {
+  const int64_t stride = (int64_t)gridDim.x * blockDim.x;
+  int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+  if (blockIdx.x == 0 && threadIdx.x < tail)
+    reinterpret_cast<unsigned char *>(dst + n)[threadIdx.x] = reinterpret_cast<const unsigned char *>(src + n)[threadIdx.x];
+  for (; i + 3 * stride < n; i += 4 * stride) {
+    const uint4 a = src[i], b = src[i + stride], c = src[i + 2 * stride], d = src[i + 3 * stride];
+    dst[i] = a, dst[i + stride] = b, dst[i + 2 * stride] = c, dst[i + 3 * stride] = d;
+  }
+  for (; i < n; i += stride) dst[i] = src[i];
+}
+
+}  // namespace
+
+qkvfuse_status qf_cuda_copy_bytes(void *dst, const void *src, size_t bytes, void *stream_) {
+  cudaStream_t stream = (cudaStream_t)stream_;
+  int dev = 0, sms = 132;
+  cudaGetDevice(&dev);
+  cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev);
+  const int64_t n16 = (int64_t)(bytes / 16);
+  int64_t blocks = (n16 + kBlock - 1) / kBlock;
+  if (blocks > (int64_t)sms * 8) blocks = (int64_t)sms * 8;
+  if (blocks < 1) blocks = 1;
+  copy_kernel<<<(unsigned)blocks, kBlock, 0, stream>>>((uint4 *)dst, (const uint4 *)src, n16, (int)(bytes % 16));
+  return check_launch("copy");
 }

@@ -18,6 +18,10 @@ size_t qf_cuda_unfused_scratch_bytes(const qf_problem *p);
  * slots are assumed valid. QKVFUSE_ERROR_UNSUPPORTED outside its envelope. */
 qkvfuse_status qf_cuda_unfused_run(const qkvfuse_plan *plan, const qf_problem *p, void *scratch, void *stream);
 
+/* The copy baseline of the benchmark: bytes from src to dst (device memory,
+ * 16-byte aligned) with a 16-byte-per-access kernel, on `stream`. */
+qkvfuse_status qf_cuda_copy_bytes(void *dst, const void *src, size_t bytes, void *stream);
+
 #ifdef __cplusplus
 }
 #endif

@@ -24,7 +24,8 @@ void cli_bench_usage(FILE *f) {
           "  fused    qkvfuse_run on the chosen backend\n"
           "  unfused  the same chain as separate passes over all tokens with intermediate tensors in memory\n"
           "           (split, rmsnorm q, rmsnorm k, rope q, rope k, copy v, quantize k/v, scatter k/v), with the\n"
-          "           reference's scalar stage math; argument validation included, as in qkvfuse_run\n"
+          "           fused backend's stage math (the optimized CPU backend's SIMD kernels for a cpu-* plan, the\n"
+          "           reference's scalar code otherwise); argument validation included, as in qkvfuse_run\n"
           "  copy     memcpy of bytes/2, so that its read + write traffic equals the operator's bytes\n"
           "bytes = every input read once + every output written once (cos_sin_cache: the T rows used; caches:\n"
           "the rows written). Each time is the median of per-call samples after a warm-up; calls cycle through\n"
@@ -45,11 +46,13 @@ void cli_bench_usage(FILE *f) {
           "                    serve the device is refused with the library's reason\n"
           "  --threads N       threads for all three, 1..256 (default 1; desc.num_threads of the fused op)\n"
           "  --device D        cpu (default) or cuda (CUDA builds with a GPU: calls are timed as CUDA-graph replays\n"
-          "                    of 100 launches, inputs rotated past the L2 cache; the copy is cudaMemcpyAsync)\n"
+          "                    of 100 launches, inputs rotated past the L2 cache; the copy is a 16-byte-access copy kernel)\n"
           "  --min-time S      seconds of samples per measurement, 0.001..60 (default 0.2)\n"
           "  --rotate-mb M     memory the rotated tensor copies span, in MB (default: twice the last-level\n"
           "                    cache)\n"
           "  --seed S          random seed (default 1)\n"
+          "  --reference       also time the scalar reference backend on the same tensors (columns ref us and\n"
+          "                    vs ref: reference / fused); CPU device only\n"
           "  --json            one JSON object per result line instead of the table\n"
           "  --help            this text\n",
           cli_preset_names());
@@ -75,6 +78,7 @@ typedef struct bench_options {
   double rotate_mb; /* 0: twice the last-level cache */
   uint64_t seed;
   int json;
+  int reference; /* also time the reference backend */
 } bench_options;
 
 /* ---- the three subjects ----------------------------------------------------------- */
@@ -101,6 +105,19 @@ static int run_unfused(void *ctx, int64_t i) {
   return s != QKVFUSE_SUCCESS;
 }
 
+/* The scalar reference on the same tensors (--reference); ctx: a ref_ctx. */
+typedef struct ref_ctx {
+  const bench_case *c;
+  const qkvfuse_plan *plan;
+} ref_ctx;
+
+static int run_reference(void *ctx, int64_t i) {
+  const ref_ctx *r = ctx;
+  const qkvfuse_status s = qkvfuse_run(r->plan, &r->c->args[i], NULL);
+  if (s != QKVFUSE_SUCCESS) call_failed(r->c, "the reference", s);
+  return s != QKVFUSE_SUCCESS;
+}
+
 static int run_copy(void *ctx, int64_t i) {
   const bench_case *c = ctx;
   const size_t off = (size_t)i * c->copy_stride;
@@ -111,14 +128,15 @@ static int run_copy(void *ctx, int64_t i) {
 /* ---- one row ------------------------------------------------------------------------ */
 
 typedef struct bench_row {
-  double us, copy_us, unfused_us; /* NAN: not measured */
+  double us, copy_us, unfused_us, ref_us; /* NAN: not measured */
 } bench_row;
 
 static double gbps(size_t bytes, double us) { return us > 0 ? (double)bytes / (us * 1e3) : NAN; }
 
-static void print_header(void) {
-  printf("%-7s %-11s %7s %-8s %-9s %3s %9s %10s %7s %7s %6s %10s %7s\n", "op", "preset", "tokens", "dtype", "backend",
+static void print_header(int reference) {
+  printf("%-7s %-11s %7s %-8s %-9s %3s %9s %10s %7s %7s %6s %10s %7s", "op", "preset", "tokens", "dtype", "backend",
          "thr", "MB", "fused us", "GB/s", "copy", "%copy", "unfused us", "speedup");
+  printf(reference ? " %11s %7s\n" : "\n", "ref us", "vs ref");
 }
 
 static void print_row(const bench_case *c, const bench_row *r) {
@@ -130,10 +148,14 @@ static void print_row(const bench_case *c, const bench_row *r) {
     snprintf(unfused, sizeof unfused, "%.2f", r->unfused_us);
     snprintf(speedup, sizeof speedup, "%.2fx", r->unfused_us / r->us);
   }
-  printf("%-7s %-11s %7" PRId64 " %-8s %-9s %3d %9.3f %10.2f %7.2f %7.2f %5.0f%% %10s %7s\n", bench_op_name(c->spec.op),
+  printf("%-7s %-11s %7" PRId64 " %-8s %-9s %3d %9.3f %10.2f %7.2f %7.2f %5.0f%% %10s %7s", bench_op_name(c->spec.op),
          c->spec.preset->name, c->spec.tokens, qkvfuse_dtype_name(c->spec.dtype), qkvfuse_plan_backend_name(c->plan),
          c->spec.threads, (double)c->bytes / 1e6, r->us, gbps(c->bytes, r->us), gbps(c->bytes, r->copy_us),
          100.0 * r->copy_us / r->us, unfused, speedup);
+  if (isnan(r->ref_us))
+    printf("\n");
+  else
+    printf(" %11.2f %6.2fx\n", r->ref_us, r->ref_us / r->us);
   fflush(stdout);
 }
 
@@ -159,6 +181,10 @@ static void print_json(const bench_case *c, const bench_row *r) {
   cli_json_num(&j, "unfused_us", r->unfused_us);
   cli_json_num(&j, "unfused_gbps", gbps(c->bytes, r->unfused_us));
   cli_json_num(&j, "speedup_vs_unfused", r->unfused_us / r->us);
+  if (!isnan(r->ref_us)) {
+    cli_json_num(&j, "reference_us", r->ref_us);
+    cli_json_num(&j, "speedup_vs_reference", r->ref_us / r->us);
+  }
   cli_json_end(&j);
 }
 
@@ -171,16 +197,31 @@ static int bench_one(const bench_options *o, const cli_device *dev, const bench_
             spec->tokens, err);
     return 1;
   }
-  bench_row r = {NAN, NAN, NAN};
+  bench_row r = {NAN, NAN, NAN, NAN};
   const cli_timing fused = cli_measure(dev, run_fused, &c, c.instances, o->min_time);
   const cli_timing copy = cli_measure(dev, run_copy, &c, c.copy_instances, o->min_time);
   cli_timing unfused = {NAN, 0};
   if (dev->unfused_run) unfused = cli_measure(dev, run_unfused, &c, c.instances, o->min_time);
-  int failed = fused.median_s < 0 || copy.median_s < 0 || unfused.median_s < 0;
+  cli_timing ref = {NAN, 0};
+  if (o->reference) {
+    qkvfuse_desc d = c.desc;
+    d.backend = QKVFUSE_BACKEND_REFERENCE;
+    ref_ctx rc = {&c, NULL};
+    qkvfuse_plan *plan = NULL;
+    if (qkvfuse_plan_create(&d, &plan) == QKVFUSE_SUCCESS) {
+      rc.plan = plan;
+      ref = cli_measure(dev, run_reference, &rc, c.instances, o->min_time);
+    } else {
+      ref.median_s = -1;
+    }
+    qkvfuse_plan_destroy(plan);
+  }
+  int failed = fused.median_s < 0 || copy.median_s < 0 || unfused.median_s < 0 || ref.median_s < 0;
   if (!failed) {
     r.us = fused.median_s * 1e6;
     r.copy_us = copy.median_s * 1e6;
     r.unfused_us = unfused.median_s * 1e6;
+    r.ref_us = ref.median_s * 1e6;
     if (o->json)
       print_json(&c, &r);
     else
@@ -230,6 +271,8 @@ static int parse_options(int argc, char **argv, bench_options *o, int *exit_code
       return *exit_code = 0, -1;
     } else if (cli_args_flag(&a, "--json")) {
       o->json = 1;
+    } else if (cli_args_flag(&a, "--reference")) {
+      o->reference = 1;
     } else if (cli_args_option(&a, "--preset")) {
       if (a.missing_value || (o->only = cli_preset_find(a.value)) == NULL)
         return *exit_code = usage_error("unknown preset", a.value), -1;
@@ -295,6 +338,7 @@ int cli_bench(int argc, char **argv) {
   const cli_device *dev = cli_device_find(o.device);
   if (dev == NULL) return device_unavailable(o.device);
   const size_t rotate_bytes = o.rotate_mb > 0 ? (size_t)(o.rotate_mb * 1e6) : 2 * dev->llc_bytes();
+  if (o.reference && dev->type != QKVFUSE_DEVICE_CPU) return usage_error("--reference needs --device cpu", NULL);
 
   /* a backend this build or device cannot serve fails once, here */
   qkvfuse_desc probe = QKVFUSE_DESC_INIT;
@@ -315,7 +359,7 @@ int cli_bench(int argc, char **argv) {
   if (!o.json) {
     printf("device %s, %d thread%s, min time %g s per measurement, rotating over %.0f MB\n\n", dev->name, o.threads,
            o.threads == 1 ? "" : "s", o.min_time, (double)rotate_bytes / 1e6);
-    print_header();
+    print_header(o.reference);
   }
   for (int i = 0; i < npresets; i++) {
     const cli_preset *ps = &presets[i];
@@ -336,6 +380,9 @@ int cli_bench(int argc, char **argv) {
   if (!o.json)
     printf(
         "\nMB: bytes one call moves (inputs read once + outputs written once). GB/s = MB / time. copy: GB/s of\n"
-        "a memcpy of MB/2 (same read + write traffic). %%copy: copy time / fused time. speedup: unfused / fused.\n");
+        "a memcpy of MB/2 (same read + write traffic). %%copy: copy time / fused time. speedup: unfused / fused.\n"
+        "%s",
+        o.reference ? "ref us: the scalar reference backend (single-threaded) on the same tensors. vs ref: ref / fused.\n"
+                    : "");
   return failures ? 1 : 0;
 }

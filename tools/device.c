@@ -9,6 +9,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "cpu/cpu.h"
 #include "reference/unfused.h"
 #include "tensors.h"
 
@@ -57,9 +58,11 @@ static void cpu_copy(void *dst, const void *src, size_t bytes, int threads) {
   }
 }
 
+/* The unfused stages with the fused plan's stage math: the CPU backend's SIMD
+ * kernels for a cpu-* plan (fusion vs no fusion at equal code quality), the
+ * reference's scalar stages otherwise. */
 static qkvfuse_status cpu_unfused_run(const qkvfuse_plan *plan, const qf_problem *p, void *scratch) {
-  (void)plan;
-  return qf_unfused_run(p, scratch);
+  return qf_cpu_unfused_run(plan, p, scratch);
 }
 
 static void cpu_sync(void) {}

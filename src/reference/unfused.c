@@ -41,6 +41,7 @@ typedef struct buffers {
 /* One call: the problem, its buffers and the stages it runs. */
 typedef struct job {
   const qf_problem *p;
+  const qf_unfused_kernels *k; /* the stage math */
   buffers b;
   stage stages[STAGE_COUNT];
   int nstages;
@@ -96,11 +97,15 @@ static void copy_rows(const qf_mat *src, int64_t src_c0, const qf_mat *dst, int6
 }
 
 /* Columns [c0, c0 + dst->cols) of qkv into dst, in dst's (the I/O) dtype. */
-static void split_block(const qf_problem *p, int64_t c0, const qf_mat *dst, int64_t t0, int64_t t1) {
-  if (p->qkv.dtype != QKVFUSE_DTYPE_INT32) {
-    copy_rows(&p->qkv, c0, dst, t0, t1); /* same dtype: a plain copy */
+static void split_block(const job *j, int64_t c0, const qf_mat *dst, int64_t t0, int64_t t1) {
+  if (j->p->qkv.dtype != QKVFUSE_DTYPE_INT32) {
+    copy_rows(&j->p->qkv, c0, dst, t0, t1); /* same dtype: a plain copy */
     return;
   }
+  j->k->dequant(j->p, c0, dst, t0, t1);
+}
+
+static void dequant_block(const qf_problem *p, int64_t c0, const qf_mat *dst, int64_t t0, int64_t t1) {
   float x[QF_MAX_HEAD_DIM];
   for (int64_t t = t0; t < t1; t++)
     for (int64_t c = 0; c < dst->cols; c += QF_MAX_HEAD_DIM) {
@@ -112,9 +117,9 @@ static void split_block(const qf_problem *p, int64_t c0, const qf_mat *dst, int6
 
 static void stage_split(const job *j, int64_t t0, int64_t t1) {
   const qf_problem *p = j->p;
-  split_block(p, 0, &j->b.q, t0, t1);
-  split_block(p, p->Nq * p->D, &j->b.k, t0, t1);
-  if (j->b.v.data) split_block(p, (p->Nq + p->Nkv) * p->D, &j->b.v, t0, t1);
+  split_block(j, 0, &j->b.q, t0, t1);
+  split_block(j, p->Nq * p->D, &j->b.k, t0, t1);
+  if (j->b.v.data) split_block(j, (p->Nq + p->Nkv) * p->D, &j->b.v, t0, t1);
 }
 
 /* RMSNorm of every head of buffer m, in place, rounded to its dtype. */
@@ -131,13 +136,19 @@ static void stage_norm(const qf_problem *p, const qf_mat *m, const qf_vec *gamma
 }
 
 /* RoPE of every head of src into dst (may be src) and dst2 (may be absent). */
-static void stage_rope(const qf_problem *p, const qf_mat *src, const qf_mat *dst, const qf_mat *dst2, int64_t t0,
+static void stage_rope(const job *j, const qf_mat *src, const qf_mat *dst, const qf_mat *dst2, int64_t t0,
                        int64_t t1) {
+  const qf_problem *p = j->p;
   if (p->desc->rope_source == QKVFUSE_ROPE_NONE || p->R == 0) {
     if (dst->data != src->data) copy_rows(src, 0, dst, t0, t1);
     if (dst2->data) copy_rows(src, 0, dst2, t0, t1);
     return;
   }
+  j->k->rope(p, src, dst, dst2, t0, t1);
+}
+
+static void rope_rows(const qf_problem *p, const qf_mat *src, const qf_mat *dst, const qf_mat *dst2, int64_t t0,
+                      int64_t t1) {
   float y[QF_MAX_HEAD_DIM], o[QF_MAX_HEAD_DIM], cos_r[QF_MAX_HEAD_DIM], sin_r[QF_MAX_HEAD_DIM];
   const int64_t D = p->D, heads = src->cols / D;
   for (int64_t t = t0; t < t1; t++) {
@@ -184,13 +195,13 @@ static void run_stage(const job *j, stage s, int64_t t0, int64_t t1) {
   const buffers *b = &j->b;
   switch (s) {
     case STAGE_SPLIT: stage_split(j, t0, t1); break;
-    case STAGE_NORM_Q: stage_norm(p, &b->q, &p->q_gamma, &p->q_beta, t0, t1); break;
-    case STAGE_NORM_K: stage_norm(p, &b->k, &p->k_gamma, &p->k_beta, t0, t1); break;
-    case STAGE_ROPE_Q: stage_rope(p, &b->q, &p->q_out, &(qf_mat){0}, t0, t1); break;
-    case STAGE_ROPE_K: stage_rope(p, &b->k, &b->k, &p->k_out, t0, t1); break;
+    case STAGE_NORM_Q: j->k->norm(p, &b->q, &p->q_gamma, &p->q_beta, t0, t1); break;
+    case STAGE_NORM_K: j->k->norm(p, &b->k, &p->k_gamma, &p->k_beta, t0, t1); break;
+    case STAGE_ROPE_Q: stage_rope(j, &b->q, &p->q_out, &(qf_mat){0}, t0, t1); break;
+    case STAGE_ROPE_K: stage_rope(j, &b->k, &b->k, &p->k_out, t0, t1); break;
     case STAGE_COPY_V: copy_rows(&b->v, 0, &p->v_out, t0, t1); break;
-    case STAGE_QUANT_K: stage_quant(&b->k, &b->kq, p->desc->k_quant, &p->k_scale, &p->k_offset, t0, t1); break;
-    case STAGE_QUANT_V: stage_quant(&b->v, &b->vq, p->desc->v_quant, &p->v_scale, &p->v_offset, t0, t1); break;
+    case STAGE_QUANT_K: j->k->quant(&b->k, &b->kq, p->desc->k_quant, &p->k_scale, &p->k_offset, t0, t1); break;
+    case STAGE_QUANT_V: j->k->quant(&b->v, &b->vq, p->desc->v_quant, &p->v_scale, &p->v_offset, t0, t1); break;
     case STAGE_SCATTER_K: stage_scatter(p, &b->kq, &p->k_cache, t0, t1); break;
     case STAGE_SCATTER_V: stage_scatter(p, &b->vq, &p->v_cache, t0, t1); break;
     case STAGE_COUNT: break;
@@ -280,7 +291,11 @@ static void run_team(const job *j, int nthreads) {
 
 /* ---- the call ------------------------------------------------------------------ */
 
-qkvfuse_status qf_unfused_run(const qf_problem *p, void *scratch) {
+static const qf_unfused_kernels scalar_kernels = {dequant_block, stage_norm, rope_rows, stage_quant};
+
+qkvfuse_status qf_unfused_run(const qf_problem *p, void *scratch) { return qf_unfused_run_with(p, scratch, NULL); }
+
+qkvfuse_status qf_unfused_run_with(const qf_problem *p, void *scratch, const qf_unfused_kernels *kernels) {
   QF_CHECK(p != NULL, QKVFUSE_ERROR_NULL_POINTER, "unfused: problem is NULL");
   const qkvfuse_dtype io = p->io_dtype;
   QF_CHECK(p->qkv.dtype == QKVFUSE_DTYPE_INT32 || p->qkv.dtype == io, QKVFUSE_ERROR_UNSUPPORTED,
@@ -296,7 +311,7 @@ qkvfuse_status qf_unfused_run(const qf_problem *p, void *scratch) {
   QF_CHECK(scratch != NULL, QKVFUSE_ERROR_NULL_POINTER, "unfused: scratch is NULL (need %zu bytes)",
            qf_unfused_scratch_bytes(p));
 
-  job j = {.p = p};
+  job j = {.p = p, .k = kernels ? kernels : &scalar_kernels};
   char *base = (char *)(((uintptr_t)scratch + QF_UNFUSED_ALIGN - 1) / QF_UNFUSED_ALIGN * QF_UNFUSED_ALIGN);
   layout(p, base, &j.b);
   j.stages[j.nstages++] = STAGE_SPLIT;

@@ -18,6 +18,7 @@
 #define QKVFUSE_REFERENCE_UNFUSED_H
 
 #include <stddef.h>
+#include <stdint.h>
 
 #include "core/problem.h"
 #include "qkvfuse.h"
@@ -25,6 +26,25 @@
 #ifdef __cplusplus
 extern "C" {
 #endif
+
+/* The math of the stages that compute (the others are copies), each over
+ * tokens [t0, t1). qf_unfused_run uses the reference's scalar stages.h; an
+ * optimized backend may pass its own (the CPU backend's SIMD kernels, so that
+ * the benchmark compares fusion against no fusion at equal code quality).
+ * Any set must round exactly as the scalar one for the parity guarantee. */
+typedef struct qf_unfused_kernels {
+  /* int32 qkv: columns [c0, c0 + dst->cols) dequantized into dst, rounded once to its dtype */
+  void (*dequant)(const qf_problem *p, int64_t c0, const qf_mat *dst, int64_t t0, int64_t t1);
+  /* RMSNorm of every head of m, in place (rounded to m's dtype) */
+  void (*norm)(const qf_problem *p, const qf_mat *m, const qf_vec *gamma, const qf_vec *beta, int64_t t0,
+               int64_t t1);
+  /* RoPE (p->R > 0) of every head of src into dst (may be src) and dst2 (data NULL: absent) */
+  void (*rope)(const qf_problem *p, const qf_mat *src, const qf_mat *dst, const qf_mat *dst2, int64_t t0,
+               int64_t t1);
+  /* quantize (or round, for a float dst) src into dst, channel = column */
+  void (*quant)(const qf_mat *src, const qf_mat *dst, qkvfuse_quant_mode mode, const qf_vec *scale,
+                const qf_vec *offset, int64_t t0, int64_t t1);
+} qf_unfused_kernels;
 
 /** @return bytes of scratch qf_unfused_run needs for problem p: the q, k and v
  *  buffers [T, N*D] in the I/O dtype and the quantized k and v buffers
@@ -43,6 +63,9 @@ size_t qf_unfused_scratch_bytes(const qf_problem *p);
  *  QKVFUSE_ERROR_NULL_POINTER for a NULL problem or missing scratch.
  */
 qkvfuse_status qf_unfused_run(const qf_problem *p, void *scratch);
+
+/** qf_unfused_run with the stage math of `kernels` (NULL: the scalar stages). */
+qkvfuse_status qf_unfused_run_with(const qf_problem *p, void *scratch, const qf_unfused_kernels *kernels);
 
 #ifdef __cplusplus
 }

@@ -1,0 +1,184 @@
+/* The CPU backend's driver: plan (ISA and threads) and run (tokens to
+ * threads). The kernels (kernels.h) do the math.
+ *
+ * Threads over tokens, dynamically: threads claim chunks of tokens from a
+ * shared counter and do every head of each, so a slower core takes fewer.
+ * With a paged, paged_hnd or nz cache, the k and v heads (k_out, v_out and
+ * the cache rows) of a token go instead to the thread that owns the token's
+ * cache slot (a hash of slot / 16), which does them after its chunks in
+ * increasing token order: all writes to one slot come from one thread in
+ * token order, so with duplicate slots the later token wins, as on the
+ * reference (docs/API.md). No reduction is ever split across threads, so the
+ * result does not depend on the thread count or the schedule. */
+#define _POSIX_C_SOURCE 200809L
+
+#include <stdatomic.h>
+#include <unistd.h>
+
+#include "core/backends.h"
+#include "core/dtype.h"
+#include "core/error.h"
+#include "cpu/cpu.h"
+#include "cpu/pool.h"
+#include "reference/stages.h"
+
+/* Below this many input elements per thread, a thread costs more than it saves. */
+#define QF_CPU_MIN_ELEMS_PER_THREAD (1 << 15)
+/* Tokens per claim of the dynamic schedule (fewer when T is small). */
+#define QF_CPU_CHUNK_TOKENS 16
+
+static const char *const backend_names[QF_CPU_ISA_COUNT] = {"cpu-scalar", "cpu-avx2", "cpu-avx512", "cpu-avx512bf16"};
+
+void qf_cpu_norm_weights(const qf_problem *p, const qf_vec *gamma, const qf_vec *beta, float *g, float *b) {
+  for (int64_t d = 0; d < p->D; d++) {
+    g[d] = qf_load(gamma->data, gamma->dtype, d);
+    if (p->desc->gamma_offset) g[d] = 1.0f + g[d];
+    if (beta->data) b[d] = qf_load(beta->data, beta->dtype, d);
+  }
+}
+
+static size_t elem_size(const void *data, qkvfuse_dtype dt) { return data ? qkvfuse_dtype_size(dt) : 0; }
+
+void qf_cpu_call_init(qf_cpu_call *c, const qf_problem *p) {
+  c->p = p;
+  c->parity = p->desc->rounding == QKVFUSE_ROUNDING_UNFUSED_PARITY;
+  c->int_input = p->qkv.dtype == QKVFUSE_DTYPE_INT32;
+  c->q_beta = c->k_beta = NULL;
+  if (p->desc->q_norm) {
+    qf_cpu_norm_weights(p, &p->q_gamma, &p->q_beta, c->q_gamma, c->q_beta_buf);
+    if (p->q_beta.data) c->q_beta = c->q_beta_buf;
+  }
+  if (p->desc->k_norm) {
+    qf_cpu_norm_weights(p, &p->k_gamma, &p->k_beta, c->k_gamma, c->k_beta_buf);
+    if (p->k_beta.data) c->k_beta = c->k_beta_buf;
+  }
+  c->es_qkv = elem_size(p->qkv.data, p->qkv.dtype);
+  c->es_q_out = elem_size(p->q_out.data, p->q_out.dtype);
+  c->es_k_out = elem_size(p->k_out.data, p->k_out.dtype);
+  c->es_v_out = elem_size(p->v_out.data, p->v_out.dtype);
+  c->es_k_cache = elem_size(p->k_cache.data, p->k_cache.dtype);
+  c->es_v_cache = elem_size(p->v_cache.data, p->v_cache.dtype);
+}
+
+typedef struct cpu_job {
+  const qf_cpu_kernels *k;
+  qf_cpu_call call;
+  int by_slot;        /* with several threads, k/v of tokens with a paged/nz slot go to the slot's owner */
+  int64_t chunk;      /* tokens per claim of the dynamic schedule */
+  atomic_llong claim; /* the first token not yet claimed */
+} cpu_job;
+
+/* The thread (of n) that writes cache slot (block, row): slots in runs of 16
+ * (a typical page) share a thread, runs are spread by a hash. */
+static int slot_owner(const qf_problem *p, int64_t block, int64_t row, int n) {
+  uint64_t key = (uint64_t)(block * p->k_cache.block_size + row) >> 4;
+  key ^= key >> 31;
+  key *= 0x9E3779B97F4A7C15ull;
+  key ^= key >> 29;
+  return (int)(key % (uint64_t)n);
+}
+
+/* Claim the next chunk: [*c0, *c1), empty at the end. */
+static void claim(cpu_job *j, int64_t *c0, int64_t *c1) {
+  const int64_t T = j->call.p->T;
+  *c0 = (int64_t)atomic_fetch_add(&j->claim, (long long)j->chunk);
+  if (*c0 > T) *c0 = T;
+  *c1 = *c0 + j->chunk < T ? *c0 + j->chunk : T;
+}
+
+/* Phase 1, dynamic: chunks of tokens claimed from a shared counter, so a
+ * thread that runs slower (a busy core) takes fewer. Every head of each
+ * token, or with by_slot only the q heads (and k/v of skipped tokens). */
+static void run_claimed(cpu_job *j, int by_slot) {
+  const qf_cpu_call *c = &j->call;
+  const qf_problem *p = c->p;
+  float cos_r[QF_MAX_HEAD_DIM], sin_r[QF_MAX_HEAD_DIM];
+  int64_t c0, c1, n0, n1;
+  claim(j, &c0, &c1);
+  while (c0 < c1) {
+    claim(j, &n0, &n1); /* one chunk ahead, so the prefetch crosses chunk boundaries */
+    for (int64_t t = c0; t < c1; t++) {
+      int64_t ahead = t + QF_CPU_PREFETCH_TOKENS;
+      if (ahead >= c1) ahead = n0 + (ahead - c1) < n1 ? n0 + (ahead - c1) : -1;
+      int64_t block = 0, row = 0;
+      const int dest = p->k_cache.data && qf_token_dest(p, t, &block, &row);
+      const int do_kv = !by_slot || !dest;
+      if (p->R > 0) j->k->cos_sin(p, t, cos_r, sin_r);
+      j->k->token(c, t, cos_r, sin_r, 1, ahead, do_kv, do_kv ? ahead : -1, dest, block, row);
+    }
+    c0 = n0, c1 = n1;
+  }
+}
+
+/* Phase 2 (by_slot only): the k and v heads of the tokens whose cache slot
+ * thread i owns, in increasing token order: all writes to one slot come from
+ * one thread in token order, so with duplicate slots the later token wins. */
+static void run_owned(const cpu_job *j, int i, int n) {
+  const qf_cpu_call *c = &j->call;
+  const qf_problem *p = c->p;
+  float cos_r[QF_MAX_HEAD_DIM], sin_r[QF_MAX_HEAD_DIM];
+  int64_t t = 0, block = 0, row = 0, nb = 0, nr = 0;
+  /* next owned token from u on (T: none); its destination in *b, *r */
+#define QF_NEXT_OWNED(u, b, r) \
+  for (; (u) < p->T; (u)++)    \
+    if (qf_token_dest(p, (u), (b), (r)) && slot_owner(p, *(b), *(r), n) == i) break
+  QF_NEXT_OWNED(t, &block, &row);
+  while (t < p->T) {
+    int64_t next = t + 1;
+    QF_NEXT_OWNED(next, &nb, &nr);
+    if (p->R > 0) j->k->cos_sin(p, t, cos_r, sin_r);
+    j->k->token(c, t, cos_r, sin_r, 0, -1, 1, next < p->T ? next : -1, 1, block, row);
+    t = next, block = nb, row = nr;
+  }
+#undef QF_NEXT_OWNED
+}
+
+/* Part i of n. n is the pool's count, which can be 1 when the pool was busy
+ * (qf_pool_run), so the slot rule is decided here, the same for every part. */
+static void cpu_worker(void *ctx, int i, int n) {
+  cpu_job *j = ctx;
+  const int by_slot = j->by_slot && n > 1;
+  run_claimed(j, by_slot);
+  if (by_slot) run_owned(j, i, n);
+}
+
+static qkvfuse_status cpu_run(const qkvfuse_plan *plan, const qf_problem *p, void *stream) {
+  (void)stream;
+  cpu_job j;
+  j.k = qf_cpu_kernels_for((qf_cpu_isa)plan->isa);
+  qf_cpu_call_init(&j.call, p);
+  int64_t n = plan->num_threads;
+  const int64_t by_work = p->T * p->H / QF_CPU_MIN_ELEMS_PER_THREAD;
+  if (n > by_work) n = by_work > 1 ? by_work : 1;
+  /* the contiguous layout cannot have duplicate destinations: no slot owners */
+  j.by_slot = p->k_cache.data && p->desc->cache_layout != QKVFUSE_CACHE_CONTIGUOUS;
+  j.chunk = p->T / (4 * n);
+  if (j.chunk > QF_CPU_CHUNK_TOKENS) j.chunk = QF_CPU_CHUNK_TOKENS;
+  if (j.chunk < 1) j.chunk = 1;
+  atomic_init(&j.claim, 0);
+  qf_pool_run(cpu_worker, &j, (int)n);
+  return QKVFUSE_SUCCESS;
+}
+
+static int default_threads(void) {
+  const long n = sysconf(_SC_NPROCESSORS_ONLN);
+  return n < 1 ? 1 : n > QF_POOL_MAX_THREADS ? QF_POOL_MAX_THREADS : (int)n;
+}
+
+qkvfuse_status qf_cpu_plan(qkvfuse_plan *plan) {
+  qf_cpu_isa isa;
+  QF_FORWARD(qf_cpu_isa_choose(&isa));
+  int n = plan->desc.num_threads > 0 ? plan->desc.num_threads : default_threads();
+  if (n > QF_POOL_MAX_THREADS) n = QF_POOL_MAX_THREADS;
+  plan->backend = QKVFUSE_BACKEND_CPU;
+  plan->backend_name = backend_names[isa];
+  plan->run = cpu_run;
+  plan->isa = (int)isa;
+  plan->num_threads = qf_pool_reserve(n);
+  return QKVFUSE_SUCCESS;
+}
+
+qkvfuse_status qf_cpu_unfused_run(const qkvfuse_plan *plan, const qf_problem *p, void *scratch) {
+  const qf_cpu_kernels *k = plan->backend == QKVFUSE_BACKEND_CPU ? qf_cpu_kernels_for((qf_cpu_isa)plan->isa) : NULL;
+  return qf_unfused_run_with(p, scratch, k ? &k->unfused : NULL);
+}

@@ -1,0 +1,236 @@
+/* The fused chain, direct path.
+ * Part of the kernels.h template: included only from there, after a
+ * simd_<isa>.h, in one translation unit per instruction set. */
+#ifndef QF_CPU_KERNELS_TEMPLATE
+#error "include cpu/kernels.h, not its parts"
+#endif
+
+/* ---- the fused chain, direct path: one pass per head from the input ------------------ */
+
+#if QV_W > 1
+static inline qv qv_round_dt(qv v, qkvfuse_dtype dt) {
+  switch (dt) {
+    case QKVFUSE_DTYPE_BFLOAT16:
+      return qv_round_bf16(v);
+    case QKVFUSE_DTYPE_FLOAT16:
+      return qv_round_f16(v);
+    default:
+      return v;
+  }
+}
+
+/* Whether a problem's heads fit the direct path. */
+static int direct_ok(const qf_problem *p) {
+  const int64_t D = p->D, R = p->R;
+  if (p->qkv.dtype == QKVFUSE_DTYPE_INT32 || D % QV_W || (D - R) % QV_W) return 0;
+  return p->desc->rope_style == QKVFUSE_ROPE_INTERLEAVED ? R % QV_W == 0 : (R / 2) % QV_W == 0;
+}
+
+/* One group of up to QV_W q or k heads of a token, on the direct path. */
+typedef struct head_group {
+  const void *src[QV_W]; /* each head's input; spare lanes repeat the last head */
+  int64_t h0;            /* index of the first head among the q (or k) heads */
+  int n;                 /* heads in the group */
+  int is_k;
+  float inv[QV_W]; /* RMSNorm: 1 / sqrt(mean(x^2) + eps) of each head */
+} head_group;
+
+/* How many groups' RMSNorm sums run interleaved: each sum is a chain of D
+ * dependent adds (the reference's order), so one group alone is latency
+ * bound; tiles of different groups alternate and their chains overlap. */
+#define GROUPS_MAX 4
+
+/* inv[] of groups gs[0..ng) from the input (dtype dt), each lane's sum
+ * sequential over d as in rms_inv. bfloat16 input is transposed as 32-bit
+ * pairs of elements (2 QV_W columns per transpose) and split with shifts:
+ * half the shuffles of a float32 tile. */
+static void rms_inv_groups(head_group *const *gs, int ng, qkvfuse_dtype dt, int64_t D, float eps) {
+  qv acc[GROUPS_MAX], r[QV_W];
+  for (int k = 0; k < ng; k++) acc[k] = qv_set1(0.0f);
+  int64_t d = 0;
+  if (dt == QKVFUSE_DTYPE_BFLOAT16)
+    for (; d + 2 * QV_W <= D; d += 2 * QV_W)
+      for (int k = 0; k < ng; k++) {
+        for (int g = 0; g < QV_W; g++) r[g] = qv_loadu((const float *)((const uint16_t *)gs[k]->src[g] + d));
+        qv_transpose(r);
+        for (int e = 0; e < QV_W; e++) { /* columns d + 2e, d + 2e + 1, in this order */
+          const qv lo = qv_bf16_even(r[e]), hi = qv_bf16_odd(r[e]);
+          acc[k] = qv_add(acc[k], qv_mul(lo, lo));
+          acc[k] = qv_add(acc[k], qv_mul(hi, hi));
+        }
+      }
+  for (; d < D; d += QV_W)
+    for (int k = 0; k < ng; k++) {
+      for (int g = 0; g < QV_W; g++) r[g] = qv_load_dt(gs[k]->src[g], dt, d);
+      qv_transpose(r);
+      for (int e = 0; e < QV_W; e++) acc[k] = qv_add(acc[k], qv_mul(r[e], r[e]));
+    }
+  /* 1 / sqrt(ss / D + eps): IEEE division and square root, as sqrtf and / */
+  for (int k = 0; k < ng; k++)
+    qv_storeu(gs[k]->inv, qv_div(qv_set1(1.0f), qv_sqrt(qv_add(qv_div(acc[k], qv_set1((float)D)), qv_set1(eps)))));
+}
+
+/* One q or k head from the input (dtype dt) into o[D]: norm (norm != 0),
+ * parity rounding, RoPE, parity rounding, in registers. o is then stored by
+ * whole rows (store_row, cache_head), in order. Always inlined into
+ * head_direct, which calls it with constant dt / norm / beta / parity for the
+ * common cases, so that the compiler drops those tests from the loops. */
+static inline __attribute__((always_inline)) void head_direct_as(const qf_cpu_call *c, const void *src,
+                                                                 qkvfuse_dtype dt, int norm, int parity, float inv,
+                                                                 const float *g, const float *b, const float *cos_r,
+                                                                 const float *sin_r, float *o) {
+  const qf_problem *p = c->p;
+  const int64_t D = p->D, R = p->R;
+  const qkvfuse_dtype io = p->io_dtype;
+  const qv iv = qv_set1(inv);
+#define QF_NORM(x, i) \
+  (b ? qv_add(qv_mul(qv_mul(x, iv), qv_loadu(g + (i))), qv_loadu(b + (i))) : qv_mul(qv_mul(x, iv), qv_loadu(g + (i))))
+  if (R > 0 && p->desc->rope_style == QKVFUSE_ROPE_INTERLEAVED) {
+    for (int64_t j = 0; j < R; j += QV_W) {
+      qv y = qv_load_dt(src, dt, j);
+      if (norm) {
+        y = QF_NORM(y, j);
+        if (parity) y = qv_round_dt(y, io);
+      }
+      qv r = qv_rope_pairs(y, qv_loadu(cos_r + j), qv_loadu(sin_r + j));
+      if (parity) r = qv_round_dt(r, io);
+      qv_storeu(o + j, r);
+    }
+  } else if (R > 0) {
+    const int64_t h = R / 2;
+    for (int64_t i = 0; i < h; i += QV_W) {
+      qv lo = qv_load_dt(src, dt, i), hi = qv_load_dt(src, dt, h + i);
+      if (norm) {
+        lo = QF_NORM(lo, i);
+        hi = QF_NORM(hi, h + i);
+        if (parity) lo = qv_round_dt(lo, io), hi = qv_round_dt(hi, io);
+      }
+      qv ol = qv_sub(qv_mul(lo, qv_loadu(cos_r + i)), qv_mul(hi, qv_loadu(sin_r + i)));
+      qv oh = qv_add(qv_mul(hi, qv_loadu(cos_r + h + i)), qv_mul(lo, qv_loadu(sin_r + h + i)));
+      if (parity) ol = qv_round_dt(ol, io), oh = qv_round_dt(oh, io);
+      qv_storeu(o + i, ol);
+      qv_storeu(o + h + i, oh);
+    }
+  }
+  /* dims R..D-1 pass RoPE unchanged; one parity rounding covers both stages (it is idempotent) */
+  for (int64_t d = R; d < D; d += QV_W) {
+    qv y = qv_load_dt(src, dt, d);
+    if (norm) y = QF_NORM(y, d);
+    if (parity) y = qv_round_dt(y, io);
+    qv_storeu(o + d, y);
+  }
+#undef QF_NORM
+}
+
+static void head_direct(const qf_cpu_call *c, const void *src, qkvfuse_dtype dt, int norm, float inv, const float *g,
+                        const float *b, const float *cos_r, const float *sin_r, float *o) {
+  if (!b && !c->parity) {
+#define QF_AS(DT)                                                      \
+  if (dt == DT) {                                                      \
+    if (norm)                                                          \
+      head_direct_as(c, src, DT, 1, 0, inv, g, NULL, cos_r, sin_r, o); \
+    else                                                               \
+      head_direct_as(c, src, DT, 0, 0, inv, g, NULL, cos_r, sin_r, o); \
+    return;                                                            \
+  }
+    QF_AS(QKVFUSE_DTYPE_BFLOAT16)
+    QF_AS(QKVFUSE_DTYPE_FLOAT16)
+    QF_AS(QKVFUSE_DTYPE_FLOAT32)
+#undef QF_AS
+  }
+  head_direct_as(c, src, dt, norm, c->parity, inv, g, b, cos_r, sin_r, o);
+}
+
+/* The rotated heads of one group: head_direct, then q_out or k_out and the
+ * k cache; prefetching each head's row `ahead`. */
+static void group_heads_direct(const qf_cpu_call *c, const head_group *gr, int64_t t, int64_t ahead, int norm,
+                               const float *cos_r, const float *sin_r, int have_dest, int64_t block, int64_t row) {
+  const qf_problem *p = c->p;
+  const int64_t D = p->D, first = gr->is_k ? p->Nq : 0;
+  const qf_mat *out = gr->is_k ? &p->k_out : &p->q_out;
+  const size_t es_out = gr->is_k ? c->es_k_out : c->es_q_out;
+  char *dst = out->data ? row_ptr(out, t, es_out) : NULL;
+  int64_t nb = 0, nr = 0;
+  const int next_dest = gr->is_k && dest_ahead(p, ahead, &nb, &nr);
+  float o[HEAD_MAX];
+  for (int g = 0; g < gr->n; g++) {
+    const int64_t h = gr->h0 + g;
+    prefetch_ahead(&p->qkv, c->es_qkv, ahead, (first + h) * D, D, 0);
+    prefetch_ahead(out, es_out, ahead, h * D, D, 1);
+    if (next_dest) prefetch_cache_head(p, &p->k_cache, c->es_k_cache, h, nb, nr);
+    head_direct(c, gr->src[g], p->qkv.dtype, norm, norm ? gr->inv[g] : 0.0f, gr->is_k ? c->k_gamma : c->q_gamma,
+                gr->is_k ? c->k_beta : c->q_beta, cos_r, sin_r, o);
+    if (dst) store_row(dst + (size_t)(h * D) * es_out, out->dtype, o, D);
+    if (gr->is_k && have_dest)
+      cache_head(p, &p->k_cache, c->es_k_cache, p->desc->k_quant, &p->k_scale, &p->k_offset, h, o, block, row);
+  }
+}
+
+static void v_heads_direct(const qf_cpu_call *c, int64_t t, int64_t ahead, int have_dest, int64_t block, int64_t row);
+
+/* Token t on the direct path: the q heads (do_q) and/or the k and v heads
+ * (do_kv), GROUPS_MAX groups of heads at a time: first their RMSNorm sums,
+ * interleaved, then each head in one pass. */
+static void token_direct(const qf_cpu_call *c, int64_t t, const float *cos_r, const float *sin_r, int do_q,
+                         int64_t q_ahead, int do_kv, int64_t kv_ahead, int have_dest, int64_t block, int64_t row) {
+  const qf_problem *p = c->p;
+  const int64_t D = p->D;
+  const char *in = row_ptr(&p->qkv, t, c->es_qkv);
+  const int64_t nq = do_q ? (p->Nq + QV_W - 1) / QV_W : 0, nk = do_kv ? (p->Nkv + QV_W - 1) / QV_W : 0;
+  head_group groups[GROUPS_MAX];
+  for (int64_t g0 = 0; g0 < nq + nk; g0 += GROUPS_MAX) {
+    const int ng = nq + nk - g0 < GROUPS_MAX ? (int)(nq + nk - g0) : GROUPS_MAX;
+    head_group *normed[GROUPS_MAX];
+    int nn = 0;
+    for (int k = 0; k < ng; k++) {
+      head_group *gr = &groups[k];
+      const int64_t gi = g0 + k;
+      gr->is_k = gi >= nq;
+      gr->h0 = (gr->is_k ? gi - nq : gi) * QV_W;
+      const int64_t count = gr->is_k ? p->Nkv : p->Nq, first = gr->is_k ? p->Nq : 0;
+      gr->n = count - gr->h0 < QV_W ? (int)(count - gr->h0) : QV_W;
+      for (int g = 0; g < QV_W; g++)
+        gr->src[g] = in + (size_t)((first + gr->h0 + (g < gr->n ? g : gr->n - 1)) * D) * c->es_qkv;
+      if (gr->is_k ? p->desc->k_norm : p->desc->q_norm) normed[nn++] = gr;
+    }
+    if (nn) rms_inv_groups(normed, nn, p->qkv.dtype, D, p->desc->eps);
+    for (int k = 0; k < ng; k++) {
+      const int is_k = groups[k].is_k;
+      group_heads_direct(c, &groups[k], t, is_k ? kv_ahead : q_ahead, is_k ? p->desc->k_norm : p->desc->q_norm, cos_r,
+                         sin_r, have_dest, block, row);
+    }
+  }
+  if (do_kv && (p->v_out.data || have_dest)) v_heads_direct(c, t, kv_ahead, have_dest, block, row);
+}
+
+/* The v heads of token t on the direct path: a same-dtype v_out or float
+ * cache row is a copy (copy_row); otherwise the head is converted once. */
+static void v_heads_direct(const qf_cpu_call *c, int64_t t, int64_t ahead, int have_dest, int64_t block, int64_t row) {
+  const qf_problem *p = c->p;
+  const int64_t D = p->D, W = p->Nkv * D;
+  const qkvfuse_dtype dt = p->qkv.dtype;
+  const char *in = row_ptr(&p->qkv, t, c->es_qkv) + (size_t)((p->Nq + p->Nkv) * D) * c->es_qkv;
+  char *dst = p->v_out.data ? row_ptr(&p->v_out, t, c->es_v_out) : NULL;
+  const int copy_out = dst && p->v_out.dtype == dt;
+  const int copy_cache = p->desc->v_quant == QKVFUSE_QUANT_NONE && p->v_cache.dtype == dt && p->v_cache.chunk == D;
+  int64_t nb = 0, nr = 0;
+  const int next_dest = dest_ahead(p, ahead, &nb, &nr);
+  prefetch_ahead(&p->qkv, c->es_qkv, ahead, (p->Nq + p->Nkv) * D, W, 0);
+  prefetch_ahead(&p->v_out, c->es_v_out, ahead, 0, W, 1);
+  if (copy_out) copy_row(dst, in, dt, W);
+  if (!(dst && !copy_out) && !have_dest) return;
+  float x[HEAD_MAX];
+  for (int64_t h = 0; h < p->Nkv; h++) {
+    const char *src = in + (size_t)(h * D) * c->es_qkv;
+    if (next_dest) prefetch_cache_head(p, &p->v_cache, c->es_v_cache, h, nb, nr);
+    const int convert = (dst && !copy_out) || (have_dest && !copy_cache);
+    if (convert) load_row(src, dt, x, D);
+    if (dst && !copy_out) store_row(dst + (size_t)(h * D) * c->es_v_out, p->v_out.dtype, x, D);
+    if (!have_dest) continue;
+    if (copy_cache)
+      copy_row(elem_ptr(p->v_cache.data, qf_cache_offset(&p->v_cache, block, row, h * D), c->es_v_cache), src, dt, D);
+    else
+      cache_head(p, &p->v_cache, c->es_v_cache, p->desc->v_quant, &p->v_scale, &p->v_offset, h, x, block, row);
+  }
+}
+#endif /* QV_W > 1 */

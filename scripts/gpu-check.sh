@@ -7,8 +7,9 @@
 #
 # Environment: BUILD (default build-gpu), JOBS, CUDA_ARCHS (default "80;90"),
 # CTEST_ARGS (e.g. "-R cuda"), BENCH_ARGS (extra options for
-# `qkvfuse bench --device cuda`), SANITIZE_CMD (the program compute-sanitizer
-# runs, relative to $BUILD/bin; default: test_ops --backend cuda --cases 40).
+# `qkvfuse bench --device cuda`), SANITIZE_CMD (the one program compute-sanitizer
+# runs, relative to $BUILD/bin; default: the GPU test programs the sanitize step
+# lists), SANITIZE_ARGS (extra compute-sanitizer options).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT=${OUT:-/tmp/qkvfuse-gpu}
@@ -44,12 +45,49 @@ if has test; then
 fi
 
 if has sanitize; then
+  # compute-sanitizer over the GPU test programs (issue 6): memcheck (no access
+  # outside an allocation, no leak of device memory), racecheck (shared-memory
+  # hazards), initcheck (no read of uninitialized device memory), synccheck
+  # (barrier misuse). The GPU fuzz loop feeds out-of-range positions and slots
+  # and bad scales, with canary-guarded buffers. SANITIZE_CMD (a program of
+  # $BUILD/bin and its arguments) replaces the list; SANITIZE_ARGS adds options
+  # to every compute-sanitizer command.
+  progs=(
+    "test_cuda_fuzz --iters 80"
+    "test_cuda_data"
+    "test_hostile --backend cuda --no-big"
+    "test_special --backend cuda"
+    "test_layouts --backend cuda"
+    "test_ops --backend cuda --cases 40 --seed 0x5A17"
+    "test_cuda_streams --rounds 2"
+    "test_concurrency --backend cuda --threads 4 --rounds 1"
+    "test_cuda_graph"
+  )
+  [ -n "${SANITIZE_CMD:-}" ] && progs=("$SANITIZE_CMD")
   for tool in memcheck racecheck initcheck synccheck; do
-    compute-sanitizer --tool "$tool" --error-exitcode 99 $BUILD/bin/${SANITIZE_CMD:-test_ops --backend cuda --cases 40} \
-      >"$OUT/sanitize-$tool.log" 2>&1
-    rc=$?
-    note "compute-sanitizer $tool rc=$rc: $(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY' "$OUT/sanitize-$tool.log" | tail -1)"
-    [ $rc -ne 0 ] && { status=1; grep -m 20 -E "Invalid|Error|error|Race|Uninitialized" "$OUT/sanitize-$tool.log"; }
+    trc=0
+    for p in "${progs[@]}"; do
+      set -- $p
+      bin="$BUILD/bin/$1"
+      shift
+      [ -x "$bin" ] || { note "compute-sanitizer $tool: $(basename "$bin") not built"; trc=1; continue; }
+      log="$OUT/sanitize-$tool-$(basename "$bin").log"
+      extra=()
+      [ "$tool" = memcheck ] && extra=(--leak-check full)
+      [ "$tool" = racecheck ] && extra=(--racecheck-report hazard)
+      timeout 1800 compute-sanitizer --tool "$tool" --error-exitcode 99 --print-limit 20 ${extra[@]+"${extra[@]}"} \
+        ${SANITIZE_ARGS:-} "$bin" "$@" >"$log" 2>&1
+      rc=$?
+      summary=$(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY|LEAK SUMMARY' "$log" | tail -1)
+      echo "   $tool $(basename "$bin") $*: rc=$rc ${summary:-no summary} ($(grep -E 'passed|failed|skipped' "$log" | tail -1))" \
+        | tee -a "$OUT/summary.txt"
+      if [ $rc -ne 0 ]; then
+        trc=1
+        grep -m 20 -E "Invalid|Error|error|Race|Hazard|Uninitialized|Barrier|FAIL" "$log"
+      fi
+    done
+    note "compute-sanitizer $tool: $([ $trc -eq 0 ] && echo clean || echo ERRORS) over ${#progs[@]} programs"
+    [ $trc -ne 0 ] && status=1
   done
 fi
 

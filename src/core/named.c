@@ -35,6 +35,12 @@ static qkvfuse_quant_mode quant_for_cache(const qkvfuse_tensor *cache, const qkv
   return QKVFUSE_QUANT_NONE;
 }
 
+/* a * b == c for a, b >= 0, without forming an overflowing product. */
+static int product_is(int64_t a, int64_t b, int64_t c) {
+  if (a == 0 || b == 0) return c == 0;
+  return a <= INT64_MAX / b && a * b == c;
+}
+
 static int str_is(const char *s, const char *a) { return s != NULL && strcmp(s, a) == 0; }
 
 /* Plan on the stack, run. */
@@ -144,12 +150,14 @@ qkvfuse_status qkvfuse_qkv_rmsnorm_rope_cache(
   QF_CHECK(head_nums[0] > 0 && head_nums[1] > 0 && head_nums[1] == head_nums[2], QKVFUSE_ERROR_INVALID_VALUE,
            "head_nums: {Nq, Nk, Nv} must be positive with Nk = Nv; got {%lld, %lld, %lld}", (long long)head_nums[0],
            (long long)head_nums[1], (long long)head_nums[2]);
-  QF_CHECK(head_nums[0] + head_nums[1] + head_nums[2] == N, QKVFUSE_ERROR_INVALID_VALUE,
-           "head_nums: Nq + Nk + Nv must equal qkv_size's N = %lld; got %lld", (long long)N,
-           (long long)(head_nums[0] + head_nums[1] + head_nums[2]));
-  QF_CHECK(qkv->ndim == 2 && qkv->shape[0] == B * S && qkv->shape[1] == N * D, QKVFUSE_ERROR_SHAPE,
-           "qkv: expected [B*S, N*D] = [%lld, %lld] from qkv_size; got ndim %d [%lld, %lld]", (long long)(B * S),
-           (long long)(N * D), (int)qkv->ndim, (long long)qkv->shape[0], (long long)(qkv->ndim > 1 ? qkv->shape[1] : 0));
+  /* the sum and the products below are formed without overflow: the sizes are the caller's */
+  QF_CHECK(head_nums[0] <= N && head_nums[1] <= N - head_nums[0] && head_nums[2] == N - head_nums[0] - head_nums[1],
+           QKVFUSE_ERROR_INVALID_VALUE, "head_nums: Nq + Nk + Nv must equal qkv_size's N = %lld; got {%lld, %lld, %lld}",
+           (long long)N, (long long)head_nums[0], (long long)head_nums[1], (long long)head_nums[2]);
+  QF_CHECK(qkv->ndim == 2 && product_is(B, S, qkv->shape[0]) && product_is(N, D, qkv->shape[1]), QKVFUSE_ERROR_SHAPE,
+           "qkv: expected [B*S, N*D] = [%lld*%lld, %lld*%lld] from qkv_size; got ndim %d [%lld, %lld]", (long long)B,
+           (long long)S, (long long)N, (long long)D, (int)qkv->ndim, (long long)(qkv->ndim > 0 ? qkv->shape[0] : 0),
+           (long long)(qkv->ndim > 1 ? qkv->shape[1] : 0));
   QF_CHECK(is_output_qkv == 0 || is_output_qkv == 1, QKVFUSE_ERROR_INVALID_VALUE,
            "is_output_qkv: must be 0 or 1; got %d", is_output_qkv);
   if (cache_mode == NULL || str_is(cache_mode, "PA_NZ"))

@@ -103,10 +103,29 @@ static double rule_inv_freq(const rope_rule *r, int64_t i) {
   }
 }
 
+/* A rule whose numbers leave the usable range (an NTK base that overflows, a
+ * frequency so large that position * f is not a meaningful angle, a
+ * non-finite mscale) is an invalid argument, not a source of NaN. */
+#define QF_MAX_INV_FREQ 16.0 /* f_0 = 1 without scaling; at 16, position 2^31 still has ~4e-6 rad */
+static qkvfuse_status check_result(const rope_rule *r, const char *theta_name) {
+  QF_CHECK(isfinite(r->base) && r->base > 1.0, QKVFUSE_ERROR_INVALID_VALUE,
+           "rope_scaling.factor: the scaled base is %g (from %s and the factor); out of range", r->base, theta_name);
+  QF_CHECK(isfinite(r->mscale) && r->mscale > 0.0, QKVFUSE_ERROR_INVALID_VALUE,
+           "rope_scaling.attn_factor: the cos/sin multiplier is %g; must be finite and > 0", r->mscale);
+  for (int64_t i = 0; i < r->R / 2; i++) {
+    const double f = rule_inv_freq(r, i);
+    QF_CHECK(isfinite(f) && f > 0.0 && f <= QF_MAX_INV_FREQ, QKVFUSE_ERROR_INVALID_VALUE,
+             "rope_scaling.factor: the rule gives inverse frequency f_%lld = %g; must be in (0, %g]", (long long)i, f,
+             QF_MAX_INV_FREQ);
+  }
+  return QKVFUSE_SUCCESS;
+}
+
 qkvfuse_status qf_rope_inv_freq(double theta, const qkvfuse_rope_scaling *s, int64_t R, double *inv_freq,
                                 double *mscale, const char *theta_name) {
   QF_FORWARD(check_rule(theta, s, R, theta_name, "rotary_dim"));
   const rope_rule r = make_rule(theta, s, R);
+  QF_FORWARD(check_result(&r, theta_name));
   for (int64_t i = 0; i < R / 2; i++) inv_freq[i] = rule_inv_freq(&r, i);
   if (mscale) *mscale = r.mscale;
   return QKVFUSE_SUCCESS;
@@ -147,6 +166,7 @@ qkvfuse_status qkvfuse_build_cos_sin_cache(double theta, const qkvfuse_rope_scal
   const int64_t max_pos = cache->shape[0], R = cache->shape[1], h = R / 2;
   QF_FORWARD(check_rule(theta, scaling, R, "theta", "cos_sin_cache: shape[1] (R)"));
   const rope_rule rule = make_rule(theta, scaling, R);
+  QF_FORWARD(check_result(&rule, "theta"));
   qf_mat m;
   QF_FORWARD(qf_view_mat("cos_sin_cache", "[max_pos, R]", cache, max_pos, R, &m));
   const size_t es = qkvfuse_dtype_size(m.dtype);

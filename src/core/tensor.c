@@ -114,6 +114,39 @@ const char *qf_shape_str(const qkvfuse_tensor *t, char *buf, size_t n) {
   return buf;
 }
 
+/* Every size and offset derived from a tensor must be exact in int64 and its
+ * bytes must lie inside the address space: the element count and the byte
+ * extent (offset of the last element + 1, times the element size) are at most
+ * QF_MAX_EXTENT, and data + extent does not wrap. Without this, shape and
+ * stride products overflow (undefined behavior) and a huge stride can make a
+ * write land anywhere. */
+#define QF_MAX_EXTENT ((int64_t)1 << 62)
+static qkvfuse_status check_extent(const char *name, const qkvfuse_tensor *t) {
+  char sh[128];
+  int64_t n = 1, last = 0;
+  for (int k = 0; k < t->ndim; k++)
+    if (t->shape[k] == 0) return QKVFUSE_SUCCESS; /* no element: nothing is addressed */
+  for (int k = 0; k < t->ndim; k++) {
+    QF_CHECK(n <= QF_MAX_EXTENT / t->shape[k], QKVFUSE_ERROR_SHAPE, "%s: %s has more than 2^62 elements", name,
+             qf_shape_str(t, sh, sizeof sh));
+    n *= t->shape[k];
+  }
+  for (int k = 0; k < t->ndim; k++) {
+    if (t->shape[k] == 1) continue;
+    QF_CHECK(t->strides[k] <= (QF_MAX_EXTENT - last) / (t->shape[k] - 1), QKVFUSE_ERROR_STRIDE,
+             "%s: strides[%d] = %lld with shape %s spans more than 2^62 elements", name, k, (long long)t->strides[k],
+             qf_shape_str(t, sh, sizeof sh));
+    last += (t->shape[k] - 1) * t->strides[k];
+  }
+  const int64_t es = (int64_t)qkvfuse_dtype_size(t->dtype);
+  QF_CHECK(last < QF_MAX_EXTENT / es, QKVFUSE_ERROR_STRIDE, "%s: shape %s spans more than 2^62 bytes", name,
+           qf_shape_str(t, sh, sizeof sh));
+  const uintptr_t bytes = (uintptr_t)((last + 1) * es);
+  QF_CHECK((uintptr_t)t->data <= UINTPTR_MAX - bytes, QKVFUSE_ERROR_STRIDE,
+           "%s: %zu bytes from address %p run past the end of the address space", name, (size_t)bytes, t->data);
+  return QKVFUSE_SUCCESS;
+}
+
 qkvfuse_status qf_check_tensor(const char *name, const qkvfuse_tensor *t, unsigned dtypes, const qkvfuse_desc *desc) {
   QF_CHECK(t != NULL, QKVFUSE_ERROR_NULL_POINTER, "%s: required, got NULL", name);
   QF_CHECK(t->ndim >= 0 && t->ndim <= QKVFUSE_MAX_DIMS, QKVFUSE_ERROR_SHAPE, "%s: ndim must be 0..%d; got %d", name,
@@ -126,6 +159,7 @@ qkvfuse_status qf_check_tensor(const char *name, const qkvfuse_tensor *t, unsign
   }
   QF_CHECK(qf_dtype_bit(t->dtype) & dtypes, QKVFUSE_ERROR_DTYPE, "%s: dtype must be %s; got %s (code %d)", name,
            qf_dtype_set_name(dtypes), qkvfuse_dtype_name(t->dtype), (int)t->dtype);
+  QF_FORWARD(check_extent(name, t));
   QF_CHECK(t->data != NULL || qf_numel(t) == 0, QKVFUSE_ERROR_NULL_POINTER, "%s: data is NULL", name);
   size_t es = qkvfuse_dtype_size(t->dtype);
   QF_CHECK((uintptr_t)t->data % es == 0, QKVFUSE_ERROR_ALIGNMENT,

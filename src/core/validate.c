@@ -130,10 +130,12 @@ static qkvfuse_status check_overlaps(const qf_problem *p, const qkvfuse_args *a)
   /* qkv as its three column blocks, so q/k outputs may be exactly their own block */
   qf_mat qin = p->qkv, kin = p->qkv, vin = p->qkv;
   qin.cols = p->Nq * p->D;
-  kin.data = (char *)p->qkv.data + qin.cols * es;
   kin.cols = p->Nkv * p->D;
-  vin.data = (char *)kin.data + kin.cols * es;
   vin.cols = kin.cols;
+  if (p->qkv.data) { /* T = 0 may come with NULL data, and NULL + offset is undefined */
+    kin.data = (char *)p->qkv.data + qin.cols * es;
+    vin.data = (char *)kin.data + kin.cols * es;
+  }
   const int q_inplace = same_view(&p->q_out, &qin, base);
   const int k_inplace = p->k_out.data && same_view(&p->k_out, &kin, (uintptr_t)kin.data);
   if (!q_inplace) in[nin++] = qf_span_of_mat("qkv (q columns)", &qin);
@@ -358,6 +360,7 @@ qkvfuse_status qf_resolve(const qkvfuse_plan *plan, const qkvfuse_args *a, qf_pr
              "error_flags: must be 4-byte aligned; got address %p", (void *)a->error_flags);
 
   QF_FORWARD(check_overlaps(p, a));
-  if (d->device_type == QKVFUSE_DEVICE_CPU) QF_FORWARD(check_data(p));
+  /* T = 0 reads no data (SPEC: it does nothing), on every device */
+  if (d->device_type == QKVFUSE_DEVICE_CPU && p->T > 0) QF_FORWARD(check_data(p));
   return QKVFUSE_SUCCESS;
 }

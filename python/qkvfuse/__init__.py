@@ -1,0 +1,56 @@
+"""qkvfuse: fused attention-prologue operators for LLM inference (Python binding).
+
+The C library (libqkvfuse) does the work; this package describes NumPy arrays
+and PyTorch tensors (CPU and CUDA) to it through ctypes, and registers
+PyTorch custom operators (``torch.ops.qkvfuse.*``) when torch is installed.
+
+Operators (docs/SPEC.md):
+
+- :func:`run` / :class:`Plan`: the core operator (any combination of dequant,
+  per-head RMSNorm, RoPE, quantization, KV-cache scatter);
+- :func:`split_qkv_rmsnorm_rope` (vllm-ascend), :func:`qkv_rmsnorm_rope_cache`
+  (CANN QkvRmsNormRopeCache), :func:`dequant_rope_quant_kvcache` (CANN
+  DequantRopeQuantKvcache): the named operators with their seeds' arguments;
+- :func:`build_cos_sin_cache`, :func:`rope_inv_freq`: RoPE tables.
+
+Errors raise subclasses of :class:`QkvfuseError` carrying the library's message.
+"""
+from . import _arrays, errors
+from ._arrays import TypedArray
+from ._capi import library_path, version
+from .config import Config, RopeScaling
+from .core import Outputs, Plan, run
+from .errors import (AlignmentError, BadScaleError, CudaError, DeviceError, DtypeError, InvalidValueError,
+                     LibraryNotFoundError, NullPointerError, OutOfMemoryError, OutOfRangeError, OverlapError,
+                     QkvfuseError, ShapeError, StrideError, UnsupportedError, VersionError)
+from .named import dequant_rope_quant_kvcache, qkv_rmsnorm_rope_cache, split_qkv_rmsnorm_rope
+from .rope import build_cos_sin_cache, rope_inv_freq
+
+__version__ = "0.1.0"
+
+# Data-error bits OR-ed into error_flags (qkvfuse.h QKVFUSE_DATA_ERROR_*).
+DATA_ERROR_POSITION = 1
+DATA_ERROR_SLOT = 2
+DATA_ERROR_SCALE = 4
+
+# Register torch.ops.qkvfuse.* at import when torch is installed, so that a
+# model compiled before any eager call finds them.
+HAVE_TORCH = False
+if _arrays._torch is not None:
+    try:
+        from . import torch_ops  # noqa: F401  (registers torch.ops.qkvfuse.*)
+        HAVE_TORCH = True
+    except Exception as _e:  # an old or broken torch must not break the NumPy API
+        import warnings as _w
+        _w.warn("qkvfuse: the PyTorch operators are unavailable (%s: %s); NumPy arrays still work"
+                % (type(_e).__name__, _e))
+
+__all__ = [
+    "run", "Plan", "Config", "RopeScaling", "Outputs", "TypedArray",
+    "split_qkv_rmsnorm_rope", "qkv_rmsnorm_rope_cache", "dequant_rope_quant_kvcache",
+    "build_cos_sin_cache", "rope_inv_freq", "version", "library_path", "errors",
+    "QkvfuseError", "NullPointerError", "InvalidValueError", "DtypeError", "ShapeError", "StrideError",
+    "AlignmentError", "OverlapError", "OutOfRangeError", "BadScaleError", "DeviceError", "UnsupportedError",
+    "CudaError", "OutOfMemoryError", "VersionError", "LibraryNotFoundError",
+    "DATA_ERROR_POSITION", "DATA_ERROR_SLOT", "DATA_ERROR_SCALE", "HAVE_TORCH",
+]

@@ -1,0 +1,254 @@
+"""Arrays and tensors as qkvfuse_tensor descriptors.
+
+NumPy arrays cross through ``__array_interface__`` data (strides converted
+from bytes to elements); PyTorch tensors through ``data_ptr()`` and
+``stride()`` (already in elements). NumPy has no bfloat16 or float8 dtype:
+use ml_dtypes arrays (recognized by dtype name) or wrap the raw bits in a
+:class:`TypedArray`.
+"""
+from __future__ import annotations
+
+import ctypes
+import numbers
+
+import numpy as np
+
+from . import _capi, errors
+
+try:  # torch is optional; the package works on NumPy alone
+    import torch as _torch
+except Exception:  # pragma: no cover - depends on the environment
+    _torch = None
+
+DTYPE_NAMES = tuple(_capi.DTYPE)
+FLOAT_DTYPES = ("float32", "float16", "bfloat16")
+
+_NP_STORAGE = {"bfloat16": np.uint16, "float8_e4m3fn": np.uint8}
+
+
+class TypedArray:
+    """A NumPy array of raw bits standing for a dtype NumPy lacks.
+
+    ``storage`` is a uint16 array for ``"bfloat16"`` or a uint8 array for
+    ``"float8_e4m3fn"``; ``dtype`` names the type. Indexing returns a
+    TypedArray view, so column blocks and cache views work as with any array.
+    Outputs the package allocates for TypedArray inputs are TypedArrays too.
+    """
+
+    __slots__ = ("storage", "dtype")
+
+    def __init__(self, storage, dtype):
+        dtype = dtype_name(dtype)
+        want = _NP_STORAGE.get(dtype)
+        if want is None:
+            raise errors.DtypeError(errors.QKVFUSE_ERROR_DTYPE,
+                                    "TypedArray: dtype must be bfloat16 or float8_e4m3fn; got %s" % dtype)
+        storage = np.asarray(storage)
+        if storage.dtype != want:
+            raise errors.DtypeError(errors.QKVFUSE_ERROR_DTYPE, "TypedArray: %s needs %s storage; got %s"
+                                    % (dtype, np.dtype(want).name, storage.dtype))
+        self.storage = storage
+        self.dtype = dtype
+
+    @classmethod
+    def empty(cls, shape, dtype):
+        return cls(np.empty(shape, _NP_STORAGE[dtype_name(dtype)]), dtype)
+
+    @classmethod
+    def zeros(cls, shape, dtype):
+        return cls(np.zeros(shape, _NP_STORAGE[dtype_name(dtype)]), dtype)
+
+    @property
+    def shape(self):
+        return self.storage.shape
+
+    @property
+    def ndim(self):
+        return self.storage.ndim
+
+    def reshape(self, *shape):
+        return TypedArray(self.storage.reshape(*shape), self.dtype)
+
+    def copy(self):
+        return TypedArray(self.storage.copy(), self.dtype)
+
+    def __getitem__(self, index):
+        return TypedArray(self.storage[index], self.dtype)
+
+    def __repr__(self):
+        return "TypedArray(dtype=%s, shape=%s)" % (self.dtype, self.storage.shape)
+
+
+def is_torch(x) -> bool:
+    return _torch is not None and isinstance(x, _torch.Tensor)
+
+
+def dtype_name(dt) -> str:
+    """Canonical name of a dtype given as a string, NumPy dtype, torch dtype or TypedArray dtype."""
+    if isinstance(dt, str):
+        name = dt
+    elif _torch is not None and isinstance(dt, _torch.dtype):
+        name = str(dt).replace("torch.", "")
+    else:
+        try:
+            name = np.dtype(dt).name
+        except TypeError:
+            name = str(dt)
+    aliases = {"float": "float32", "half": "float16", "bf16": "bfloat16", "fp16": "float16", "fp32": "float32",
+               "fp8": "float8_e4m3fn", "float8_e4m3": "float8_e4m3fn", "e4m3": "float8_e4m3fn"}
+    name = aliases.get(name, name)
+    if name not in _capi.DTYPE:
+        raise errors.DtypeError(errors.QKVFUSE_ERROR_DTYPE,
+                                "dtype: qkvfuse handles %s; got %s" % (", ".join(DTYPE_NAMES), name))
+    return name
+
+
+def dtype_of(x) -> str:
+    """The qkvfuse dtype name of an array or tensor."""
+    if isinstance(x, TypedArray):
+        return x.dtype
+    if is_torch(x):
+        return dtype_name(x.dtype)
+    return dtype_name(x.dtype)
+
+
+def torch_dtype(name):
+    return getattr(_torch, dtype_name(name))
+
+
+def _fail(cls, code, name, msg):
+    raise cls(code, "%s: %s" % (name, msg))
+
+
+def describe(x, name, *, writable=False, keep=None) -> _capi.Tensor:
+    """A qkvfuse_tensor for x (NumPy array, TypedArray or torch tensor).
+
+    ``keep``: a list that receives the objects the descriptor points into, so
+    the caller can hold them for the duration of the call.
+    """
+    if _torch is not None and isinstance(x, _torch.Tensor):
+        code = _TORCH_CODES.get(x.dtype)
+        if code is None:
+            tname = str(x.dtype).replace("torch.", "")
+            _fail(errors.DtypeError, errors.QKVFUSE_ERROR_DTYPE, name,
+                  "dtype %s is not one qkvfuse handles (%s)" % (tname, ", ".join(DTYPE_NAMES)))
+        dev = x.device
+        if dev.type == "cuda":
+            dev_type, dev_id = _capi.DEVICE_CUDA, dev.index or 0
+        elif dev.type == "cpu":
+            dev_type, dev_id = _capi.DEVICE_CPU, 0
+        else:
+            _fail(errors.DeviceError, errors.QKVFUSE_ERROR_DEVICE, name,
+                  "tensors must be on cpu or cuda; got %s" % dev)
+        shape, strides = x.shape, x.stride()
+        ptr = x.data_ptr()
+    else:
+        if isinstance(x, np.ndarray):
+            arr = x
+            code = _NP_CODES.get(arr.dtype)
+            if code is None:
+                code = _capi.DTYPE.get(arr.dtype.name)  # ml_dtypes bfloat16 / float8_e4m3fn
+                if code is None:
+                    _fail(errors.DtypeError, errors.QKVFUSE_ERROR_DTYPE, name,
+                          "NumPy dtype %s is not one qkvfuse handles (%s; bfloat16/float8 through ml_dtypes or "
+                          "qkvfuse.TypedArray)" % (arr.dtype.name, ", ".join(DTYPE_NAMES)))
+        elif isinstance(x, TypedArray):
+            arr, code = x.storage, _capi.DTYPE[x.dtype]
+        else:
+            _fail(errors.DtypeError, errors.QKVFUSE_ERROR_DTYPE, name,
+                  "expected a NumPy array, qkvfuse.TypedArray or torch.Tensor; got %s" % type(x).__name__)
+        if writable and not arr.flags.writeable:
+            _fail(errors.InvalidValueError, errors.QKVFUSE_ERROR_INVALID_VALUE, name,
+                  "the output array is read-only")
+        item = arr.itemsize
+        shape = arr.shape
+        strides = []
+        for k, (n, s) in enumerate(zip(shape, arr.strides)):
+            if s % item or s < 0:
+                if n > 1:
+                    _fail(errors.StrideError, errors.QKVFUSE_ERROR_STRIDE, name,
+                          "stride[%d] = %d bytes is not a non-negative multiple of the %d-byte element"
+                          % (k, s, item))
+                s = 0
+            strides.append(s // item)
+        ptr = arr.__array_interface__["data"][0]
+        dev_type, dev_id = _capi.DEVICE_CPU, 0
+    ndim = len(shape)
+    if ndim > _capi.MAX_DIMS:
+        _fail(errors.ShapeError, errors.QKVFUSE_ERROR_SHAPE, name,
+              "at most %d dims; got %d" % (_capi.MAX_DIMS, ndim))
+    # size-1 dims (and every dim of an empty tensor): the contiguous stride,
+    # whatever the array says
+    if 1 in shape or 0 in shape:
+        strides = list(strides)
+        empty = 0 in shape
+        inner = 1
+        for k in range(ndim - 1, -1, -1):
+            if shape[k] == 1 or empty:
+                strides[k] = inner
+            inner *= max(shape[k], 1)
+    t = _capi.Tensor(ptr or None, code, dev_type, dev_id, ndim, _I64x6(*shape), _I64x6(*strides))
+    if keep is not None:
+        keep.append(x)
+    return t
+
+
+_I64x6 = ctypes.c_int64 * _capi.MAX_DIMS
+_NP_CODES = {np.dtype(n): _capi.DTYPE[n] for n in ("int8", "int32", "int64", "float16", "float32")}
+
+
+if _torch is not None:
+    _TORCH_CODES = {getattr(_torch, n): _capi.DTYPE[n] for n in DTYPE_NAMES if hasattr(_torch, n)}
+else:  # pragma: no cover
+    _TORCH_CODES = {}
+
+
+def flags_pointer(flags, name="error_flags"):
+    """Address of a uint32 error-flag word: a 1-element (or larger, first element
+    used) uint32/int32 NumPy array or torch tensor, or None."""
+    if flags is None:
+        return None
+    if is_torch(flags):
+        ok = flags.dtype in (_torch.int32, getattr(_torch, "uint32", _torch.int32)) and flags.numel() >= 1
+        if not ok:
+            _fail(errors.DtypeError, errors.QKVFUSE_ERROR_DTYPE, name,
+                  "expected a uint32 or int32 tensor with at least 1 element; got %s %s"
+                  % (flags.dtype, tuple(flags.shape)))
+        return flags.data_ptr()
+    if isinstance(flags, np.ndarray) and flags.dtype in (np.uint32, np.int32) and flags.size >= 1:
+        if not flags.flags.writeable:
+            _fail(errors.InvalidValueError, errors.QKVFUSE_ERROR_INVALID_VALUE, name, "the array is read-only")
+        return flags.__array_interface__["data"][0]
+    _fail(errors.DtypeError, errors.QKVFUSE_ERROR_DTYPE, name,
+          "expected a uint32 NumPy array or torch tensor with at least 1 element; got %r" % (type(flags).__name__,))
+
+
+def device_of(x):
+    """(device_type, device_id) of an array or tensor."""
+    if is_torch(x):
+        if x.device.type == "cuda":
+            return _capi.DEVICE_CUDA, x.device.index or 0
+        return _capi.DEVICE_CPU, 0
+    return _capi.DEVICE_CPU, 0
+
+
+def empty_like_kind(ref, shape, dtype):
+    """A new NumPy output of `shape`/`dtype` (a TypedArray for bfloat16/float8;
+    ml_dtypes arrays when `ref` is one)."""
+    dtype = dtype_name(dtype)
+    if dtype in _NP_STORAGE:
+        if isinstance(ref, np.ndarray) and ref.dtype.name == dtype:  # ml_dtypes
+            return np.empty(shape, ref.dtype)
+        return TypedArray.empty(shape, dtype)
+    return np.empty(shape, dtype)
+
+
+def shape_of(x):
+    return tuple(int(n) for n in x.shape)
+
+
+def as_int(v, name):
+    if isinstance(v, bool) or not isinstance(v, numbers.Integral):
+        raise errors.InvalidValueError(errors.QKVFUSE_ERROR_INVALID_VALUE,
+                                       "%s: must be an integer; got %r" % (name, v))
+    return int(v)

@@ -1,0 +1,308 @@
+"""The core operator: Config -> Plan -> run, and the one-call ``run``.
+
+``Plan`` is ``qkvfuse_plan``: a validated Config on one device, reusable from
+any thread. ``Plan.run`` writes into the outputs it is given (nothing is
+allocated; on CUDA it is one kernel launch on the current stream).
+:func:`run` is the convenient form: it infers the configuration from the
+tensors it is given, allocates the outputs, caches plans, and with PyTorch
+tensors goes through the ``torch.ops.qkvfuse`` custom operators (so that
+``torch.compile`` and CUDA graphs see it).
+"""
+from __future__ import annotations
+
+import collections
+import ctypes
+import functools
+import threading
+from typing import NamedTuple, Optional
+
+from . import _arrays, _capi, errors
+from .config import Config, RopeScaling
+
+TENSOR_ARGS = _capi.ARG_TENSORS
+OUTPUTS = ("q_out", "k_out", "v_out", "k_cache", "v_cache")
+
+
+class Outputs(NamedTuple):
+    """What :func:`run` returns: q always; k and v (after RoPE, before
+    quantization) when asked for, else None."""
+
+    q: object
+    k: Optional[object]
+    v: Optional[object]
+
+
+def _device_tuple(device):
+    if isinstance(device, tuple):
+        return device
+    if device is None:
+        return _capi.DEVICE_CPU, 0
+    s = str(device)
+    if s == "cpu":
+        return _capi.DEVICE_CPU, 0
+    if s.startswith("cuda"):
+        return _capi.DEVICE_CUDA, int(s.split(":")[1]) if ":" in s else 0
+    raise errors.InvalidValueError(errors.QKVFUSE_ERROR_INVALID_VALUE,
+                                   "device: expected 'cpu', 'cuda' or 'cuda:N'; got %r" % (device,))
+
+
+class Plan:
+    """A validated configuration on one device (``qkvfuse_plan_create``).
+
+    ``Plan(config, device="cpu")`` or ``Plan(device="cuda", num_q_heads=..., ...)``
+    with the fields of :class:`Config` as keywords. Raises the library's error
+    for a bad field. ``backend_name`` says which implementation runs.
+    """
+
+    def __init__(self, config: Optional[Config] = None, *, device="cpu", **fields):
+        if config is None:
+            config = Config(**fields)
+        elif fields:
+            raise TypeError("Plan: give a Config or keyword fields, not both")
+        self.config = config
+        self.device = _device_tuple(device)
+        self._handle = ctypes.c_void_p()
+        desc = config.to_c(*self.device)
+        L = _capi.lib()
+        self._lib = L
+        _capi.check(L.qkvfuse_plan_create(ctypes.byref(desc), ctypes.byref(self._handle)), "qkvfuse_plan_create")
+
+    @property
+    def backend_name(self) -> str:
+        return self._lib.qkvfuse_plan_backend_name(self._handle).decode()
+
+    def close(self):
+        if self._handle:
+            self._lib.qkvfuse_plan_destroy(self._handle)
+            self._handle = ctypes.c_void_p()
+
+    def __del__(self):
+        try:
+            self.close()
+        except Exception:  # interpreter shutdown
+            pass
+
+    def __repr__(self):
+        return "Plan(%s, device=%s, backend=%s)" % (self.config.to_string(), self.device, self.backend_name)
+
+    def run(self, qkv, *, q_out, stream=None, error_flags=None, **tensors):
+        """Run once, writing into the given outputs (``qkvfuse_run``).
+
+        Tensors (NumPy arrays, TypedArrays or torch tensors, all on the plan's
+        device) by their qkvfuse_args names: qkv [T, H] or [B, S, H];
+        weight_scale [H], act_scale [T], bias [H] (int32 qkv); q_gamma,
+        k_gamma, q_beta, k_beta [D]; positions [T]; cos_sin_cache [max_pos, R];
+        cos, sin [T, R]; slot_mapping [T] ([B] for the contiguous layout);
+        k_scale, v_scale (and k_offset, v_offset) [1] or [Nkv, D]; outputs
+        q_out [T, Nq*D], k_out / v_out [T, Nkv*D], k_cache / v_cache in the
+        layout's shape. ``error_flags``: optional uint32 word on the device
+        (data errors are OR-ed into it). ``stream``: a CUDA stream handle (int)
+        or torch.cuda.Stream; default: torch's current stream for CUDA tensors.
+        """
+        unknown = set(tensors) - set(TENSOR_ARGS)
+        if unknown:
+            raise TypeError("Plan.run: unknown tensor argument(s) %s" % ", ".join(sorted(unknown)))
+        tensors["qkv"], tensors["q_out"] = qkv, q_out
+        run_raw(self, tensors, error_flags, stream)
+
+
+def _stream_handle(stream, tensors):
+    if stream is not None:
+        return int(getattr(stream, "cuda_stream", stream)) or None
+    for x in tensors.values():
+        if _arrays.is_torch(x) and x.is_cuda:
+            import torch
+            return torch.cuda.current_stream(x.device).cuda_stream or None
+    return None
+
+
+def run_raw(plan: Plan, tensors: dict, error_flags=None, stream=None):
+    """qkvfuse_run on a dict {arg name: tensor or None}."""
+    keep = []
+    ptrs = []
+    for name in TENSOR_ARGS:
+        x = tensors.get(name)
+        if x is None:
+            ptrs.append(None)
+        else:
+            ptrs.append(ctypes.pointer(_arrays.describe(x, name, writable=name in OUTPUTS, keep=keep)))
+    args = _capi.Args(_ARGS_SIZE, _capi.ARGS_VERSION, *ptrs, _arrays.flags_pointer(error_flags))
+    s = _stream_handle(stream, tensors)
+    _capi.check(plan._lib.qkvfuse_run(plan._handle, ctypes.byref(args), s), "qkvfuse_run")
+
+
+_ARGS_SIZE = ctypes.sizeof(_capi.Args)
+
+# ---- plan cache -------------------------------------------------------------------------
+
+_PLAN_CACHE_SIZE = 64
+_plans: "collections.OrderedDict" = collections.OrderedDict()
+_plans_lock = threading.Lock()
+
+
+def get_plan(config: Config, device) -> Plan:
+    """A cached Plan for (config, device); plans are immutable and thread-safe."""
+    key = (config, _device_tuple(device))
+    with _plans_lock:
+        plan = _plans.get(key)
+        if plan is not None:
+            _plans.move_to_end(key)
+            return plan
+    plan = Plan(config, device=key[1])
+    with _plans_lock:
+        _plans[key] = plan
+        while len(_plans) > _PLAN_CACHE_SIZE:
+            _plans.popitem(last=False)
+    return plan
+
+
+# ---- the one-call form ------------------------------------------------------------------
+
+# run()'s configuration arguments, in the order the torch operator takes them.
+OPTION_NAMES = ("num_q_heads", "num_kv_heads", "head_dim", "rotary_dim", "rope", "rope_style", "rope_theta",
+                "rope_scaling_type", "rope_scaling_params", "eps", "gamma_offset", "cache_layout", "k_quant",
+                "v_quant", "rounding", "backend", "num_threads")
+
+
+def scaling_args(rope_scaling):
+    """(type, [8 floats]) of a RopeScaling, a config dict or None: plain values
+    for the torch operator's schema."""
+    rs = RopeScaling.from_config(rope_scaling)
+    return rs.type, [float(v) for v in rs[1:]]
+
+
+def _quant_for(cache_dtype, has_offset, given):
+    if given != "auto":
+        return given
+    if cache_dtype == "int8":
+        return "int8_asym" if has_offset else "int8_sym"
+    if cache_dtype == "float8_e4m3fn":
+        return "fp8_e4m3"
+    return "none"
+
+
+def tensor_facts(ins: dict, k_cache, v_cache):
+    """What the configuration inference needs to know about the tensors (hashable)."""
+    def width(x):
+        return -1 if x is None else int(x.shape[-1])
+
+    def dt(x):
+        return "" if x is None else _arrays.dtype_of(x)
+
+    return (ins.get("q_gamma") is not None, ins.get("k_gamma") is not None, width(ins.get("cos_sin_cache")),
+            width(ins.get("cos")), ins.get("positions") is not None, dt(k_cache), ins.get("k_offset") is not None,
+            dt(v_cache), ins.get("v_offset") is not None)
+
+
+@functools.lru_cache(maxsize=1024)
+def resolve_config(options: tuple, facts: tuple) -> Config:
+    """The Config for run()'s options (OPTION_NAMES order; rotary_dim -1, rope
+    / cache_layout / k_quant / v_quant "auto" mean: infer) and tensor facts."""
+    (nq, nkv, hd, rd, rope, style, theta, sc_type, sc_params, eps, goff, layout, kq, vq, rounding, backend,
+     threads) = options
+    q_norm, k_norm, csc_w, cos_w, has_pos, kc_dt, k_off, vc_dt, v_off = facts
+    if rope == "auto":
+        rope = ("cos_sin_cache" if csc_w >= 0 else "cos_sin" if cos_w >= 0 else "computed" if has_pos else "none")
+    if rd < 0:
+        rd = {"none": 0, "cos_sin_cache": csc_w, "cos_sin": cos_w}.get(rope, hd)
+        if rd < 0:
+            rd = hd
+    if layout == "auto":
+        layout = "paged" if kc_dt else "none"
+    scaling = RopeScaling(sc_type, *sc_params[:1], int(sc_params[1]), *sc_params[2:])
+    return Config(num_q_heads=nq, num_kv_heads=nkv, head_dim=hd, rotary_dim=rd, q_norm=q_norm, k_norm=k_norm,
+                  eps=eps, gamma_offset=goff, rope_source=rope, rope_style=style, rope_theta=theta,
+                  rope_scaling=scaling, cache_layout=layout, k_quant=_quant_for(kc_dt, k_off, kq),
+                  v_quant=_quant_for(vc_dt, v_off, vq), rounding=rounding, backend=backend, num_threads=threads)
+
+
+def default_out_dtype(qkv, cos_sin_cache=None, cos=None):
+    """SPEC's output dtype: the input's for float input; for int32 input the
+    RoPE table's dtype, or float32 without a table."""
+    dt = _arrays.dtype_of(qkv)
+    if dt != "int32":
+        return dt
+    table = cos if cos is not None else cos_sin_cache
+    return _arrays.dtype_of(table) if table is not None else "float32"
+
+
+def run(qkv, *, num_q_heads: int, num_kv_heads: int, head_dim: int,
+        weight_scale=None, act_scale=None, bias=None,
+        q_gamma=None, k_gamma=None, q_beta=None, k_beta=None, eps: float = 1e-6, gamma_offset: bool = False,
+        positions=None, cos_sin_cache=None, cos=None, sin=None, rope: str = "auto",
+        rotary_dim: Optional[int] = None, rope_style: str = "neox", rope_theta: float = 10000.0,
+        rope_scaling=None,
+        k_cache=None, v_cache=None, slot_mapping=None, cache_layout: str = "auto",
+        k_scale=None, v_scale=None, k_offset=None, v_offset=None, k_quant: str = "auto", v_quant: str = "auto",
+        q_out=None, k_out=None, v_out=None, out_dtype=None, return_k: bool = False, return_v: bool = False,
+        rounding: str = "fused", backend: str = "auto", num_threads: int = 0, error_flags=None) -> Outputs:
+    """The fused attention prologue in one call (the core operator, SPEC.md).
+
+    Shapes (T tokens, Nq/Nkv heads, D = head_dim, R rotary dims, H = (Nq+2Nkv)*D):
+
+    - ``qkv`` [T, H] or [B, S, H]: float32/float16/bfloat16, or int32 with
+      ``weight_scale`` [H] (and optional ``act_scale`` [T], ``bias`` [H]).
+    - RMSNorm per head, on when its gamma is given: ``q_gamma`` / ``k_gamma``
+      [D], optional ``q_beta`` / ``k_beta`` [D]; ``eps`` (1e-6);
+      ``gamma_offset`` uses (1 + gamma).
+    - RoPE, its source inferred unless ``rope`` says (``"none"``,
+      ``"cos_sin_cache"``, ``"cos_sin"``, ``"computed"``): ``cos_sin_cache``
+      [max_pos, R] + ``positions`` [T] (vLLM); ``cos``, ``sin`` [T, R] (CANN);
+      or ``positions`` alone: computed from ``rope_theta`` (10000) and
+      ``rope_scaling`` (a :class:`RopeScaling` or a model config's dict).
+      ``rotary_dim`` defaults to the table's width, else D; ``rope_style``
+      ``"neox"`` (default) or ``"interleaved"``.
+    - KV cache: ``k_cache``, ``v_cache`` in ``cache_layout`` (default
+      ``"paged"`` [blocks, block_size, Nkv, D]; ``"paged_hnd"``, ``"nz"``,
+      ``"contiguous"``) written in place at ``slot_mapping`` [T] (-1 skips a
+      token). Quantization follows the cache dtype unless ``k_quant`` /
+      ``v_quant`` say (int8: ``"int8_sym"``, or ``"int8_asym"`` when
+      ``k_offset``/``v_offset`` are given; float8_e4m3fn: ``"fp8_e4m3"``), with
+      ``k_scale``/``v_scale`` [1] or [Nkv, D] float32.
+    - Outputs: ``q`` [.., Nq*D] always; k / v [.., Nkv*D] (after RoPE, before
+      quantization) when ``return_k`` / ``return_v`` or when ``k_out`` /
+      ``v_out`` are given. ``q_out``/``k_out`` may be the q/k columns of qkv
+      (in place). ``out_dtype``: default the input's dtype (int32 input: the
+      RoPE table's, or float32).
+    - ``rounding="unfused_parity"`` rounds to the output dtype after dequant,
+      norm and RoPE, like a chain of separate ops (see python/README.md).
+    - ``error_flags``: optional uint32 word on the tensors' device; on CUDA,
+      data errors (bad position/slot/scale) are only reported there.
+    - ``backend``: ``"auto"``, ``"reference"``, ``"cpu"`` or ``"cuda"``;
+      ``num_threads``: CPU threads (0: the library's default).
+
+    With torch tensors (CPU or CUDA) this goes through ``torch.ops.qkvfuse.run``
+    (or ``run_out`` when outputs are given), on the current CUDA stream.
+    Returns ``Outputs(q, k, v)``; ``k``/``v`` are None unless asked for.
+    """
+    sc_type, sc_params = scaling_args(rope_scaling)
+    options = (num_q_heads, num_kv_heads, head_dim, -1 if rotary_dim is None else rotary_dim, rope, rope_style,
+               float(rope_theta), sc_type, sc_params, float(eps), bool(gamma_offset), cache_layout, k_quant,
+               v_quant, rounding, backend, num_threads)
+    ins = dict(qkv=qkv, weight_scale=weight_scale, act_scale=act_scale, bias=bias, q_gamma=q_gamma,
+               k_gamma=k_gamma, q_beta=q_beta, k_beta=k_beta, positions=positions, cos_sin_cache=cos_sin_cache,
+               cos=cos, sin=sin, slot_mapping=slot_mapping, k_scale=k_scale, v_scale=v_scale, k_offset=k_offset,
+               v_offset=v_offset)
+    if _arrays.is_torch(qkv):
+        from . import torch_ops
+        return torch_ops.run(options, ins, k_cache, v_cache, q_out, k_out, v_out, out_dtype, return_k, return_v,
+                             error_flags)
+
+    config = config_for(options, ins, k_cache, v_cache)
+    dt = _arrays.dtype_name(out_dtype) if out_dtype is not None else default_out_dtype(qkv, cos_sin_cache, cos)
+    lead = _arrays.shape_of(qkv)[:-1]
+    if q_out is None:
+        q_out = _arrays.empty_like_kind(qkv, lead + (num_q_heads * head_dim,), dt)
+    if k_out is None and return_k:
+        k_out = _arrays.empty_like_kind(qkv, lead + (num_kv_heads * head_dim,), dt)
+    if v_out is None and return_v:
+        v_out = _arrays.empty_like_kind(qkv, lead + (num_kv_heads * head_dim,), dt)
+    tensors = dict(ins, q_out=q_out, k_out=k_out, v_out=v_out, k_cache=k_cache, v_cache=v_cache)
+    run_raw(get_plan(config, _arrays.device_of(qkv)), tensors, error_flags)
+    return Outputs(q_out, k_out, v_out)
+
+
+def config_for(options, ins, k_cache, v_cache) -> Config:
+    """resolve_config with hashable options (rope_scaling_params as a tuple)."""
+    options = tuple(tuple(o) if isinstance(o, list) else o for o in options)
+    return resolve_config(options, tensor_facts(ins, k_cache, v_cache))

@@ -1,0 +1,19 @@
+"""The core operator on NumPy arrays against the float64 oracle: random
+shapes across every option (dtypes, layouts, quant modes, RoPE sources,
+styles and scalings, partial R, norm/beta/offset, in-place, strided rows,
+shared k/v cache buffers, parity mode), on the auto and reference backends."""
+import pytest
+
+import cases
+from conftest import seeds
+
+
+@pytest.mark.parametrize("backend,seed", [("auto", s) for s in seeds(250, 1000)]
+                         + [("reference", s) for s in seeds(100, 5000)])
+def test_random_case(backend, seed):
+    c = cases.Case(seed, backend)
+    try:
+        got = cases.run_case(c, cases.to_numpy_args(c))
+        cases.check_case(c, got)
+    except Exception as e:
+        raise AssertionError("%s\n  case: %s" % (e, c.describe())) from e

@@ -1,0 +1,116 @@
+"""Errors: each library status becomes its exception class, with the
+library's message (naming the argument), and nothing is written."""
+import numpy as np
+import pytest
+
+import qkvfuse
+from qkvfuse import errors
+
+Nq, Nkv, D, T = 4, 2, 64, 3
+H = (Nq + 2 * Nkv) * D
+
+
+def base(**over):
+    rng = np.random.default_rng(0)
+    kw = dict(num_q_heads=Nq, num_kv_heads=Nkv, head_dim=D,
+              q_gamma=np.ones(D, np.float32), k_gamma=np.ones(D, np.float32),
+              cos_sin_cache=qkvfuse.build_cos_sin_cache(16, D), positions=np.arange(T, dtype=np.int64),
+              k_cache=np.zeros((2, 4, Nkv, D), np.int8), v_cache=np.zeros((2, 4, Nkv, D), np.int8),
+              slot_mapping=np.array([0, 5, -1], np.int64), k_scale=np.array([0.05], np.float32),
+              v_scale=np.array([0.05], np.float32), q_out=np.full((T, Nq * D), 7.0, np.float32))
+    kw.update(over)
+    return rng.standard_normal((T, H)).astype(np.float32), kw
+
+
+@pytest.mark.parametrize("over,cls,status,pattern", [
+    (dict(k_cache=np.zeros((2, 4, 3, D), np.int8)), qkvfuse.ShapeError, 4, r"k_cache: .*shape\[2\] = 2"),
+    (dict(q_gamma=np.ones(D, np.int32)), qkvfuse.DtypeError, 3, r"q_gamma"),
+    (dict(eps=-1.0), qkvfuse.InvalidValueError, 2, r"eps: must be finite and > 0"),
+    (dict(head_dim=15), qkvfuse.InvalidValueError, 2, r"head_dim"),
+    (dict(positions=np.array([0, 1, 99], np.int64)), qkvfuse.OutOfRangeError, 8,
+     r"positions: positions\[2\] = 99 is outside \[0, 16\)"),
+    (dict(slot_mapping=np.array([0, 8, 1], np.int64)), qkvfuse.OutOfRangeError, 8, r"slot_mapping\[1\] = 8"),
+    (dict(k_scale=np.array([0.0], np.float32)), qkvfuse.BadScaleError, 9, r"k_scale\[0\] = 0"),
+    (dict(slot_mapping=None), qkvfuse.NullPointerError, 1, r"slot_mapping: required"),
+    (dict(k_quant="int8_asym"), qkvfuse.NullPointerError, 1, r"k_offset: required"),
+    (dict(rope="bogus"), qkvfuse.InvalidValueError, 2, r"rope_source: expected one of"),
+], ids=["shape", "dtype", "eps", "head_dim", "position", "slot", "scale", "missing", "asym-offset", "enum"])
+def test_status_to_exception(over, cls, status, pattern):
+    x, kw = base(**over)
+    before = {k: v.copy() for k, v in kw.items() if isinstance(v, np.ndarray)}
+    with pytest.raises(cls, match=pattern) as info:
+        qkvfuse.run(x, **kw)
+    e = info.value
+    assert isinstance(e, qkvfuse.QkvfuseError) and e.status == status
+    assert e.message in str(e) and e.status_name in str(e)
+    for k, v in before.items():  # nothing written: outputs and caches keep every byte
+        assert np.array_equal(np.asarray(kw[k]).view(np.uint8), v.view(np.uint8)), k
+
+
+def test_python_exception_families():
+    assert issubclass(qkvfuse.ShapeError, ValueError)
+    assert issubclass(qkvfuse.DtypeError, TypeError)
+    assert issubclass(qkvfuse.OutOfRangeError, IndexError)
+    assert issubclass(qkvfuse.UnsupportedError, NotImplementedError)
+    e = errors.from_status(11, "QKVFUSE_ERROR_UNSUPPORTED", "device_type: cuda requested", "qkvfuse_plan_create")
+    assert isinstance(e, qkvfuse.UnsupportedError) and str(e).startswith("qkvfuse_plan_create: device_type")
+
+
+def test_overlap_and_in_place_rules():
+    x, kw = base()
+    with pytest.raises(qkvfuse.OverlapError, match="q_out: overlaps the input"):
+        qkvfuse.run(x, **dict(kw, q_out=x[:, D:D + Nq * D]))
+    buf = x.copy()
+    qkvfuse.run(buf, **dict(kw, q_out=buf[:, :Nq * D]))  # exactly the q columns: allowed
+
+
+def test_binding_side_checks():
+    x, kw = base()
+    with pytest.raises(qkvfuse.DtypeError, match="positions: NumPy dtype uint16"):
+        qkvfuse.run(x, **dict(kw, positions=np.arange(T, dtype=np.uint16)))
+    with pytest.raises(qkvfuse.StrideError, match="qkv: stride"):
+        qkvfuse.run(x[::-1], **kw)
+    with pytest.raises(qkvfuse.DtypeError, match="expected a NumPy array"):
+        qkvfuse.run(x, **dict(kw, q_gamma=[1.0] * D))
+    ro = np.zeros((T, Nq * D), np.float32)
+    ro.flags.writeable = False
+    with pytest.raises(qkvfuse.InvalidValueError, match="q_out: the output array is read-only"):
+        qkvfuse.run(x, **dict(kw, q_out=ro))
+    with pytest.raises(qkvfuse.StrideError, match="last dims"):  # innermost stride 2: the library refuses
+        qkvfuse.run(np.repeat(x, 2, axis=1)[:, ::2], **kw)
+
+
+def test_named_operator_messages():
+    x = np.zeros((T, H), np.float32)
+    g = np.ones(D, np.float32)
+    csc = qkvfuse.build_cos_sin_cache(8, D)
+    with pytest.raises(qkvfuse.InvalidValueError, match="rope_dim: must be 0"):
+        qkvfuse.split_qkv_rmsnorm_rope(x, g, g, csc, np.zeros(T, np.int32), q_hidden_size=Nq * D, rope_dim=3)
+    with pytest.raises(qkvfuse.InvalidValueError, match=r'cache_mode: expected "PA_NZ"'):
+        qkvfuse.qkv_rmsnorm_rope_cache(x, g, g, np.zeros((T, D), np.float32), np.zeros((T, D), np.float32),
+                                       np.zeros(T, np.int64), np.zeros((2, 8, 4, Nkv * D // 8), np.float32),
+                                       np.zeros((2, 8, 4, Nkv * D // 8), np.float32), head_nums=(Nq, Nkv, Nkv),
+                                       cache_mode="BOGUS")
+    with pytest.raises(qkvfuse.InvalidValueError, match='quant_mode: expected "static"'):
+        qkvfuse.dequant_rope_quant_kvcache(x.reshape(T, 1, H), np.zeros((T, 1, 1, D), np.float32),
+                                           np.zeros((T, 1, 1, D), np.float32), np.zeros((T, 2, Nkv, D), np.int8),
+                                           np.zeros((T, 2, Nkv, D), np.int8), np.zeros(T, np.int32),
+                                           np.ones(Nkv * D, np.float32), np.ones(Nkv * D, np.float32),
+                                           quant_mode="dynamic")
+
+
+def test_error_flags_on_cpu():
+    x, kw = base(positions=np.array([0, 1, 99], np.int64))
+    flags = np.zeros(1, np.uint32)
+    with pytest.raises(qkvfuse.OutOfRangeError):
+        qkvfuse.run(x, error_flags=flags, **kw)
+    assert flags[0] == qkvfuse.DATA_ERROR_POSITION
+
+
+def test_cuda_plan_without_cuda_is_a_clear_error():
+    try:
+        plan = qkvfuse.Plan(num_q_heads=1, num_kv_heads=1, head_dim=16, device="cuda")
+    except (qkvfuse.UnsupportedError, qkvfuse.DeviceError) as e:
+        assert "cuda" in e.message
+    else:
+        assert plan.backend_name == "cuda"

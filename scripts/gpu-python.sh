@@ -1,0 +1,100 @@
+#!/usr/bin/env bash
+# The Python package on the GPU machine, in one call: the pytest suite (CPU and
+# CUDA parts: oracle, unfused parity vs the PyTorch composition, torch.compile,
+# CUDA graphs, streams, error flags), the example, and the benchmark against
+# PyTorch eager / torch.compile / copy bandwidth. Builds nothing: it uses the
+# library scripts/gpu-check.sh built (BUILD, default build-gpu) and the
+# machine's torch, numpy and pytest (no network needed).
+#
+#   scripts/gpu-python.sh [test] [example] [bench]      (default: all three)
+#
+# Logs and plots go under $OUT (default /tmp/qkvfuse-gpu-python); a summary
+# goes to stdout and $OUT/summary.txt. Each part runs on its own (one failing
+# does not stop the next) under a time limit. Environment: BUILD, OUT,
+# PYTHON (default python3), PYTEST_ARGS (extra pytest options, e.g. -x or
+# -k parity), BENCH_ARGS (extra bench options), TEST_TIMEOUT, BENCH_TIMEOUT (s).
+set -uo pipefail
+cd "$(dirname "$0")/.."
+OUT=${OUT:-/tmp/qkvfuse-gpu-python}
+BUILD=${BUILD:-build-gpu}
+PY=${PYTHON:-python3}
+mkdir -p "$OUT"
+steps=("$@")
+[ ${#steps[@]} -eq 0 ] && steps=(test example bench)
+has() { local s; for s in "${steps[@]}"; do [ "$s" = "$1" ] && return 0; done; return 1; }
+note() { echo "== $*" | tee -a "$OUT/summary.txt"; }
+status=0
+
+export QKVFUSE_LIBRARY=${QKVFUSE_LIBRARY:-$PWD/$BUILD/libqkvfuse.so}
+export PYTHONPATH=$PWD/python${PYTHONPATH:+:$PYTHONPATH}
+export PYTHONDONTWRITEBYTECODE=1
+export QKVFUSE_REPORT_DIR=$OUT
+
+note "$(date -u +%FT%TZ) commit $(git rev-parse --short HEAD 2>/dev/null || echo '?')$(git diff --quiet 2>/dev/null || echo '+dirty')"
+if [ ! -f "$QKVFUSE_LIBRARY" ]; then
+  note "no library at $QKVFUSE_LIBRARY: run scripts/gpu-check.sh build first (or set BUILD / QKVFUSE_LIBRARY)"
+  exit 1
+fi
+set -x
+"$PY" - <<'EOF' 2>&1 | tee -a "$OUT/summary.txt"
+import sys, numpy, torch, qkvfuse
+print("python", sys.version.split()[0], "| numpy", numpy.__version__, "| torch", torch.__version__,
+      "| cuda", torch.version.cuda, "| devices", torch.cuda.device_count(),
+      "|", torch.cuda.get_device_name(0) if torch.cuda.is_available() else "no GPU")
+print("qkvfuse", qkvfuse.version(), "from", qkvfuse.library_path(), "| torch ops:", qkvfuse.HAVE_TORCH)
+EOF
+{ set +x; } 2>/dev/null
+
+if has test; then
+  t0=$(date +%s)
+  probe="$BUILD/bin/qkvfuse_abi_probe"
+  [ -x "$probe" ] && export QKVFUSE_ABI_PROBE=$PWD/$probe
+  set -x
+  timeout "${TEST_TIMEOUT:-1500}" "$PY" -m pytest -p no:cacheprovider -rs -s -v --durations=15 python/tests \
+    ${PYTEST_ARGS:-} >"$OUT/pytest.log" 2>&1
+  rc=$?
+  { set +x; } 2>/dev/null
+  note "pytest rc=$rc ($(( $(date +%s) - t0 )) s): $(grep -E '^(=+ )?[0-9]+ (passed|failed)|(passed|failed|error).* in [0-9.]+s' "$OUT/pytest.log" | tail -1)"
+  grep -E "^(FAILED|ERROR)|SKIPPED" "$OUT/pytest.log" | head -40
+  grep -A12 "qkvfuse (rounding=unfused_parity) vs the PyTorch composition" "$OUT/pytest.log" | head -60 >"$OUT/parity.txt"
+  [ -s "$OUT/parity.txt" ] && { note "parity (qkvfuse unfused_parity vs the PyTorch composition; $OUT/parity.json):"; head -12 "$OUT/parity.txt"; }
+  [ $rc -ne 0 ] && { status=1; tail -40 "$OUT/pytest.log"; }
+fi
+
+if has example; then
+  for cache in bfloat16 float8_e4m3fn; do
+    set -x
+    timeout 600 "$PY" python/examples/qwen3_attention_prologue.py --device cuda --tokens 256 --cache "$cache" \
+      >"$OUT/example-$cache.txt" 2>&1
+    rc=$?
+    { set +x; } 2>/dev/null
+    note "example ($cache cache) rc=$rc"
+    cat "$OUT/example-$cache.txt" | tail -12
+    [ $rc -ne 0 ] && status=1
+  done
+fi
+
+if has bench; then
+  for mode in eager graph; do
+    set -x
+    timeout "${BENCH_TIMEOUT:-900}" "$PY" python/bench/bench_torch.py --mode "$mode" --json "$OUT/bench-$mode.json" \
+      --svg "$OUT/bench-$mode.svg" --png "$OUT/bench-$mode.png" ${BENCH_ARGS:-} >"$OUT/bench-$mode.txt" 2>"$OUT/bench-$mode.err"
+    rc=$?
+    { set +x; } 2>/dev/null
+    note "bench ($mode) rc=$rc"
+    cat "$OUT/bench-$mode.txt"
+    grep -v "^ *$" "$OUT/bench-$mode.err" | tail -8
+    [ $rc -ne 0 ] && status=1
+  done
+  set -x
+  timeout "${BENCH_TIMEOUT:-900}" "$PY" python/bench/bench_torch.py --mode graph --cache float8_e4m3fn --no-compile \
+    --json "$OUT/bench-graph-fp8.json" --svg "$OUT/bench-graph-fp8.svg" ${BENCH_ARGS:-} \
+    >"$OUT/bench-graph-fp8.txt" 2>"$OUT/bench-graph-fp8.err"
+  rc=$?
+  { set +x; } 2>/dev/null
+  note "bench (graph, fp8 cache, no compile) rc=$rc"
+  cat "$OUT/bench-graph-fp8.txt"
+  [ $rc -ne 0 ] && status=1
+fi
+note "done: status $status; logs in $OUT"
+exit $status

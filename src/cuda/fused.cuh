@@ -42,12 +42,13 @@ __device__ __forceinline__ void report(const qf_cu_params &P, uint32_t bit) {
 }
 
 // Per-token state of a tile, in shared memory.
-struct tile_token {
-  int64_t pos;
+// 16-byte aligned: the float tables that follow the tile's tokens are read as float4.
+struct __align__(16) tile_token {
   int64_t cblock, crow; // cache destination
   int32_t ok;           // 0: a data error, the token writes nothing
   int32_t dest;         // 1: write the cache rows
 };
+static_assert(sizeof(tile_token) % 16 == 0, "the float tables after the tokens must stay 16-byte aligned");
 
 // Byte size of the shared memory of a block (tables + group scratch).
 __host__ __device__ inline size_t fused_smem_bytes(int D, int R, int tpb, int groups) {
@@ -403,10 +404,10 @@ __global__ void __launch_bounds__(kBlock, 4) fused_kernel(const qf_cu_params P) 
     // tables: token validity and cache destination
     for (int j = threadIdx.x; j < tokens; j += kBlock) {
       const int64_t t = t0 + j;
-      tile_token tt = {0, 0, 0, 1, 0};
+      tile_token tt = {0, 0, 1, 0};
       if (P.positions.data) {
-        tt.pos = ld_index(P.positions.data, P.positions.dtype, t);
-        if (tt.pos < 0 || tt.pos >= P.max_pos) {
+        const int64_t pos = ld_index(P.positions.data, P.positions.dtype, t);
+        if (pos < 0 || pos >= P.max_pos) {
           tt.ok = 0;
           if (h0 == 0) report(P, QKVFUSE_DATA_ERROR_POSITION);
         }

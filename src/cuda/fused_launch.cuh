@@ -18,8 +18,7 @@ qkvfuse_status launch_fused(int vec, int nv, int fast, const qf_cu_params *P, un
   if constexpr (sizeof(TIn) == 2) {
     if (fast) kernel = nv == 2 ? fused_kernel<TIn, 8, 2, true> : fused_kernel<TIn, 8, 1, true>;
   }
-  if (kernel) {
-  } else if (vec == VMAX) {
+  if (!kernel && vec == VMAX) {
     switch (nv) {
       case 1: kernel = fused_kernel<TIn, VMAX, 1>; break;
       case 2: kernel = fused_kernel<TIn, VMAX, 2>; break;
@@ -28,7 +27,7 @@ qkvfuse_status launch_fused(int vec, int nv, int fast, const qf_cu_params *P, un
         break;
       default: break;
     }
-  } else if (vec == 1) {
+  } else if (!kernel && vec == 1) {
     switch (nv) {
       case 1: kernel = fused_kernel<TIn, 1, 1>; break;
       case 2: kernel = fused_kernel<TIn, 1, 2>; break;

@@ -18,7 +18,7 @@ enum role { R_QKV, R_POSITIONS, R_ACT_SCALE, R_COS, R_SIN, R_SLOTS, R_Q_OUT, R_K
 /* Model parameters: one copy. */
 enum shared { S_Q_GAMMA, S_K_GAMMA, S_COS_SIN_CACHE, S_WEIGHT_SCALE, S_K_SCALE, S_V_SCALE };
 
-static const char *const op_names[BENCH_OP_COUNT] = {"split", "cache", "dequant"};
+static const char *const op_names[BENCH_OP_COUNT] = {"split", "cache", "dequant", "inplace"};
 
 const char *bench_op_name(bench_op op) { return op < BENCH_OP_COUNT ? op_names[op] : "?"; }
 
@@ -46,6 +46,8 @@ static size_t traffic_bytes(const qf_problem *p) {
                           &p->q_beta,       &p->k_beta,    &p->positions, &p->slot_mapping, &p->k_scale,
                           &p->v_scale,      &p->k_offset,  &p->v_offset};
   size_t b = mat_bytes(&p->qkv) + mat_bytes(&p->cos) + mat_bytes(&p->sin);
+  if (p->q_out.data == p->qkv.data && !p->v_out.data && !p->k_cache.data) /* in place: v is neither read nor written */
+    b -= (size_t)(p->T * p->Nkv * p->D) * qkvfuse_dtype_size(p->qkv.dtype);
   for (size_t i = 0; i < sizeof vecs / sizeof vecs[0]; i++) b += vec_bytes(vecs[i]);
   if (p->cos_sin_cache.data) b += (size_t)(p->T * p->R) * qkvfuse_dtype_size(p->cos_sin_cache.dtype);
   b += mat_bytes(&p->q_out) + mat_bytes(&p->k_out) + mat_bytes(&p->v_out);
@@ -96,7 +98,7 @@ static int build_prototypes(bench_case *c, cli_rng *rng, cli_tensor *proto, cli_
   const qkvfuse_dtype dt = s->dtype;
   const int64_t T = s->tokens, Nq = ps->num_q_heads, Nkv = ps->num_kv_heads, D = ps->head_dim;
   const int64_t R = ps->rotary_dim, H = (Nq + 2 * Nkv) * D, W = Nkv * D;
-  const int norm = s->op != BENCH_OP_DEQUANT, cache = s->op != BENCH_OP_SPLIT;
+  const int norm = s->op != BENCH_OP_DEQUANT, cache = s->op == BENCH_OP_CACHE || s->op == BENCH_OP_DEQUANT;
   const int offset = ps->qk_norm && ps->gamma_offset;
 
   qkvfuse_desc d = QKVFUSE_DESC_INIT;
@@ -149,7 +151,7 @@ static int build_prototypes(bench_case *c, cli_rng *rng, cli_tensor *proto, cli_
         cli_fill_range(&sh[g], rng, 0.5, 1.5);
     }
   }
-  ALLOC(&proto[R_Q_OUT], dt, 2, T, Nq * D);
+  if (s->op != BENCH_OP_INPLACE) ALLOC(&proto[R_Q_OUT], dt, 2, T, Nq * D); /* in place: views of qkv (build) */
   if (s->op == BENCH_OP_SPLIT) {
     ALLOC(&proto[R_K_OUT], dt, 2, T, W);
     ALLOC(&proto[R_V_OUT], dt, 2, T, W);
@@ -264,6 +266,13 @@ static int build(bench_case *c, cli_tensor *proto, cli_tensor *sh, size_t rotate
       v[r] = proto[r].t;
       v[r].data = dst;
       v[r].device_type = dev->type;
+    }
+    if (c->spec.op == BENCH_OP_INPLACE) { /* q_out and k_out: the q and k columns of the qkv rows */
+      const int64_t qw = c->desc.num_q_heads * c->desc.head_dim, kw = c->desc.num_kv_heads * c->desc.head_dim;
+      v[R_Q_OUT] = v[R_K_OUT] = v[R_QKV];
+      v[R_Q_OUT].shape[1] = qw;
+      v[R_K_OUT].shape[1] = kw;
+      v[R_K_OUT].data = (char *)v[R_QKV].data + (size_t)qw * qkvfuse_dtype_size(v[R_QKV].dtype);
     }
     set_args(c, &c->args[k], v);
   }

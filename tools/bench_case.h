@@ -15,10 +15,11 @@ typedef enum bench_op {
   BENCH_OP_SPLIT,   /* split_qkv_rmsnorm_rope, out of place: norm + RoPE (cos_sin_cache), q/k/v outputs */
   BENCH_OP_CACHE,   /* norm + RoPE (cos_sin_cache), q out, k and v int8 into a paged cache */
   BENCH_OP_DEQUANT, /* int32 input dequant + RoPE (per-token cos/sin), q out, k and v int8 into a paged cache */
+  BENCH_OP_INPLACE, /* split in place: q and k normalized and rotated inside the qkv rows, v untouched */
   BENCH_OP_COUNT
 } bench_op;
 
-const char *bench_op_name(bench_op op); /* "split", "cache", "dequant" */
+const char *bench_op_name(bench_op op); /* "split", "cache", "dequant", "inplace" */
 int bench_op_parse(const char *s);      /* -1 if unknown */
 
 typedef struct bench_spec {

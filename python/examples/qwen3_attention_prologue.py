@@ -15,14 +15,14 @@ The PyTorch composition below stores every intermediate in the model dtype,
 doing float32 math inside each stage, which is the rounding sequence of
 qkvfuse's ``rounding="unfused_parity"`` mode:
 
-    y = round(x * rsqrt(sum(x^2) / D + eps) * w)           float32 inside
+    y = round(x * (1 / sqrt(sum(x^2) / D + eps)) * w)       float32 inside
     o = round(y * cos - y_partner * sin)                    (+ for the second half), float32, no FMA
     cache = o (bf16/fp16), or round(o / scale) to fp8 e4m3 (saturating) / int8
 
-Two choices are free. The inverse square root: the CUDA backend uses
-rsqrtf (as torch.rsqrt and torch's rms_norm do on CUDA), the CPU backends
-1 / sqrtf (IEEE); ``inv_sqrt`` picks "rsqrt" or "div" (default: the
-device's). And the order of the sum of squares. ``sum_order``:
+Two choices are free. The inverse square root: in unfused-parity mode
+every qkvfuse backend computes 1 / sqrtf (IEEE), while torch's rms_norm on
+CUDA uses rsqrt; ``inv_sqrt`` picks "div" (default: what qkvfuse does) or
+"rsqrt" (to measure the difference). And the order of the sum of squares. ``sum_order``:
 "torch" (``x.square().sum(-1)``, what an engine writes), "sequential"
 (d = 0..D-1: the CPU reference backend's order) or "qkvfuse_cuda" (the CUDA
 kernel's: per-lane sequential over 16-byte vectors, then a butterfly across
@@ -95,9 +95,10 @@ def sum_of_squares(x, order="torch", in_bytes=2):
 
 
 def default_inv_sqrt(device):
-    """The inverse square root each qkvfuse backend uses: rsqrtf on CUDA (as
-    torch.rsqrt and torch's rms_norm there), 1 / sqrtf (IEEE) on the CPU."""
-    return "rsqrt" if str(device).startswith("cuda") else "div"
+    """The inverse square root of qkvfuse's unfused-parity mode: 1 / sqrtf
+    (IEEE) on every backend (the CUDA fused path uses rsqrtf only outside
+    parity mode)."""
+    return "div"
 
 
 def rms_norm_heads(x, weight, eps, sum_order="torch", inv_sqrt="div"):

@@ -8,7 +8,7 @@
 #include "core/backends.h"
 #include "core/error.h"
 #include "cuda/backend.h"
-#include "cuda/fused.cuh"
+#include "cuda/fast.cuh"
 #include "cuda/launch.h"
 
 namespace {
@@ -144,38 +144,83 @@ static void choose_tiles(const qkvfuse_plan *plan, qf_cu_params *P) {
   P->head_tiles = (heads + P->hpb - 1) / P->hpb;
 }
 
+static bool aligned16(const void *ptr) { return ptr == nullptr || aligned(ptr, 16); }
+
+// The streaming kernel's preconditions (fast.cuh): 16-bit input, outputs of
+// its dtype, rows and caches in aligned 8-element vectors, D a multiple of 16
+// in [32, 512], R a multiple of 16, caches of the input dtype or quantized, no
+// beta, not parity mode, small tables readable as aligned vectors.
+static bool fast_ok(const qf_problem *p, const qf_cu_params &P) {
+  const qkvfuse_dtype in = p->qkv.dtype;
+  if ((in != QKVFUSE_DTYPE_BFLOAT16 && in != QKVFUSE_DTYPE_FLOAT16) || P.parity) return false;
+  if (p->D % 16 || p->D < 32 || p->D > 512 || p->R % 16 || !qf_cuda_vector_ok(p, 8)) return false;
+  const qf_mat *outs[] = {&p->q_out, &p->k_out, &p->v_out};
+  for (const qf_mat *m : outs)
+    if (m->data && m->dtype != in) return false;
+  if (p->q_beta.data || p->k_beta.data || p->weight_scale.data) return false;
+  const qf_cache *caches[] = {&p->k_cache, &p->v_cache};
+  const qkvfuse_quant_mode quant[] = {p->desc->k_quant, p->desc->v_quant};
+  for (int i = 0; i < 2; i++)
+    if (caches[i]->data && quant[i] == QKVFUSE_QUANT_NONE && caches[i]->dtype != in) return false;
+  const void *tables[] = {p->q_gamma.data, p->k_gamma.data, p->cos_sin_cache.data, p->cos.data, p->sin.data,
+                          p->k_scale.n > 1 ? p->k_scale.data : nullptr, p->v_scale.n > 1 ? p->v_scale.data : nullptr,
+                          p->k_scale.n > 1 ? p->k_offset.data : nullptr, p->v_scale.n > 1 ? p->v_offset.data : nullptr};
+  for (const void *t : tables)
+    if (!aligned16(t)) return false;
+  const qf_mat *rows[] = {&p->cos_sin_cache, &p->cos, &p->sin};
+  for (const qf_mat *m : rows)
+    if (m->data && m->rows > 1 && m->ld % 8) return false;
+  return true;
+}
+
+// The streaming kernel's work split: items of hpi heads; the largest hpi of
+// 4, 2, 1 that still gives about 1024 threads per multiprocessor (decode-sized
+// calls get one head per item, prefill four). Returns the grid size, or 0 if
+// the grid would not fit in one launch.
+static int64_t fast_split(const qkvfuse_plan *plan, const qf_problem *p, int lanes, qf_cu_params *P) {
+  const int64_t sms = plan->device_sm_count > 0 ? plan->device_sm_count : 132;
+  const bool k_work = p->k_out.data || p->desc->cache_layout != QKVFUSE_CACHE_NONE;
+  const bool v_work = p->v_out.data || p->desc->cache_layout != QKVFUSE_CACHE_NONE;
+  const int64_t tchunks = (p->T + qf::kFastBlock / lanes - 1) / (qf::kFastBlock / lanes);
+  int64_t blocks = 0;
+  for (int hpi = qf::kFastHeads; hpi >= 1; hpi >>= 1) {
+    P->fast_hpi = hpi;
+    P->fast_items_q = (int32_t)((p->Nq + hpi - 1) / hpi);
+    P->fast_items_k = k_work ? (int32_t)((p->Nkv + hpi - 1) / hpi) : 0;
+    P->fast_ipt = P->fast_items_q + P->fast_items_k + (v_work ? (int32_t)((p->Nkv + hpi - 1) / hpi) : 0);
+    blocks = tchunks * P->fast_ipt;
+    if (blocks * qf::kFastBlock >= sms * 1024) break;
+  }
+  P->fast_check = p->k_scale.data || p->v_scale.data;
+  blocks += P->fast_check;
+  return blocks <= 0x7fffffff ? blocks : 0;
+}
+
 static qkvfuse_status qf_cuda_run(const qkvfuse_plan *plan, const qf_problem *p, void *stream) {
   qf_cu_params P;
   qf_cuda_make_params(plan, p, &P);
-  const int in_bytes = (int)qkvfuse_dtype_size(p->qkv.dtype);
+  device_guard g(plan->desc.device_id);
+  if (g.err != cudaSuccess) return cuda_fail(g.err, "cudaSetDevice");
+  const qkvfuse_dtype in = p->qkv.dtype;
+  if (fast_ok(p, P)) {
+    const int lanes = pow2_ceil((int)(p->D / 16));
+    const int64_t blocks = fast_split(plan, p, lanes, &P);
+    if (blocks > 0)
+      return qf_cuda_launch(in, 0, 0, lanes, p->desc->rope_style == QKVFUSE_ROPE_INTERLEAVED, &P, (unsigned)blocks,
+                            0, (cudaStream_t)stream);
+  }
+  const int in_bytes = (int)qkvfuse_dtype_size(in);
   const int vmax = 16 / in_bytes;
   const int vec = qf_cuda_vector_ok(p, vmax) ? vmax : 1;
-  const qkvfuse_dtype in = p->qkv.dtype;
   P.nvec = (int32_t)(p->D / vec);
-  // the FAST case: 16-bit input in 8-element vectors, outputs of the input's
-  // dtype, R a multiple of 16, not parity mode (fused.cuh); with R = D and
-  // neox pairs, the pair layout puts both halves of a pair in one lane
-  const int fast = in_bytes == 2 && vec == 8 && P.nvec <= 32 && p->R % 16 == 0 && p->q_out.dtype == in &&
-                   !P.parity && (!p->k_out.data || p->k_out.dtype == in) && (!p->v_out.data || p->v_out.dtype == in);
-  const int pair = fast && p->R == p->D && p->desc->rope_style == QKVFUSE_ROPE_NEOX && P.nvec % 2 == 0;
-  int nv;
-  if (pair) {
-    P.vstride = P.nvec / 2;
-    P.group = pow2_ceil(P.vstride);
-    nv = 2;
-  } else {
-    P.group = pow2_ceil(P.nvec < 32 ? P.nvec : 32);
-    P.vstride = P.group;
-    nv = pow2_ceil((P.nvec + P.group - 1) / P.group);
-  }
+  P.group = pow2_ceil(P.nvec < 32 ? P.nvec : 32);
+  const int nv = pow2_ceil((P.nvec + P.group - 1) / P.group);
   choose_tiles(plan, &P);
   int64_t blocks = (P.T + P.tpb - 1) / P.tpb * P.head_tiles;
   const int64_t resident = (int64_t)(plan->device_sm_count > 0 ? plan->device_sm_count : 132) * 4;
   if (blocks > resident) blocks = resident; /* the kernel walks the tiles grid-stride */
   const size_t smem = qf::fused_smem_bytes(P.D, P.R, P.tpb, qf::kBlock / P.group);
-  device_guard g(plan->desc.device_id);
-  if (g.err != cudaSuccess) return cuda_fail(g.err, "cudaSetDevice");
-  return qf_cuda_launch_fused(in, vec, nv, fast, &P, (unsigned)blocks, smem, (cudaStream_t)stream);
+  return qf_cuda_launch(in, vec, nv, 0, 0, &P, (unsigned)blocks, smem, (cudaStream_t)stream);
 }
 
 extern "C" qkvfuse_status qf_cuda_plan(qkvfuse_plan *plan) {

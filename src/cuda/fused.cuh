@@ -1,4 +1,6 @@
-// The fused prologue kernel.
+// The general fused prologue kernel: every case the streaming kernel
+// (fast.cuh) does not take: float32 or int32 input, float32 outputs, any even
+// D and R, unaligned rows, beta, unfused-parity mode.
 //
 // Work split. A block owns a tile of `tpb` tokens x `hpb` heads of those
 // tokens (heads = q heads, then k heads, then v heads when v is written). The
@@ -8,8 +10,8 @@
 // computes the current one, so two 16-byte loads per lane are in flight.
 // Lane l of a group owns NV vectors of VEC consecutive elements of the head,
 // vector v at element (v * G + l) * VEC, so every warp-wide access is
-// contiguous. VEC is 16 bytes of the input type on the aligned fast path and 1
-// on the generic path (any even D, any alignment).
+// contiguous. VEC is 16 bytes of the input type on aligned rows and 1
+// otherwise (any even D, any alignment).
 //
 // Decode (few tasks): tpb = 1 and hpb = groups per block, one task per group,
 // as many blocks as possible in flight. Prefill: hpb = all heads and tpb a
@@ -104,11 +106,11 @@ struct __align__(16) head_raw {
 };
 
 template <typename TIn, int VEC, int NV>
-__device__ __forceinline__ void load_raw(const TIn *in, int lane, int vstride, int nvec, head_raw<TIn, VEC, NV> &r) {
+__device__ __forceinline__ void load_raw(const TIn *in, int lane, int G, int nvec, head_raw<TIn, VEC, NV> &r) {
 #pragma unroll
   for (int v = 0; v < NV; v++) {
-    const int vi = v * vstride + lane;
-    if (lane >= vstride || vi >= nvec) continue;
+    const int vi = v * G + lane;
+    if (vi >= nvec) continue;
     if constexpr (VEC * sizeof(TIn) == 16)
       *reinterpret_cast<uint4 *>(r.e[v]) = *reinterpret_cast<const uint4 *>(in + vi * VEC);
     else
@@ -120,7 +122,7 @@ __device__ __forceinline__ void load_raw(const TIn *in, int lane, int vstride, i
 // One (token, head) task of a group: x holds the lane's share of the head
 // (input converted to float32); j is the token's index in the tile, t the
 // token, h the head (q, then k, then v heads).
-template <typename TIn, int VEC, int NV, bool FAST>
+template <typename TIn, int VEC, int NV>
 __device__ __forceinline__ void process_task(const qf_cu_params &P, float (&x)[NV][VEC], int j, int64_t t, int h,
                                              int lane, unsigned gmask, const tile_token *tok, const float *g_q,
                                              const float *g_k, const float *b_q, const float *b_k,
@@ -134,14 +136,14 @@ __device__ __forceinline__ void process_task(const qf_cu_params &P, float (&x)[N
     const float *ws = P.weight_scale + (int64_t)h * D;
 #pragma unroll
     for (int v = 0; v < NV; v++) {
-      const int vi = v * P.vstride + lane;
-      if (lane >= P.vstride || vi >= P.nvec) continue;
+      const int vi = v * G + lane;
+      if (vi >= P.nvec) continue;
 #pragma unroll
       for (int k = 0; k < VEC; k++) {
         const int c = vi * VEC + k;
-        float y = x[v][k] * __ldg(ws + c);
-        if (P.act_scale) y = y * as;
-        if (P.bias.data) y = y + ld(P.bias.data, P.bias.dtype, (int64_t)h * D + c);
+        float y = __fmul_rn(x[v][k], __ldg(ws + c));
+        if (P.act_scale) y = __fmul_rn(y, as);
+        if (P.bias.data) y = __fadd_rn(y, ld(P.bias.data, P.bias.dtype, (int64_t)h * D + c));
         x[v][k] = parity ? round_to(y, P.io_dtype) : y;
       }
     }
@@ -155,28 +157,21 @@ __device__ __forceinline__ void process_task(const qf_cu_params &P, float (&x)[N
 #pragma unroll
       for (int v = 0; v < NV; v++)
 #pragma unroll
-        for (int k = 0; k < VEC; k++) ss = FAST ? fmaf(x[v][k], x[v][k], ss) : ss + x[v][k] * x[v][k];
+        for (int k = 0; k < VEC; k++) ss = __fadd_rn(ss, __fmul_rn(x[v][k], x[v][k]));
       for (int off = G >> 1; off > 0; off >>= 1) ss += __shfl_xor_sync(gmask, ss, off, G);
       const float inv = parity ? 1.0f / sqrtf(ss / (float)D + P.eps) : rsqrtf(ss / (float)D + P.eps);
       const float *gw = kind == 0 ? g_q : g_k, *bw = kind == 0 ? b_q : b_k;
       const bool beta = (kind == 0 ? P.q_beta.data : P.k_beta.data) != nullptr;
 #pragma unroll
       for (int v = 0; v < NV; v++) {
-        const int vi = v * P.vstride + lane;
-        if (lane >= P.vstride || vi >= P.nvec) continue;
+        const int vi = v * G + lane;
+        if (vi >= P.nvec) continue;
         float gv[VEC], bv[VEC];
-        if constexpr (FAST) {
-          *reinterpret_cast<float4 *>(gv) = *reinterpret_cast<const float4 *>(gw + vi * VEC);
-          *reinterpret_cast<float4 *>(gv + 4) = *reinterpret_cast<const float4 *>(gw + vi * VEC + 4);
-          *reinterpret_cast<float4 *>(bv) = *reinterpret_cast<const float4 *>(bw + vi * VEC);
-          *reinterpret_cast<float4 *>(bv + 4) = *reinterpret_cast<const float4 *>(bw + vi * VEC + 4);
-        } else {
 #pragma unroll
-          for (int k = 0; k < VEC; k++) gv[k] = gw[vi * VEC + k], bv[k] = bw[vi * VEC + k];
-        }
+        for (int k = 0; k < VEC; k++) gv[k] = gw[vi * VEC + k], bv[k] = bw[vi * VEC + k];
         if (beta) {
 #pragma unroll
-          for (int k = 0; k < VEC; k++) x[v][k] = x[v][k] * inv * gv[k] + bv[k];
+          for (int k = 0; k < VEC; k++) x[v][k] = __fadd_rn(__fmul_rn(__fmul_rn(x[v][k], inv), gv[k]), bv[k]);
         } else {
 #pragma unroll
           for (int k = 0; k < VEC; k++) x[v][k] = x[v][k] * inv * gv[k];
@@ -187,75 +182,16 @@ __device__ __forceinline__ void process_task(const qf_cu_params &P, float (&x)[N
         }
       }
     }
-    // stage 3: RoPE on the first R dims
-    if constexpr (FAST && NV == 2) {
-      // pair layout (R = D, neox): the lane holds elements [8l, 8l+8) and their
-      // partners [8l + R/2, 8l + R/2 + 8): the rotation is in-thread
-      if (lane < P.vstride) {
-        // cos/sin of both halves: equal for the table sources, but per-token
-        // cos/sin are used as given
-        float c0[VEC], s0[VEC], c1[VEC], s1[VEC];
-        const float *cj = cos_t + j * R + lane * VEC, *sj = sin_t + j * R + lane * VEC;
-        const int hr = R >> 1;
-        *reinterpret_cast<float4 *>(c0) = *reinterpret_cast<const float4 *>(cj);
-        *reinterpret_cast<float4 *>(c0 + 4) = *reinterpret_cast<const float4 *>(cj + 4);
-        *reinterpret_cast<float4 *>(s0) = *reinterpret_cast<const float4 *>(sj);
-        *reinterpret_cast<float4 *>(s0 + 4) = *reinterpret_cast<const float4 *>(sj + 4);
-        *reinterpret_cast<float4 *>(c1) = *reinterpret_cast<const float4 *>(cj + hr);
-        *reinterpret_cast<float4 *>(c1 + 4) = *reinterpret_cast<const float4 *>(cj + hr + 4);
-        *reinterpret_cast<float4 *>(s1) = *reinterpret_cast<const float4 *>(sj + hr);
-        *reinterpret_cast<float4 *>(s1 + 4) = *reinterpret_cast<const float4 *>(sj + hr + 4);
-#pragma unroll
-        for (int k = 0; k < VEC; k++) {
-          const float a = x[0][k], b = x[1][k];
-          x[0][k] = fmaf(a, c0[k], -b * s0[k]);
-          x[1][k] = fmaf(b, c1[k], a * s1[k]);
-        }
-      }
-    } else if (FAST && R > 0) {
-      // partners by shuffle; cos/sin as float4 from the token's table
-      const int half_lanes = R >> 4, rot_lanes = R >> 3; /* lanes holding the first half / all R dims */
-      const int src = lane < half_lanes ? lane + half_lanes : (lane < rot_lanes ? lane - half_lanes : lane);
-      float yp[VEC];
-      if (P.interleaved) {
-#pragma unroll
-        for (int k = 0; k < VEC; k++) yp[k] = x[0][k ^ 1];
-      } else {
-#pragma unroll
-        for (int k = 0; k < VEC; k++) yp[k] = __shfl_sync(gmask, x[0][k], src, G);
-      }
-      if (lane < rot_lanes) {
-        float c[VEC], sn[VEC];
-        const float *cj = cos_t + j * R + lane * VEC, *sj = sin_t + j * R + lane * VEC;
-        *reinterpret_cast<float4 *>(c) = *reinterpret_cast<const float4 *>(cj);
-        *reinterpret_cast<float4 *>(c + 4) = *reinterpret_cast<const float4 *>(cj + 4);
-        *reinterpret_cast<float4 *>(sn) = *reinterpret_cast<const float4 *>(sj);
-        *reinterpret_cast<float4 *>(sn + 4) = *reinterpret_cast<const float4 *>(sj + 4);
-        // the FAST path runs only outside parity mode, so it may contract to FMAs
-        if (P.interleaved) {
-#pragma unroll
-          for (int k = 0; k < VEC; k += 2) {
-            x[0][k] = fmaf(x[0][k], c[k], -yp[k] * sn[k]);
-            x[0][k + 1] = fmaf(x[0][k + 1], c[k + 1], yp[k + 1] * sn[k + 1]);
-          }
-        } else if (lane < half_lanes) {
-#pragma unroll
-          for (int k = 0; k < VEC; k++) x[0][k] = fmaf(x[0][k], c[k], -yp[k] * sn[k]);
-        } else {
-#pragma unroll
-          for (int k = 0; k < VEC; k++) x[0][k] = fmaf(x[0][k], c[k], yp[k] * sn[k]);
-        }
-      }
-    } else if (R > 0) {
-      // partners through shared memory: any R, any split
+    // stage 3: RoPE on the first R dims: partners through shared memory (any R, any split)
+    if (R > 0) {
       __syncwarp(gmask); /* the previous task's partner reads are done */
 #pragma unroll
       for (int v = 0; v < NV; v++) {
-        const int vi = v * P.vstride + lane;
+        const int vi = v * G + lane;
 #pragma unroll
         for (int k = 0; k < VEC; k++) {
           const int d = vi * VEC + k;
-          if (lane < P.vstride && vi < P.nvec && d < R) ys[d] = x[v][k];
+          if (vi < P.nvec && d < R) ys[d] = x[v][k];
         }
       }
       __syncwarp(gmask);
@@ -263,15 +199,15 @@ __device__ __forceinline__ void process_task(const qf_cu_params &P, float (&x)[N
       const float *cj = cos_t + j * R, *sj = sin_t + j * R;
 #pragma unroll
       for (int v = 0; v < NV; v++) {
-        const int vi = v * P.vstride + lane;
+        const int vi = v * G + lane;
 #pragma unroll
         for (int k = 0; k < VEC; k++) {
           const int d = vi * VEC + k;
-          if (lane >= P.vstride || vi >= P.nvec || d >= R) continue;
+          if (vi >= P.nvec || d >= R) continue;
           const bool first = P.interleaved ? (d & 1) == 0 : d < half;
           const int partner = P.interleaved ? (d ^ 1) : (first ? d + half : d - half);
           const float y = x[v][k], yp = ys[partner], c = cj[d], s = sj[d];
-          x[v][k] = first ? y * c - yp * s : y * c + yp * s;
+          x[v][k] = first ? __fsub_rn(__fmul_rn(y, c), __fmul_rn(yp, s)) : __fadd_rn(__fmul_rn(y, c), __fmul_rn(yp, s));
         }
       }
     }
@@ -292,12 +228,9 @@ __device__ __forceinline__ void process_task(const qf_cu_params &P, float (&x)[N
     const int64_t row = t * out.ld + ocol;
 #pragma unroll
     for (int v = 0; v < NV; v++) {
-      const int vi = v * P.vstride + lane;
-      if (lane >= P.vstride || vi >= P.nvec) continue;
-      if constexpr (FAST)
-        store_typed<TIn, VEC>(reinterpret_cast<TIn *>(out.data) + row + vi * VEC, x[v]);
-      else
-        store_floats<VEC>(out.data, out.dtype, row + vi * VEC, x[v]);
+      const int vi = v * G + lane;
+      if (vi >= P.nvec) continue;
+      store_floats<VEC>(out.data, out.dtype, row + vi * VEC, x[v]);
     }
   }
   if (kind == 0 || !tok[j].dest) return;
@@ -309,8 +242,8 @@ __device__ __forceinline__ void process_task(const qf_cu_params &P, float (&x)[N
   if (C.quant == QKVFUSE_QUANT_NONE) {
 #pragma unroll
     for (int v = 0; v < NV; v++) {
-      const int vi = v * P.vstride + lane, jj = ocol + vi * VEC;
-      if (lane < P.vstride && vi < P.nvec) store_floats<VEC>(C.data, C.dtype, row0 + (int64_t)(jj / chunk) * C.s_chunk + jj % chunk, x[v]);
+      const int vi = v * G + lane, jj = ocol + vi * VEC;
+      if (vi < P.nvec) store_floats<VEC>(C.data, C.dtype, row0 + (int64_t)(jj / chunk) * C.s_chunk + jj % chunk, x[v]);
     }
     return;
   }
@@ -321,8 +254,8 @@ __device__ __forceinline__ void process_task(const qf_cu_params &P, float (&x)[N
   bool ok = true;
 #pragma unroll
   for (int v = 0; v < NV; v++) {
-    const int vi = v * P.vstride + lane;
-    if (lane < P.vstride && vi < P.nvec) ok &= quantize<VEC>(C, x[v], scale, offset, pc, ocol + vi * VEC, q[v]);
+    const int vi = v * G + lane;
+    if (vi < P.nvec) ok &= quantize<VEC>(C, x[v], scale, offset, pc, ocol + vi * VEC, q[v]);
   }
   if (!__all_sync(gmask, ok)) {
     if (lane == 0) report(P, QKVFUSE_DATA_ERROR_SCALE);
@@ -330,20 +263,14 @@ __device__ __forceinline__ void process_task(const qf_cu_params &P, float (&x)[N
   }
 #pragma unroll
   for (int v = 0; v < NV; v++) {
-    const int vi = v * P.vstride + lane, jj = ocol + vi * VEC;
-    if (lane < P.vstride && vi < P.nvec)
+    const int vi = v * G + lane, jj = ocol + vi * VEC;
+    if (vi < P.nvec)
       store_bytes<VEC>(static_cast<uint8_t *>(C.data) + row0 + (int64_t)(jj / chunk) * C.s_chunk + jj % chunk, q[v]);
   }
 }
 
-// FAST: the common case compiled tight: 16-bit input, VEC = 8, NV = 1,
-// outputs of the input's dtype, R a multiple of 16, not unfused-parity mode
-// (it contracts to fused multiply-adds). RoPE partners then move
-// by shuffles (neox: lane +- R/16; interleaved: inside the lane's vector), the
-// tables are read as float4, and stores need no dtype switch.
-template <typename TIn, int VEC, int NV, bool FAST = false>
+template <typename TIn, int VEC, int NV>
 __global__ void __launch_bounds__(kBlock, 4) fused_kernel(const qf_cu_params P) {
-  static_assert(!FAST || (VEC == 8 && NV <= 2 && sizeof(TIn) == 2), "FAST is the 16-bit case");
   extern __shared__ __align__(16) unsigned char smem_raw[];
   const int D = P.D, R = P.R, G = P.group, gpb = kBlock / G;
   const int lane = threadIdx.x & (G - 1), grp = threadIdx.x / G;
@@ -398,7 +325,7 @@ __global__ void __launch_bounds__(kBlock, 4) fused_kernel(const qf_cu_params P) 
     if (task < tasks)
       load_raw<TIn, VEC, NV>(reinterpret_cast<const TIn *>(P.qkv.data) + (t0 + task / heads) * P.qkv.ld +
                                  (int64_t)(h0 + task % heads) * D,
-                             lane, P.vstride, P.nvec, raw);
+                             lane, G, P.nvec, raw);
     __syncthreads(); /* the previous tile's tables are no longer read */
 
     // tables: token validity and cache destination
@@ -475,12 +402,12 @@ __global__ void __launch_bounds__(kBlock, 4) fused_kernel(const qf_cu_params P) 
 #pragma unroll
       for (int v = 0; v < NV; v++)
 #pragma unroll
-        for (int k = 0; k < VEC; k++) x[v][k] = lane < P.vstride && v * P.vstride + lane < P.nvec ? io<TIn>::f(raw.e[v][k]) : 0.0f;
+        for (int k = 0; k < VEC; k++) x[v][k] = v * G + lane < P.nvec ? io<TIn>::f(raw.e[v][k]) : 0.0f;
       if (task + gpb < tasks)
         load_raw<TIn, VEC, NV>(reinterpret_cast<const TIn *>(P.qkv.data) + (t0 + nj) * P.qkv.ld + (int64_t)nh * D,
-                               lane, P.vstride, P.nvec, raw);
+                               lane, G, P.nvec, raw);
       if (tok[j].ok)
-        process_task<TIn, VEC, NV, FAST>(P, x, j, t0 + j, h, lane, gmask, tok, g_q, g_k, b_q, b_k, cos_t, sin_t, ys,
+        process_task<TIn, VEC, NV>(P, x, j, t0 + j, h, lane, gmask, tok, g_q, g_k, b_q, b_k, cos_t, sin_t, ys,
                                          parity);
       task += gpb, j = nj, h = nh;
     }

@@ -1,7 +1,6 @@
-// The instantiations of fused_kernel for one input type: the fast path
-// (16-byte vectors) with 1, 2 or 4 vectors per lane, and the generic path
-// (scalar elements) with up to 16 per lane, which covers D up to 512; and for
-// 16-bit inputs the FAST case (see fused.cuh).
+// The instantiations of the general kernel (fused.cuh) for one input type:
+// 16-byte vectors with 1, 2 or 4 vectors per lane, and scalar elements with up
+// to 16 per lane, which covers D up to 512.
 #ifndef QKVFUSE_CUDA_FUSED_LAUNCH_CUH
 #define QKVFUSE_CUDA_FUSED_LAUNCH_CUH
 
@@ -11,14 +10,11 @@
 namespace qf {
 
 template <typename TIn>
-qkvfuse_status launch_fused(int vec, int nv, int fast, const qf_cu_params *P, unsigned blocks, size_t smem,
+qkvfuse_status launch_fused(int vec, int nv, const qf_cu_params *P, unsigned blocks, size_t smem,
                             cudaStream_t stream) {
   constexpr int VMAX = 16 / (int)sizeof(TIn);
   void (*kernel)(const qf_cu_params) = nullptr;
-  if constexpr (sizeof(TIn) == 2) {
-    if (fast) kernel = nv == 2 ? fused_kernel<TIn, 8, 2, true> : fused_kernel<TIn, 8, 1, true>;
-  }
-  if (!kernel && vec == VMAX) {
+  if (vec == VMAX) {
     switch (nv) {
       case 1: kernel = fused_kernel<TIn, VMAX, 1>; break;
       case 2: kernel = fused_kernel<TIn, VMAX, 2>; break;
@@ -27,7 +23,7 @@ qkvfuse_status launch_fused(int vec, int nv, int fast, const qf_cu_params *P, un
         break;
       default: break;
     }
-  } else if (!kernel && vec == 1) {
+  } else if (vec == 1) {
     switch (nv) {
       case 1: kernel = fused_kernel<TIn, 1, 1>; break;
       case 2: kernel = fused_kernel<TIn, 1, 2>; break;

@@ -1,5 +1,5 @@
-/* Launchers of the fused kernel, one translation unit per input dtype (they
- * compile in parallel). */
+/* Launchers of the fused kernels, one translation unit per input dtype and
+ * kernel (they compile in parallel). */
 #ifndef QKVFUSE_CUDA_LAUNCH_H
 #define QKVFUSE_CUDA_LAUNCH_H
 
@@ -8,19 +8,24 @@
 #include "cuda/params.h"
 #include "qkvfuse.h"
 
-/* Launch the instantiation for (input dtype, vector width, vectors per lane,
- * fast case):
- * the one dispatch point of the kernel family. */
-qkvfuse_status qf_cuda_launch_fused(qkvfuse_dtype in, int vec, int nv, int fast, const qf_cu_params *P,
-                                    unsigned blocks, size_t smem, cudaStream_t stream);
+/* The general kernel (fused.cuh) for (input dtype, vector width, vectors per
+ * lane), or, when lanes > 0, the streaming kernel (fast.cuh) for (16-bit input
+ * dtype, lanes per head, interleaved pairs): the one dispatch point of the
+ * kernel family. */
+qkvfuse_status qf_cuda_launch(qkvfuse_dtype in, int vec, int nv, int lanes, int interleaved, const qf_cu_params *P,
+                              unsigned blocks, size_t smem, cudaStream_t stream);
 
-qkvfuse_status qf_cuda_launch_fused_f32(int vec, int nv, int fast, const qf_cu_params *P, unsigned blocks, size_t smem,
+qkvfuse_status qf_cuda_launch_fused_f32(int vec, int nv, const qf_cu_params *P, unsigned blocks, size_t smem,
                                         cudaStream_t stream);
-qkvfuse_status qf_cuda_launch_fused_f16(int vec, int nv, int fast, const qf_cu_params *P, unsigned blocks, size_t smem,
+qkvfuse_status qf_cuda_launch_fused_f16(int vec, int nv, const qf_cu_params *P, unsigned blocks, size_t smem,
                                         cudaStream_t stream);
-qkvfuse_status qf_cuda_launch_fused_bf16(int vec, int nv, int fast, const qf_cu_params *P, unsigned blocks, size_t smem,
+qkvfuse_status qf_cuda_launch_fused_bf16(int vec, int nv, const qf_cu_params *P, unsigned blocks, size_t smem,
                                          cudaStream_t stream);
-qkvfuse_status qf_cuda_launch_fused_i32(int vec, int nv, int fast, const qf_cu_params *P, unsigned blocks, size_t smem,
+qkvfuse_status qf_cuda_launch_fused_i32(int vec, int nv, const qf_cu_params *P, unsigned blocks, size_t smem,
+                                        cudaStream_t stream);
+qkvfuse_status qf_cuda_launch_fast_f16(int lanes, int interleaved, const qf_cu_params *P, unsigned blocks,
+                                       cudaStream_t stream);
+qkvfuse_status qf_cuda_launch_fast_bf16(int lanes, int interleaved, const qf_cu_params *P, unsigned blocks,
                                         cudaStream_t stream);
 
 #endif /* QKVFUSE_CUDA_LAUNCH_H */

@@ -35,11 +35,12 @@ typedef struct qf_cu_params {
   int32_t Nq, Nkv, D, R;
   int32_t group;               /* lanes per head: a power of two <= 32 */
   int32_t nvec;                /* vectors per head: D / VEC */
-  int32_t vstride;             /* lane l's vector v is vector v * vstride + l (lanes l < vstride hold data):
-                                  vstride = group (coalesced), or nvec / 2 (pair layout: a lane holds
-                                  a neox pair's two halves) */
   int32_t tpb, hpb;            /* a block's tile: tokens x heads */
   int32_t head_tiles;          /* blocks per token tile: ceil(heads_per_token / hpb) */
+  /* the streaming kernel (fast.cuh): items (token, up to fast_hpi heads of one kind) */
+  int32_t fast_hpi;            /* heads per item: 1..4 */
+  int32_t fast_items_q, fast_items_k, fast_ipt; /* items per token: of q, of k, in all */
+  int32_t fast_check;          /* 1: the grid's last block checks the cache scales */
 
   /* options */
   int32_t q_norm, k_norm, gamma_offset, parity, rope_source, interleaved, layout;

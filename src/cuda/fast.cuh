@@ -1,0 +1,421 @@
+// The streaming kernel: the common case of the fused prologue compiled tight.
+//
+// When. 16-bit input (bf16 or fp16) with 16-byte aligned rows, outputs of the
+// input's dtype, D a multiple of 16 in [32, 512], R a multiple of 16, caches
+// of the input's dtype or int8/fp8, RoPE tables readable as aligned vectors,
+// no beta, not unfused-parity mode (the plan checks; fused.cuh does the rest).
+//
+// Work split. An item is (token, up to 4 heads of one kind: q, k or v). A
+// group of L lanes (L = D/16 rounded up to a power of two) does one item, with
+// no loop, no shared memory and no barrier: it issues the loads of all its
+// heads at once (two 16-byte vectors per lane per head), then reads the
+// token's position, slot, cos/sin and the norm weights into registers (once
+// per item), then normalizes, rotates and stores head by head. A block holds
+// kFastBlock / L groups: consecutive tokens of the same item slot, so the kind
+// and head range are uniform per block; consecutive blocks take the other
+// item slots of the same tokens. Decode-sized calls use one head per item (as
+// many groups in flight as there are heads), prefill uses four (the per-item
+// loads are amortized and each lane has 128 bytes in flight).
+//
+// Lane layout. Lane l holds two vectors of 8 elements, A = [8a, 8a+8) and
+// B = [8b, 8b+8): neox with R = D: a = l, b = l + D/16, so a rotation pair
+// (i, i + R/2) sits in one lane; neox with R < D: lanes l < R/16 hold pairs
+// (a = l, b = l + R/16), the others two unrotated vectors past R;
+// interleaved: a = l, b = l + D/16, pairs (2i, 2i+1) inside a vector.
+//
+// Errors: a token whose position or slot is outside its table writes nothing
+// and sets a bit of *error_flags; a head whose cache scale or offset is zero
+// or not finite skips its cache row (and the last block of the grid checks
+// every scale and offset and reports them, used or not).
+#ifndef QKVFUSE_CUDA_FAST_CUH
+#define QKVFUSE_CUDA_FAST_CUH
+
+#include "cuda/fused.cuh"
+
+namespace qf {
+
+constexpr int kFastBlock = 128;
+constexpr int kFastHeads = 4; /* most heads per item */
+
+// Two 16-bit values of a 32-bit word to and from float32.
+template <typename T>
+struct h16;
+template <>
+struct h16<__nv_bfloat16> {
+  __device__ static void unpack(uint32_t w, float &lo, float &hi) {
+    lo = __uint_as_float(w << 16);
+    hi = __uint_as_float(w & 0xffff0000u);
+  }
+  __device__ static uint32_t pack(float lo, float hi) {
+    const __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);
+    return *reinterpret_cast<const uint32_t *>(&v);
+  }
+};
+template <>
+struct h16<__half> {
+  __device__ static void unpack(uint32_t w, float &lo, float &hi) {
+    const float2 f = __half22float2(*reinterpret_cast<const __half2 *>(&w));
+    lo = f.x;
+    hi = f.y;
+  }
+  __device__ static uint32_t pack(float lo, float hi) {
+    const __half2 v = __floats2half2_rn(lo, hi);
+    return *reinterpret_cast<const uint32_t *>(&v);
+  }
+};
+
+template <typename T>
+__device__ __forceinline__ void unpack8(const uint4 &r, float *x) {
+  h16<T>::unpack(r.x, x[0], x[1]);
+  h16<T>::unpack(r.y, x[2], x[3]);
+  h16<T>::unpack(r.z, x[4], x[5]);
+  h16<T>::unpack(r.w, x[6], x[7]);
+}
+
+template <typename T>
+__device__ __forceinline__ uint4 pack8(const float *x) {
+  return make_uint4(h16<T>::pack(x[0], x[1]), h16<T>::pack(x[2], x[3]), h16<T>::pack(x[4], x[5]),
+                    h16<T>::pack(x[6], x[7]));
+}
+
+// N (4 or 8) consecutive elements [i, i + N) of a float32 / bfloat16 / float16
+// array as float32, by aligned vector loads (the plan checks the alignment).
+template <int N>
+__device__ __forceinline__ void ld_floats(const void *p, int dt, int64_t i, float *o) {
+  static_assert(N == 4 || N == 8, "4 or 8 elements");
+  if (dt == QKVFUSE_DTYPE_FLOAT32) {
+    const float4 *q = reinterpret_cast<const float4 *>(static_cast<const float *>(p) + i);
+#pragma unroll
+    for (int k = 0; k < N / 4; k++) {
+      const float4 v = __ldg(q + k);
+      o[4 * k] = v.x, o[4 * k + 1] = v.y, o[4 * k + 2] = v.z, o[4 * k + 3] = v.w;
+    }
+    return;
+  }
+  const uint16_t *b = static_cast<const uint16_t *>(p) + i;
+  uint32_t w[N / 2];
+  if constexpr (N == 8) {
+    const uint4 v = __ldg(reinterpret_cast<const uint4 *>(b));
+    w[0] = v.x, w[1] = v.y, w[2] = v.z, w[3] = v.w;
+  } else {
+    const uint2 v = __ldg(reinterpret_cast<const uint2 *>(b));
+    w[0] = v.x, w[1] = v.y;
+  }
+#pragma unroll
+  for (int k = 0; k < N / 2; k++) {
+    if (dt == QKVFUSE_DTYPE_BFLOAT16)
+      h16<__nv_bfloat16>::unpack(w[k], o[2 * k], o[2 * k + 1]);
+    else
+      h16<__half>::unpack(w[k], o[2 * k], o[2 * k + 1]);
+  }
+}
+
+// A scale or offset a cache row may use: finite, and (scales) not zero.
+__device__ __forceinline__ bool scale_ok(float s) { return (__float_as_uint(s) & 0x7fffffffu) - 1u < 0x7f7fffffu; }
+__device__ __forceinline__ bool offset_ok(float s) { return (__float_as_uint(s) & 0x7fffffffu) < 0x7f800000u; }
+
+// 1 / s, approximate (within 1 ulp; SPEC's int8 and fp8 tolerances cover it),
+// subnormal results kept.
+__device__ __forceinline__ float rcp_approx(float s) {
+  float r;
+  asm("rcp.approx.f32 %0, %1;" : "=f"(r) : "f"(s));
+  return r;
+}
+
+// The last block of the grid: every cache scale and offset, used or not.
+__device__ __forceinline__ void check_cache_scales(const qf_cu_params &P) {
+  const int width = P.Nkv * P.D;
+  const float *sc[4] = {P.k_scale, P.v_scale, P.k_offset, P.v_offset};
+  const int n[4] = {P.k_scale_pc ? width : 1, P.v_scale_pc ? width : 1, P.k_scale_pc ? width : 1,
+                    P.v_scale_pc ? width : 1};
+  bool bad = false;
+  for (int a = 0; a < 4; a++)
+    for (int i = threadIdx.x; sc[a] && i < n[a]; i += blockDim.x) {
+      const float v = __ldg(sc[a] + i);
+      bad |= a < 2 ? !scale_ok(v) : !offset_ok(v);
+    }
+  if (__syncthreads_or(bad) && threadIdx.x == 0) report(P, QKVFUSE_DATA_ERROR_SCALE);
+}
+
+// Quantize 8 values to int8 (sym/asym) or fp8 e4m3 bytes; false if a scale or
+// offset is bad. ch: the channel of x[0] in the [Nkv*D] row.
+__device__ __forceinline__ bool quantize8(const qf_cu_cache &C, const float *x, const float *scale,
+                                          const float *offset, int per_channel, int ch, uint2 &out) {
+  float sc[8], of[8];
+  if (per_channel) {
+    ld_floats<8>(scale, QKVFUSE_DTYPE_FLOAT32, ch, sc);
+    if (offset) ld_floats<8>(offset, QKVFUSE_DTYPE_FLOAT32, ch, of);
+  } else {
+    const float s = __ldg(scale), o = offset ? __ldg(offset) : 0.0f;
+#pragma unroll
+    for (int k = 0; k < 8; k++) sc[k] = s, of[k] = o;
+  }
+  bool ok = true;
+  if (offset) { /* checked whenever given, as the general kernel does */
+#pragma unroll
+    for (int k = 0; k < 8; k++) ok &= offset_ok(of[k]);
+  }
+  uint32_t w[2] = {0, 0};
+  if (C.quant == QKVFUSE_QUANT_FP8_E4M3) {
+#pragma unroll
+    for (int k = 0; k < 8; k += 2) {
+      ok &= scale_ok(sc[k]) & scale_ok(sc[k + 1]);
+      const __nv_fp8x2_storage_t q2 = __nv_cvt_float2_to_fp8x2(
+          make_float2(x[k] * rcp_approx(sc[k]), x[k + 1] * rcp_approx(sc[k + 1])), __NV_SATFINITE, __NV_E4M3);
+      uint32_t lo = q2 & 0xffu, hi = q2 >> 8;
+      if (isnan(x[k])) lo = signbit(x[k]) ? 0xffu : 0x7fu; /* NaN keeps its sign (SPEC: documented) */
+      if (isnan(x[k + 1])) hi = signbit(x[k + 1]) ? 0xffu : 0x7fu;
+      w[k >> 2] |= (lo | hi << 8) << (8 * (k & 3));
+    }
+  } else {
+    const bool asym = C.quant == QKVFUSE_QUANT_INT8_ASYM;
+#pragma unroll
+    for (int k = 0; k < 8; k++) {
+      ok &= scale_ok(sc[k]);
+      float y = x[k] * rcp_approx(sc[k]);
+      if (asym) y += of[k];
+      // rint with saturation to int32 (NaN -> 0), then to [-128, 127]
+      const int q = max(-128, min(127, __float2int_rn(y)));
+      w[k >> 2] |= ((uint32_t)q & 0xffu) << (8 * (k & 3));
+    }
+  }
+  out = make_uint2(w[0], w[1]);
+  return ok;
+}
+
+// Element offset of channel jj (a multiple of 8) of a token's row in a cache:
+// chunk = D (paged, paged_hnd, contiguous) or a power of two (nz).
+__device__ __forceinline__ int64_t cache_at(const qf_cu_cache &C, int64_t row0, int kvh, int e, int D) {
+  if (C.chunk == D) return row0 + kvh * C.s_chunk + e;
+  const int jj = kvh * D + e, sh = __ffs((int)C.chunk) - 1;
+  return row0 + (int64_t)(jj >> sh) * C.s_chunk + (jj & ((int)C.chunk - 1));
+}
+
+template <typename T, int L, bool INTER>
+__global__ void __launch_bounds__(kFastBlock, 4) fast_kernel(const qf_cu_params P) {
+  constexpr int GPB = kFastBlock / L;
+  if (P.fast_check && blockIdx.x == gridDim.x - 1) {
+    check_cache_scales(P);
+    return;
+  }
+  const int D = P.D, R = P.R, nl = D >> 4;
+  const int lane = threadIdx.x & (L - 1);
+  const unsigned tc = blockIdx.x / (unsigned)P.fast_ipt, item = blockIdx.x - tc * (unsigned)P.fast_ipt;
+  const int64_t t = (int64_t)tc * GPB + threadIdx.x / L;
+  const bool live = t < P.T; /* the group has a token */
+  const bool act = live && lane < nl; /* the lane holds data */
+
+  // the item: kind (0 q, 1 k, 2 v), first head, heads (uniform per block)
+  const int hpi = P.fast_hpi;
+  int kind, h0, nh;
+  if ((int)item < P.fast_items_q) {
+    kind = 0, h0 = item * hpi, nh = min(hpi, P.Nq - h0);
+  } else if ((int)item < P.fast_items_q + P.fast_items_k) {
+    kind = 1, h0 = (item - P.fast_items_q) * hpi, nh = min(hpi, P.Nkv - h0);
+  } else {
+    kind = 2, h0 = (item - P.fast_items_q - P.fast_items_k) * hpi, nh = min(hpi, P.Nkv - h0);
+  }
+
+  // the lane's two vectors and whether it rotates them
+  int va, vb;
+  bool rot_a, rot_b;
+  if (INTER) {
+    va = lane, vb = lane + nl;
+    rot_a = 8 * va < R, rot_b = 8 * vb < R;
+  } else if (lane < (R >> 4)) {
+    va = lane, vb = lane + (R >> 4);
+    rot_a = rot_b = true;
+  } else {
+    va = (R >> 3) + 2 * (lane - (R >> 4)), vb = va + 1;
+    rot_a = rot_b = false;
+  }
+
+  // 1. every head's input, in flight at once
+  const int col0 = kind == 0 ? 0 : (kind == 1 ? P.Nq * D : (P.Nq + P.Nkv) * D);
+  const T *in = reinterpret_cast<const T *>(P.qkv.data) + (act ? t : 0) * P.qkv.ld + col0 + h0 * D;
+  uint4 ra[kFastHeads], rb[kFastHeads];
+#pragma unroll
+  for (int i = 0; i < kFastHeads; i++) {
+    ra[i] = rb[i] = make_uint4(0, 0, 0, 0);
+    if (act && i < nh) {
+      ra[i] = *reinterpret_cast<const uint4 *>(in + i * D + 8 * va);
+      rb[i] = *reinterpret_cast<const uint4 *>(in + i * D + 8 * vb);
+    }
+  }
+
+  // 2. the token: position, cache destination
+  bool ok = live;
+  int64_t pos = 0, row0 = 0;
+  bool dest = false;
+  if (live && P.positions.data) {
+    pos = ld_index(P.positions.data, P.positions.dtype, t);
+    if (pos < 0 || pos >= P.max_pos) {
+      ok = false;
+      if (item == 0 && lane == 0) report(P, QKVFUSE_DATA_ERROR_POSITION);
+    }
+  }
+  if (live && P.layout != QKVFUSE_CACHE_NONE) {
+    const qf_cu_cache &C = P.k_cache;
+    int64_t blk = 0, row = 0, bad = 0;
+    if (P.layout == QKVFUSE_CACHE_CONTIGUOUS) {
+      const int64_t bb = t / P.S, i = t - bb * P.S;
+      const int64_t start = ld_index(P.slot_mapping.data, P.slot_mapping.dtype, bb);
+      if (start != -1) {
+        bad = start < 0 || start > C.block_size - P.S;
+        blk = bb, row = start + i;
+      }
+      dest = start != -1 && !bad;
+    } else {
+      const int64_t sl = ld_index(P.slot_mapping.data, P.slot_mapping.dtype, t);
+      if (sl != -1) {
+        bad = sl < 0 || sl >= C.blocks * C.block_size;
+        blk = sl / C.block_size, row = sl - blk * C.block_size;
+      }
+      dest = sl != -1 && !bad;
+    }
+    if (bad) {
+      ok = false;
+      if (item == 0 && lane == 0) report(P, QKVFUSE_DATA_ERROR_SLOT);
+    }
+    const qf_cu_cache &CC = kind == 1 ? P.k_cache : P.v_cache;
+    row0 = blk * CC.s_block + row * CC.s_row;
+  }
+
+  // 3. per-item constants: norm weights, cos/sin of the lane's elements
+  const bool norm = kind == 0 ? P.q_norm : (kind == 1 && P.k_norm);
+  float g[16];
+  if (norm) {
+    const qf_cu_vec &gw = kind == 0 ? P.q_gamma : P.k_gamma;
+    ld_floats<8>(gw.data, gw.dtype, 8 * va, g);
+    ld_floats<8>(gw.data, gw.dtype, 8 * vb, g + 8);
+    if (P.gamma_offset) {
+#pragma unroll
+      for (int k = 0; k < 16; k++) g[k] += 1.0f;
+    }
+  }
+  float cs[4][8]; /* cos A, sin A, cos B, sin B */
+  const bool rope = kind < 2 && R > 0 && ok && act && (rot_a || rot_b);
+  if (rope) {
+    if (P.rope_source == QKVFUSE_ROPE_COS_SIN) { /* as given, for the rotated vectors only (< R) */
+      if (rot_a) {
+        ld_floats<8>(P.cos.data, P.cos.dtype, t * P.cos.ld + 8 * va, cs[0]);
+        ld_floats<8>(P.sin.data, P.sin.dtype, t * P.sin.ld + 8 * va, cs[1]);
+      }
+      if (rot_b) {
+        ld_floats<8>(P.cos.data, P.cos.dtype, t * P.cos.ld + 8 * vb, cs[2]);
+        ld_floats<8>(P.sin.data, P.sin.dtype, t * P.sin.ld + 8 * vb, cs[3]);
+      }
+    } else if (!INTER && P.rope_source == QKVFUSE_ROPE_COS_SIN_CACHE) {
+      const int64_t base = pos * P.cos_sin_cache.ld + 8 * va; /* pairs 8a .. 8a+7 */
+      ld_floats<8>(P.cos_sin_cache.data, P.cos_sin_cache.dtype, base, cs[0]);
+      ld_floats<8>(P.cos_sin_cache.data, P.cos_sin_cache.dtype, base + (R >> 1), cs[1]);
+#pragma unroll
+      for (int k = 0; k < 8; k++) cs[2][k] = cs[0][k], cs[3][k] = cs[1][k];
+    } else if (P.rope_source == QKVFUSE_ROPE_COS_SIN_CACHE) {
+      const int64_t base = pos * P.cos_sin_cache.ld; /* vector v holds pairs 4v .. 4v+3 */
+      float c[4], s[4];
+#pragma unroll
+      for (int v = 0; v < 2; v++) {
+        const int w = v ? vb : va;
+        if (8 * w >= R) continue;
+        ld_floats<4>(P.cos_sin_cache.data, P.cos_sin_cache.dtype, base + 4 * w, c);
+        ld_floats<4>(P.cos_sin_cache.data, P.cos_sin_cache.dtype, base + (R >> 1) + 4 * w, s);
+#pragma unroll
+        for (int k = 0; k < 8; k++) cs[2 * v][k] = c[k >> 1], cs[2 * v + 1][k] = s[k >> 1];
+      }
+    } else {
+#pragma unroll
+      for (int v = 0; v < 2; v++) {
+        const int w = v ? vb : va;
+        if (INTER ? 8 * w >= R : v == 1) continue;
+#pragma unroll
+        for (int k = 0; k < 8; k += INTER ? 2 : 1) {
+          float c, s;
+          half_cos_sin(P, pos, INTER ? (8 * w + k) >> 1 : 8 * w + k, c, s);
+          cs[2 * v][k] = c, cs[2 * v + 1][k] = s;
+          if (INTER) cs[2 * v][k + 1] = c, cs[2 * v + 1][k + 1] = s;
+        }
+      }
+      if (!INTER) {
+#pragma unroll
+        for (int k = 0; k < 8; k++) cs[2][k] = cs[0][k], cs[3][k] = cs[1][k];
+      }
+    }
+  }
+
+  // 4. the heads
+  const qf_cu_mat &out = kind == 0 ? P.q_out : (kind == 1 ? P.k_out : P.v_out);
+  const qf_cu_cache &C = kind == 1 ? P.k_cache : P.v_cache;
+  const bool to_cache = kind > 0 && dest && C.data;
+  const float *scale = kind == 1 ? P.k_scale : P.v_scale, *offset = kind == 1 ? P.k_offset : P.v_offset;
+  const int per_channel = kind == 1 ? P.k_scale_pc : P.v_scale_pc;
+#pragma unroll
+  for (int i = 0; i < kFastHeads; i++) {
+    if (i >= nh) break; /* uniform per block */
+    float x[16];
+    unpack8<T>(ra[i], x);
+    unpack8<T>(rb[i], x + 8);
+    if (norm) {
+      float ss = 0.0f;
+#pragma unroll
+      for (int k = 0; k < 16; k++) ss = fmaf(x[k], x[k], ss);
+#pragma unroll
+      for (int off = L >> 1; off > 0; off >>= 1) ss += __shfl_xor_sync(0xffffffffu, ss, off, L);
+      const float inv = rsqrtf(ss / (float)D + P.eps);
+#pragma unroll
+      for (int k = 0; k < 16; k++) x[k] = x[k] * inv * g[k];
+    }
+    if (rope) {
+      if (!INTER) {
+#pragma unroll
+        for (int k = 0; k < 8; k++) {
+          const float a = x[k], b = x[8 + k];
+          x[k] = fmaf(a, cs[0][k], -b * cs[1][k]);
+          x[8 + k] = fmaf(b, cs[2][k], a * cs[3][k]);
+        }
+      } else {
+#pragma unroll
+        for (int v = 0; v < 2; v++) {
+          if (!(v ? rot_b : rot_a)) continue;
+          float *y = x + 8 * v;
+          const float *c = cs[2 * v], *s = cs[2 * v + 1];
+#pragma unroll
+          for (int k = 0; k < 8; k += 2) {
+            const float a = y[k], b = y[k + 1];
+            y[k] = fmaf(a, c[k], -b * s[k]);
+            y[k + 1] = fmaf(b, c[k + 1], a * s[k + 1]);
+          }
+        }
+      }
+    }
+    if (!(ok && act)) continue;
+    const int kvh = h0 + i;
+    const uint4 pa = pack8<T>(x), pb = pack8<T>(x + 8);
+    if (out.data) {
+      T *o = reinterpret_cast<T *>(out.data) + t * out.ld + kvh * D;
+      *reinterpret_cast<uint4 *>(o + 8 * va) = pa;
+      *reinterpret_cast<uint4 *>(o + 8 * vb) = pb;
+    }
+    if (!to_cache) continue;
+    if (C.quant == QKVFUSE_QUANT_NONE) {
+      T *c = reinterpret_cast<T *>(C.data);
+      *reinterpret_cast<uint4 *>(c + cache_at(C, row0, kvh, 8 * va, D)) = pa;
+      *reinterpret_cast<uint4 *>(c + cache_at(C, row0, kvh, 8 * vb, D)) = pb;
+      continue;
+    }
+    // quantized: k after RoPE (x), v as read
+    uint2 qa, qb;
+    bool sok = quantize8(C, x, scale, offset, per_channel, kvh * D + 8 * va, qa);
+    sok &= quantize8(C, x + 8, scale, offset, per_channel, kvh * D + 8 * vb, qb);
+    // a bad scale anywhere in the head: the head's row is skipped (the whole
+    // group decides; the scale check block reports it)
+    if (__any_sync(__activemask(), !sok)) continue;
+    uint8_t *c = static_cast<uint8_t *>(C.data);
+    *reinterpret_cast<uint2 *>(c + cache_at(C, row0, kvh, 8 * va, D)) = qa;
+    *reinterpret_cast<uint2 *>(c + cache_at(C, row0, kvh, 8 * vb, D)) = qb;
+  }
+}
+
+}  // namespace qf
+
+#endif  // QKVFUSE_CUDA_FAST_CUH

@@ -1,0 +1,8 @@
+// Streaming kernel (fast.cuh) instantiations for __nv_bfloat16 input.
+#include "cuda/fast_launch.cuh"
+#include "cuda/launch.h"
+
+qkvfuse_status qf_cuda_launch_fast_bf16(int lanes, int interleaved, const qf_cu_params *P, unsigned blocks,
+                                   cudaStream_t stream) {
+  return qf::launch_fast<__nv_bfloat16>(lanes, interleaved, P, blocks, stream);
+}

@@ -1,0 +1,8 @@
+// Streaming kernel (fast.cuh) instantiations for __half input.
+#include "cuda/fast_launch.cuh"
+#include "cuda/launch.h"
+
+qkvfuse_status qf_cuda_launch_fast_f16(int lanes, int interleaved, const qf_cu_params *P, unsigned blocks,
+                                   cudaStream_t stream) {
+  return qf::launch_fast<__half>(lanes, interleaved, P, blocks, stream);
+}

@@ -1,14 +1,16 @@
 /* 64-bit indexing on CUDA: a call whose input has T*H > 2^31 elements and
  * whose caches need element offsets > 2^31.
  *
- * qkv [T = 45M, H = 48] bf16 (4.3 GB, 2.16e9 elements), q/k RMSNorm, RoPE
+ * qkv [T = 45M, H = 48] bf16 (4.3 GB, 2.16e9 elements; D = 16, the general
+ * kernel) or [T = 24M, H = 96] (D = 32, the streaming kernel), q/k RMSNorm, RoPE
  * from a cos_sin_cache, k into a bf16 paged cache and v into an int8 paged
  * cache of 136M slots (offsets up to 2.2e9 elements), slots a bijection
  * t -> t*P mod slots (some -1). Checked on samples against the CPU reference
  * run on just those tokens: the last tokens, the tokens whose input offset
  * crosses 2^31, tokens written to slots above 2^27, random tokens, and
  * unmapped slots (must keep their poison).
- *   test_cuda_big [--tokens T]   (exit 77 without a GPU; needs ~13 GB of GPU memory) */
+ *   test_cuda_big [--head-dim 16|32] [--tokens T]
+ * (exit 77 without a GPU; needs ~13 GB (D = 16) or ~22 GB (D = 32) of GPU memory) */
 #include <cuda_runtime_api.h>
 #include <math.h>
 #include <stdio.h>
@@ -18,7 +20,8 @@
 #include "fp.h"
 #include "harness.h"
 
-enum { NQ = 1, NKV = 1, D = 16, H = (NQ + 2 * NKV) * D, BS = 16, MAX_POS = 4096, SAMPLES = 6000 };
+enum { NQ = 1, NKV = 1, BS = 16, MAX_POS = 4096, SAMPLES = 6000 };
+static int D = 16, H = 48; /* head dim (--head-dim), H = (NQ + 2 * NKV) * D */
 static const int64_t kBlocks = 8500000; /* 136M slots */
 static const uint64_t kP = 2654435761u; /* prime > slots: t -> t*P mod slots is a bijection */
 static const uint8_t kPoisonK = 0x5A, kPoisonV = 0xA5;
@@ -70,7 +73,13 @@ int main(int argc, char **argv) {
     printf("test_cuda_big: no CUDA device: skipped\n");
     return TK_SKIP;
   }
-  const int64_t T = (int64_t)tk_arg_u64(argc, argv, "--tokens", NULL, 45000000);
+  D = (int)tk_arg_u64(argc, argv, "--head-dim", NULL, 16);
+  if (D != 16 && D != 32) {
+    printf("test_cuda_big: --head-dim 16 or 32\n");
+    return 2;
+  }
+  H = (NQ + 2 * NKV) * D;
+  const int64_t T = (int64_t)tk_arg_u64(argc, argv, "--tokens", NULL, D == 16 ? 45000000 : 24000000);
   const int64_t NS = kBlocks * BS;
   size_t free_b = 0, total_b = 0;
   CK(cudaMemGetInfo(&free_b, &total_b));

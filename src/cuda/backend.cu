@@ -173,27 +173,41 @@ static bool fast_ok(const qf_problem *p, const qf_cu_params &P) {
   return true;
 }
 
-// The streaming kernel's work split: items of hpi heads; the largest hpi of
-// 4, 2, 1 that still gives about 1024 threads per multiprocessor (decode-sized
-// calls get one head per item, prefill four). Returns the grid size, or 0 if
-// the grid would not fit in one launch.
-static int64_t fast_split(const qkvfuse_plan *plan, const qf_problem *p, int lanes, qf_cu_params *P) {
+// The streaming kernel's work split: units of (tokens per block, one item of
+// hpi heads); hpi is the largest of 4 (2 with per-token cos/sin), 2, 1 that still gives about 1024
+// threads per multiprocessor (decode-sized calls get one head per item,
+// prefill four). The grid is at most the resident blocks (4 per
+// multiprocessor), walking the units grid-stride, plus the scale-check block.
+// Sets *smem; returns the grid size, or 0 if the units overflow 32 bits or
+// the quantization table does not fit.
+static int64_t fast_split(const qkvfuse_plan *plan, const qf_problem *p, int lanes, qf_cu_params *P, size_t *smem) {
   const int64_t sms = plan->device_sm_count > 0 ? plan->device_sm_count : 132;
   const bool k_work = p->k_out.data || p->desc->cache_layout != QKVFUSE_CACHE_NONE;
   const bool v_work = p->v_out.data || p->desc->cache_layout != QKVFUSE_CACHE_NONE;
   const int64_t tchunks = (p->T + qf::kFastBlock / lanes - 1) / (qf::kFastBlock / lanes);
-  int64_t blocks = 0;
-  for (int hpi = qf::kFastHeads; hpi >= 1; hpi >>= 1) {
+  int64_t units = 0;
+  for (int hpi = qf::fast_max_heads(p->desc->rope_source == QKVFUSE_ROPE_COS_SIN); hpi >= 1; hpi >>= 1) {
     P->fast_hpi = hpi;
     P->fast_items_q = (int32_t)((p->Nq + hpi - 1) / hpi);
     P->fast_items_k = k_work ? (int32_t)((p->Nkv + hpi - 1) / hpi) : 0;
     P->fast_ipt = P->fast_items_q + P->fast_items_k + (v_work ? (int32_t)((p->Nkv + hpi - 1) / hpi) : 0);
-    blocks = tchunks * P->fast_ipt;
-    if (blocks * qf::kFastBlock >= sms * 1024) break;
+    units = tchunks * P->fast_ipt;
+    if (units * qf::kFastBlock >= sms * 1024) break;
   }
+  if (units >= 0xffffffffLL - 2 * sms * 4) return 0;
+  P->fast_units = (uint32_t)units;
+  const int64_t resident = sms * 4;
+  const int64_t grid = units < resident ? units : resident;
+  // quantized caches: each block builds the reciprocal scales in shared
+  // memory (within the default 48 KB; larger tables take the general kernel)
+  const bool quant = (p->k_cache.data && p->desc->k_quant != QKVFUSE_QUANT_NONE) ||
+                     (p->v_cache.data && p->desc->v_quant != QKVFUSE_QUANT_NONE);
+  const size_t tab = qf::qtable_bytes((int)(p->Nkv * p->D), (int)p->Nkv, p->k_offset.data || p->v_offset.data);
+  if (quant && tab > 48 * 1024) return 0;
+  P->fast_qtable = quant;
+  *smem = quant ? tab : 0;
   P->fast_check = p->k_scale.data || p->v_scale.data;
-  blocks += P->fast_check;
-  return blocks <= 0x7fffffff ? blocks : 0;
+  return grid + P->fast_check;
 }
 
 static qkvfuse_status qf_cuda_run(const qkvfuse_plan *plan, const qf_problem *p, void *stream) {
@@ -204,10 +218,11 @@ static qkvfuse_status qf_cuda_run(const qkvfuse_plan *plan, const qf_problem *p,
   const qkvfuse_dtype in = p->qkv.dtype;
   if (fast_ok(p, P)) {
     const int lanes = pow2_ceil((int)(p->D / 16));
-    const int64_t blocks = fast_split(plan, p, lanes, &P);
-    if (blocks > 0)
-      return qf_cuda_launch(in, 0, 0, lanes, p->desc->rope_style == QKVFUSE_ROPE_INTERLEAVED, &P, (unsigned)blocks,
-                            0, (cudaStream_t)stream);
+    size_t smem = 0;
+    const int64_t blocks = fast_split(plan, p, lanes, &P, &smem);
+    const int variant = (p->desc->rope_style == QKVFUSE_ROPE_INTERLEAVED ? QF_FAST_INTERLEAVED : 0) |
+                        (p->desc->rope_source == QKVFUSE_ROPE_COS_SIN ? QF_FAST_SEPARATE : 0);
+    if (blocks > 0) return qf_cuda_launch(in, 0, 0, lanes, variant, &P, (unsigned)blocks, smem, (cudaStream_t)stream);
   }
   const int in_bytes = (int)qkvfuse_dtype_size(in);
   const int vmax = 16 / in_bytes;

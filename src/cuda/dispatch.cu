@@ -2,12 +2,12 @@
 #include "core/error.h"
 #include "cuda/launch.h"
 
-qkvfuse_status qf_cuda_launch(qkvfuse_dtype in, int vec, int nv, int lanes, int interleaved, const qf_cu_params *P,
+qkvfuse_status qf_cuda_launch(qkvfuse_dtype in, int vec, int nv, int lanes, int variant, const qf_cu_params *P,
                               unsigned blocks, size_t smem, cudaStream_t stream) {
   if (lanes > 0) {
     switch (in) {
-      case QKVFUSE_DTYPE_FLOAT16: return qf_cuda_launch_fast_f16(lanes, interleaved, P, blocks, stream);
-      case QKVFUSE_DTYPE_BFLOAT16: return qf_cuda_launch_fast_bf16(lanes, interleaved, P, blocks, stream);
+      case QKVFUSE_DTYPE_FLOAT16: return qf_cuda_launch_fast_f16(lanes, variant, P, blocks, smem, stream);
+      case QKVFUSE_DTYPE_BFLOAT16: return qf_cuda_launch_fast_bf16(lanes, variant, P, blocks, smem, stream);
       default: return qf_fail(QKVFUSE_ERROR_DTYPE, "qkv: no streaming CUDA kernel for dtype %s", qkvfuse_dtype_name(in));
     }
   }

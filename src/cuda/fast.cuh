@@ -35,7 +35,8 @@
 namespace qf {
 
 constexpr int kFastBlock = 128;
-constexpr int kFastHeads = 4; /* most heads per item */
+constexpr int kFastHeads = 4; /* most heads per item (2 with per-token cos/sin: registers) */
+__host__ __device__ constexpr int fast_max_heads(bool sep) { return sep ? 2 : kFastHeads; }
 
 // Two 16-bit values of a 32-bit word to and from float32.
 template <typename T>
@@ -137,50 +138,60 @@ __device__ __forceinline__ void check_cache_scales(const qf_cu_params &P) {
   if (__syncthreads_or(bad) && threadIdx.x == 0) report(P, QKVFUSE_DATA_ERROR_SCALE);
 }
 
-// Quantize 8 values to int8 (sym/asym) or fp8 e4m3 bytes; false if a scale or
-// offset is bad. ch: the channel of x[0] in the [Nkv*D] row.
-__device__ __forceinline__ bool quantize8(const qf_cu_cache &C, const float *x, const float *scale,
-                                          const float *offset, int per_channel, int ch, uint2 &out) {
-  float sc[8], of[8];
-  if (per_channel) {
-    ld_floats<8>(scale, QKVFUSE_DTYPE_FLOAT32, ch, sc);
-    if (offset) ld_floats<8>(offset, QKVFUSE_DTYPE_FLOAT32, ch, of);
-  } else {
-    const float s = __ldg(scale), o = offset ? __ldg(offset) : 0.0f;
-#pragma unroll
-    for (int k = 0; k < 8; k++) sc[k] = s, of[k] = o;
-  }
-  bool ok = true;
-  if (offset) { /* checked whenever given, as the general kernel does */
-#pragma unroll
-    for (int k = 0; k < 8; k++) ok &= offset_ok(of[k]);
-  }
+// sat8(rint(y)); NaN -> 0.
+__device__ __forceinline__ uint32_t sat_s8(float y) {
+  int q;
+  asm("cvt.rni.sat.s8.f32 %0, %1;" : "=r"(q) : "f"(y));
+  return (uint32_t)q & 0xffu;
+}
+
+// 8 values to int8 (x * r (+ of)) or fp8 e4m3 (x * r) bytes.
+__device__ __forceinline__ uint2 quant_bytes8(int quant, const float *x, const float *r, const float *of) {
   uint32_t w[2] = {0, 0};
-  if (C.quant == QKVFUSE_QUANT_FP8_E4M3) {
+  if (quant == QKVFUSE_QUANT_FP8_E4M3) {
 #pragma unroll
     for (int k = 0; k < 8; k += 2) {
-      ok &= scale_ok(sc[k]) & scale_ok(sc[k + 1]);
-      const __nv_fp8x2_storage_t q2 = __nv_cvt_float2_to_fp8x2(
-          make_float2(x[k] * rcp_approx(sc[k]), x[k + 1] * rcp_approx(sc[k + 1])), __NV_SATFINITE, __NV_E4M3);
+      const __nv_fp8x2_storage_t q2 =
+          __nv_cvt_float2_to_fp8x2(make_float2(x[k] * r[k], x[k + 1] * r[k + 1]), __NV_SATFINITE, __NV_E4M3);
       uint32_t lo = q2 & 0xffu, hi = q2 >> 8;
       if (isnan(x[k])) lo = signbit(x[k]) ? 0xffu : 0x7fu; /* NaN keeps its sign (SPEC: documented) */
       if (isnan(x[k + 1])) hi = signbit(x[k + 1]) ? 0xffu : 0x7fu;
       w[k >> 2] |= (lo | hi << 8) << (8 * (k & 3));
     }
-  } else {
-    const bool asym = C.quant == QKVFUSE_QUANT_INT8_ASYM;
+  } else if (quant == QKVFUSE_QUANT_INT8_ASYM) {
 #pragma unroll
-    for (int k = 0; k < 8; k++) {
-      ok &= scale_ok(sc[k]);
-      float y = x[k] * rcp_approx(sc[k]);
-      if (asym) y += of[k];
-      // rint with saturation to int32 (NaN -> 0), then to [-128, 127]
-      const int q = max(-128, min(127, __float2int_rn(y)));
-      w[k >> 2] |= ((uint32_t)q & 0xffu) << (8 * (k & 3));
-    }
+    for (int k = 0; k < 8; k++) w[k >> 2] |= sat_s8(fmaf(x[k], r[k], of[k])) << (8 * (k & 3));
+  } else {
+#pragma unroll
+    for (int k = 0; k < 8; k++) w[k >> 2] |= sat_s8(x[k] * r[k]) << (8 * (k & 3));
   }
-  out = make_uint2(w[0], w[1]);
-  return ok;
+  return make_uint2(w[0], w[1]);
+}
+
+// The per-block quantization table, in shared memory (built once per block):
+// reciprocal scales [2][W] (k, v; W = Nkv * D), offsets [2][W] when given,
+// and per (k or v, head) a flag: a scale or offset of the head is bad.
+__host__ __device__ inline size_t qtable_bytes(int W, int Nkv, bool offsets) {
+  return sizeof(float) * (size_t)W * (offsets ? 4 : 2) + sizeof(int) * 2 * (size_t)Nkv;
+}
+
+__device__ __forceinline__ void fill_qtable(const qf_cu_params &P, float *tab) {
+  const int W = P.Nkv * P.D;
+  const bool offsets = P.k_offset || P.v_offset;
+  int *bad = reinterpret_cast<int *>(tab + (size_t)W * (offsets ? 4 : 2));
+  for (int i = threadIdx.x; i < 2 * P.Nkv; i += blockDim.x) bad[i] = 0;
+  __syncthreads();
+  for (int i = threadIdx.x; i < 2 * W; i += blockDim.x) {
+    const int kv = i >= W, c = i - kv * W;
+    const float *sc = kv ? P.v_scale : P.k_scale, *of = kv ? P.v_offset : P.k_offset;
+    if (!sc) continue; /* that cache is not quantized */
+    const int at = (kv ? P.v_scale_pc : P.k_scale_pc) ? c : 0;
+    const float s = __ldg(sc + at), o = of ? __ldg(of + at) : 0.0f;
+    tab[i] = rcp_approx(s);
+    if (offsets) tab[2 * W + i] = o;
+    if (!scale_ok(s) || (of && !offset_ok(o))) atomicOr(&bad[kv * P.Nkv + c / P.D], 1);
+  }
+  __syncthreads();
 }
 
 // Element offset of channel jj (a multiple of 8) of a token's row in a cache:
@@ -191,30 +202,39 @@ __device__ __forceinline__ int64_t cache_at(const qf_cu_cache &C, int64_t row0, 
   return row0 + (int64_t)(jj >> sh) * C.s_chunk + (jj & ((int)C.chunk - 1));
 }
 
-template <typename T, int L, bool INTER>
+// A token's raw position and slot (or contiguous start index): what the
+// next work unit needs first, loaded one unit ahead.
+struct token_ix {
+  int64_t pos, slot;
+};
+
+__device__ __forceinline__ token_ix load_token_ix(const qf_cu_params &P, int64_t t) {
+  token_ix x = {0, -1};
+  if (t >= P.T) return x;
+  if (P.positions.data) x.pos = ld_index(P.positions.data, P.positions.dtype, t);
+  if (P.layout != QKVFUSE_CACHE_NONE)
+    x.slot = ld_index(P.slot_mapping.data, P.slot_mapping.dtype, P.layout == QKVFUSE_CACHE_CONTIGUOUS ? t / P.S : t);
+  return x;
+}
+
+// SEP: cos/sin given per token at full length (COS_SIN source), so a neox
+// lane's two halves have their own; otherwise they share the pair's.
+template <typename T, int L, bool INTER, bool SEP>
 __global__ void __launch_bounds__(kFastBlock, 4) fast_kernel(const qf_cu_params P) {
-  constexpr int GPB = kFastBlock / L;
-  if (P.fast_check && blockIdx.x == gridDim.x - 1) {
+  constexpr int GPB = kFastBlock / L, NH = fast_max_heads(SEP);
+  extern __shared__ __align__(16) float qtab[];
+  const unsigned units = gridDim.x - (P.fast_check ? 1u : 0u); /* blocks doing work */
+  if (blockIdx.x == units) {
     check_cache_scales(P);
     return;
   }
-  const int D = P.D, R = P.R, nl = D >> 4;
-  const int lane = threadIdx.x & (L - 1);
-  const unsigned tc = blockIdx.x / (unsigned)P.fast_ipt, item = blockIdx.x - tc * (unsigned)P.fast_ipt;
-  const int64_t t = (int64_t)tc * GPB + threadIdx.x / L;
-  const bool live = t < P.T; /* the group has a token */
-  const bool act = live && lane < nl; /* the lane holds data */
-
-  // the item: kind (0 q, 1 k, 2 v), first head, heads (uniform per block)
-  const int hpi = P.fast_hpi;
-  int kind, h0, nh;
-  if ((int)item < P.fast_items_q) {
-    kind = 0, h0 = item * hpi, nh = min(hpi, P.Nq - h0);
-  } else if ((int)item < P.fast_items_q + P.fast_items_k) {
-    kind = 1, h0 = (item - P.fast_items_q) * hpi, nh = min(hpi, P.Nkv - h0);
-  } else {
-    kind = 2, h0 = (item - P.fast_items_q - P.fast_items_k) * hpi, nh = min(hpi, P.Nkv - h0);
-  }
+  const int D = P.D, R = P.R, nl = D >> 4, W = P.Nkv * D;
+  const int lane = threadIdx.x & (L - 1), grp = threadIdx.x / L;
+  const unsigned ipt = (unsigned)P.fast_ipt;
+  // work units: (GPB consecutive tokens, one item slot), grid-stride; the
+  // next unit's position and slot are loaded while this one runs
+  token_ix next = load_token_ix(P, (int64_t)(blockIdx.x / ipt) * GPB + grp);
+  if (P.fast_qtable) fill_qtable(P, qtab);
 
   // the lane's two vectors and whether it rotates them
   int va, vb;
@@ -230,189 +250,202 @@ __global__ void __launch_bounds__(kFastBlock, 4) fast_kernel(const qf_cu_params 
     rot_a = rot_b = false;
   }
 
-  // 1. every head's input, in flight at once
-  const int col0 = kind == 0 ? 0 : (kind == 1 ? P.Nq * D : (P.Nq + P.Nkv) * D);
-  const T *in = reinterpret_cast<const T *>(P.qkv.data) + (act ? t : 0) * P.qkv.ld + col0 + h0 * D;
-  uint4 ra[kFastHeads], rb[kFastHeads];
-#pragma unroll
-  for (int i = 0; i < kFastHeads; i++) {
-    ra[i] = rb[i] = make_uint4(0, 0, 0, 0);
-    if (act && i < nh) {
-      ra[i] = *reinterpret_cast<const uint4 *>(in + i * D + 8 * va);
-      rb[i] = *reinterpret_cast<const uint4 *>(in + i * D + 8 * vb);
-    }
-  }
+  for (unsigned u = blockIdx.x; u < P.fast_units; u += units) {
+    const token_ix ix = next;
+    const unsigned tc = u / ipt, item = u - tc * ipt;
+    const int64_t t = (int64_t)tc * GPB + grp;
+    const bool live = t < P.T;          /* the group has a token */
+    const bool act = live && lane < nl; /* the lane holds data */
 
-  // 2. the token: position, cache destination
-  bool ok = live;
-  int64_t pos = 0, row0 = 0;
-  bool dest = false;
-  if (live && P.positions.data) {
-    pos = ld_index(P.positions.data, P.positions.dtype, t);
-    if (pos < 0 || pos >= P.max_pos) {
+    // the item: kind (0 q, 1 k, 2 v), first head, heads (uniform per block)
+    const int hpi = P.fast_hpi;
+    int kind, h0, nh;
+    if ((int)item < P.fast_items_q) {
+      kind = 0, h0 = item * hpi, nh = min(hpi, P.Nq - h0);
+    } else if ((int)item < P.fast_items_q + P.fast_items_k) {
+      kind = 1, h0 = (item - P.fast_items_q) * hpi, nh = min(hpi, P.Nkv - h0);
+    } else {
+      kind = 2, h0 = (item - P.fast_items_q - P.fast_items_k) * hpi, nh = min(hpi, P.Nkv - h0);
+    }
+
+    // 1. every head's input, in flight at once
+    const int col0 = kind == 0 ? 0 : (kind == 1 ? P.Nq * D : (P.Nq + P.Nkv) * D);
+    const T *in = reinterpret_cast<const T *>(P.qkv.data) + (act ? t : 0) * P.qkv.ld + col0 + h0 * D;
+    uint4 ra[NH], rb[NH];
+#pragma unroll
+    for (int i = 0; i < NH; i++) {
+      ra[i] = rb[i] = make_uint4(0, 0, 0, 0);
+      if (act && i < nh) {
+        ra[i] = *reinterpret_cast<const uint4 *>(in + i * D + 8 * va);
+        rb[i] = *reinterpret_cast<const uint4 *>(in + i * D + 8 * vb);
+      }
+    }
+    if (u + units < P.fast_units) next = load_token_ix(P, (int64_t)((u + units) / ipt) * GPB + grp);
+
+    // 2. the token: position and cache destination checked
+    bool ok = live, dest = false;
+    int64_t row0 = 0;
+    if (live && P.positions.data && (ix.pos < 0 || ix.pos >= P.max_pos)) {
       ok = false;
       if (item == 0 && lane == 0) report(P, QKVFUSE_DATA_ERROR_POSITION);
     }
-  }
-  if (live && P.layout != QKVFUSE_CACHE_NONE) {
-    const qf_cu_cache &C = P.k_cache;
-    int64_t blk = 0, row = 0, bad = 0;
-    if (P.layout == QKVFUSE_CACHE_CONTIGUOUS) {
-      const int64_t bb = t / P.S, i = t - bb * P.S;
-      const int64_t start = ld_index(P.slot_mapping.data, P.slot_mapping.dtype, bb);
-      if (start != -1) {
-        bad = start < 0 || start > C.block_size - P.S;
-        blk = bb, row = start + i;
-      }
-      dest = start != -1 && !bad;
-    } else {
-      const int64_t sl = ld_index(P.slot_mapping.data, P.slot_mapping.dtype, t);
-      if (sl != -1) {
-        bad = sl < 0 || sl >= C.blocks * C.block_size;
-        blk = sl / C.block_size, row = sl - blk * C.block_size;
-      }
-      dest = sl != -1 && !bad;
-    }
-    if (bad) {
-      ok = false;
-      if (item == 0 && lane == 0) report(P, QKVFUSE_DATA_ERROR_SLOT);
-    }
-    const qf_cu_cache &CC = kind == 1 ? P.k_cache : P.v_cache;
-    row0 = blk * CC.s_block + row * CC.s_row;
-  }
-
-  // 3. per-item constants: norm weights, cos/sin of the lane's elements
-  const bool norm = kind == 0 ? P.q_norm : (kind == 1 && P.k_norm);
-  float g[16];
-  if (norm) {
-    const qf_cu_vec &gw = kind == 0 ? P.q_gamma : P.k_gamma;
-    ld_floats<8>(gw.data, gw.dtype, 8 * va, g);
-    ld_floats<8>(gw.data, gw.dtype, 8 * vb, g + 8);
-    if (P.gamma_offset) {
-#pragma unroll
-      for (int k = 0; k < 16; k++) g[k] += 1.0f;
-    }
-  }
-  float cs[4][8]; /* cos A, sin A, cos B, sin B */
-  const bool rope = kind < 2 && R > 0 && ok && act && (rot_a || rot_b);
-  if (rope) {
-    if (P.rope_source == QKVFUSE_ROPE_COS_SIN) { /* as given, for the rotated vectors only (< R) */
-      if (rot_a) {
-        ld_floats<8>(P.cos.data, P.cos.dtype, t * P.cos.ld + 8 * va, cs[0]);
-        ld_floats<8>(P.sin.data, P.sin.dtype, t * P.sin.ld + 8 * va, cs[1]);
-      }
-      if (rot_b) {
-        ld_floats<8>(P.cos.data, P.cos.dtype, t * P.cos.ld + 8 * vb, cs[2]);
-        ld_floats<8>(P.sin.data, P.sin.dtype, t * P.sin.ld + 8 * vb, cs[3]);
-      }
-    } else if (!INTER && P.rope_source == QKVFUSE_ROPE_COS_SIN_CACHE) {
-      const int64_t base = pos * P.cos_sin_cache.ld + 8 * va; /* pairs 8a .. 8a+7 */
-      ld_floats<8>(P.cos_sin_cache.data, P.cos_sin_cache.dtype, base, cs[0]);
-      ld_floats<8>(P.cos_sin_cache.data, P.cos_sin_cache.dtype, base + (R >> 1), cs[1]);
-#pragma unroll
-      for (int k = 0; k < 8; k++) cs[2][k] = cs[0][k], cs[3][k] = cs[1][k];
-    } else if (P.rope_source == QKVFUSE_ROPE_COS_SIN_CACHE) {
-      const int64_t base = pos * P.cos_sin_cache.ld; /* vector v holds pairs 4v .. 4v+3 */
-      float c[4], s[4];
-#pragma unroll
-      for (int v = 0; v < 2; v++) {
-        const int w = v ? vb : va;
-        if (8 * w >= R) continue;
-        ld_floats<4>(P.cos_sin_cache.data, P.cos_sin_cache.dtype, base + 4 * w, c);
-        ld_floats<4>(P.cos_sin_cache.data, P.cos_sin_cache.dtype, base + (R >> 1) + 4 * w, s);
-#pragma unroll
-        for (int k = 0; k < 8; k++) cs[2 * v][k] = c[k >> 1], cs[2 * v + 1][k] = s[k >> 1];
-      }
-    } else {
-#pragma unroll
-      for (int v = 0; v < 2; v++) {
-        const int w = v ? vb : va;
-        if (INTER ? 8 * w >= R : v == 1) continue;
-#pragma unroll
-        for (int k = 0; k < 8; k += INTER ? 2 : 1) {
-          float c, s;
-          half_cos_sin(P, pos, INTER ? (8 * w + k) >> 1 : 8 * w + k, c, s);
-          cs[2 * v][k] = c, cs[2 * v + 1][k] = s;
-          if (INTER) cs[2 * v][k + 1] = c, cs[2 * v + 1][k + 1] = s;
-        }
-      }
-      if (!INTER) {
-#pragma unroll
-        for (int k = 0; k < 8; k++) cs[2][k] = cs[0][k], cs[3][k] = cs[1][k];
-      }
-    }
-  }
-
-  // 4. the heads
-  const qf_cu_mat &out = kind == 0 ? P.q_out : (kind == 1 ? P.k_out : P.v_out);
-  const qf_cu_cache &C = kind == 1 ? P.k_cache : P.v_cache;
-  const bool to_cache = kind > 0 && dest && C.data;
-  const float *scale = kind == 1 ? P.k_scale : P.v_scale, *offset = kind == 1 ? P.k_offset : P.v_offset;
-  const int per_channel = kind == 1 ? P.k_scale_pc : P.v_scale_pc;
-#pragma unroll
-  for (int i = 0; i < kFastHeads; i++) {
-    if (i >= nh) break; /* uniform per block */
-    float x[16];
-    unpack8<T>(ra[i], x);
-    unpack8<T>(rb[i], x + 8);
-    if (norm) {
-      float ss = 0.0f;
-#pragma unroll
-      for (int k = 0; k < 16; k++) ss = fmaf(x[k], x[k], ss);
-#pragma unroll
-      for (int off = L >> 1; off > 0; off >>= 1) ss += __shfl_xor_sync(0xffffffffu, ss, off, L);
-      const float inv = rsqrtf(ss / (float)D + P.eps);
-#pragma unroll
-      for (int k = 0; k < 16; k++) x[k] = x[k] * inv * g[k];
-    }
-    if (rope) {
-      if (!INTER) {
-#pragma unroll
-        for (int k = 0; k < 8; k++) {
-          const float a = x[k], b = x[8 + k];
-          x[k] = fmaf(a, cs[0][k], -b * cs[1][k]);
-          x[8 + k] = fmaf(b, cs[2][k], a * cs[3][k]);
-        }
+    if (live && P.layout != QKVFUSE_CACHE_NONE && ix.slot != -1) {
+      const qf_cu_cache &C0 = P.k_cache;
+      int64_t blk, row;
+      bool bad;
+      if (P.layout == QKVFUSE_CACHE_CONTIGUOUS) {
+        blk = t / P.S, row = ix.slot + (t - blk * P.S);
+        bad = ix.slot < 0 || ix.slot > C0.block_size - P.S;
       } else {
+        blk = ix.slot / C0.block_size, row = ix.slot - blk * C0.block_size;
+        bad = ix.slot < 0 || ix.slot >= C0.blocks * C0.block_size;
+      }
+      if (bad) {
+        ok = false;
+        if (item == 0 && lane == 0) report(P, QKVFUSE_DATA_ERROR_SLOT);
+      } else {
+        const qf_cu_cache &CC = kind == 1 ? P.k_cache : P.v_cache;
+        dest = true, row0 = blk * CC.s_block + row * CC.s_row;
+      }
+    }
+
+    // 3. per-item constants: norm weights, cos/sin of the lane's elements
+    const bool norm = kind == 0 ? P.q_norm : (kind == 1 && P.k_norm);
+    float g[16];
+    if (norm) {
+      const qf_cu_vec &gw = kind == 0 ? P.q_gamma : P.k_gamma;
+      ld_floats<8>(gw.data, gw.dtype, 8 * va, g);
+      ld_floats<8>(gw.data, gw.dtype, 8 * vb, g + 8);
+      if (P.gamma_offset) {
+#pragma unroll
+        for (int k = 0; k < 16; k++) g[k] += 1.0f;
+      }
+    }
+    constexpr int NCS = INTER || SEP ? 4 : 2;
+    float cs[NCS][8]; /* cos A, sin A (, cos B, sin B) */
+    const int pos = (int)ix.pos; /* < max_pos <= 2^31 when used */
+    const bool rope = kind < 2 && R > 0 && ok && act && (rot_a || rot_b);
+    if (rope) {
+      if (SEP) { /* COS_SIN: as given, for the rotated vectors only (< R) */
+        if (rot_a) {
+          ld_floats<8>(P.cos.data, P.cos.dtype, t * P.cos.ld + 8 * va, cs[0]);
+          ld_floats<8>(P.sin.data, P.sin.dtype, t * P.sin.ld + 8 * va, cs[1]);
+        }
+        if (rot_b) {
+          ld_floats<8>(P.cos.data, P.cos.dtype, t * P.cos.ld + 8 * vb, cs[NCS - 2]);
+          ld_floats<8>(P.sin.data, P.sin.dtype, t * P.sin.ld + 8 * vb, cs[NCS - 1]);
+        }
+      } else if (!INTER && P.rope_source == QKVFUSE_ROPE_COS_SIN_CACHE) {
+        const int64_t base = (int64_t)pos * P.cos_sin_cache.ld + 8 * va; /* pairs 8a .. 8a+7 */
+        ld_floats<8>(P.cos_sin_cache.data, P.cos_sin_cache.dtype, base, cs[0]);
+        ld_floats<8>(P.cos_sin_cache.data, P.cos_sin_cache.dtype, base + (R >> 1), cs[1]);
+      } else if (P.rope_source == QKVFUSE_ROPE_COS_SIN_CACHE) {
+        const int64_t base = (int64_t)pos * P.cos_sin_cache.ld; /* vector v holds pairs 4v .. 4v+3 */
+        float c[4], sn[4];
 #pragma unroll
         for (int v = 0; v < 2; v++) {
-          if (!(v ? rot_b : rot_a)) continue;
-          float *y = x + 8 * v;
-          const float *c = cs[2 * v], *s = cs[2 * v + 1];
+          const int w = v ? vb : va;
+          if (8 * w >= R) continue;
+          ld_floats<4>(P.cos_sin_cache.data, P.cos_sin_cache.dtype, base + 4 * w, c);
+          ld_floats<4>(P.cos_sin_cache.data, P.cos_sin_cache.dtype, base + (R >> 1) + 4 * w, sn);
 #pragma unroll
-          for (int k = 0; k < 8; k += 2) {
-            const float a = y[k], b = y[k + 1];
-            y[k] = fmaf(a, c[k], -b * s[k]);
-            y[k + 1] = fmaf(b, c[k + 1], a * s[k + 1]);
+          for (int k = 0; k < 8; k++) cs[(2 * v) % NCS][k] = c[k >> 1], cs[(2 * v + 1) % NCS][k] = sn[k >> 1];
+        }
+      } else { /* COMPUTED */
+#pragma unroll
+        for (int v = 0; v < NCS / 2; v++) {
+          const int w = v ? vb : va;
+          if (INTER && 8 * w >= R) continue;
+#pragma unroll
+          for (int k = 0; k < 8; k += INTER ? 2 : 1) {
+            float c, sn;
+            half_cos_sin(P, pos, INTER ? (8 * w + k) >> 1 : 8 * w + k, c, sn);
+            cs[2 * v][k] = c, cs[2 * v + 1][k] = sn;
+            if (INTER) cs[2 * v][k + 1] = c, cs[2 * v + 1][k + 1] = sn;
           }
         }
       }
     }
-    if (!(ok && act)) continue;
-    const int kvh = h0 + i;
-    const uint4 pa = pack8<T>(x), pb = pack8<T>(x + 8);
-    if (out.data) {
-      T *o = reinterpret_cast<T *>(out.data) + t * out.ld + kvh * D;
-      *reinterpret_cast<uint4 *>(o + 8 * va) = pa;
-      *reinterpret_cast<uint4 *>(o + 8 * vb) = pb;
+
+    // 4. the heads
+    const qf_cu_mat &out = kind == 0 ? P.q_out : (kind == 1 ? P.k_out : P.v_out);
+    const qf_cu_cache &C = kind == 1 ? P.k_cache : P.v_cache;
+    const bool to_cache = kind > 0 && dest && C.data;
+    const float *rtab = qtab + (kind == 2 ? W : 0), *otab = qtab + 2 * W + (kind == 2 ? W : 0);
+    const int *badtab =
+        reinterpret_cast<const int *>(qtab + (size_t)W * (P.k_offset || P.v_offset ? 4 : 2)) + (kind == 2 ? P.Nkv : 0);
+#pragma unroll
+    for (int i = 0; i < NH; i++) {
+      if (i >= nh) break; /* uniform per block */
+      float x[16];
+      unpack8<T>(ra[i], x);
+      unpack8<T>(rb[i], x + 8);
+      if (norm) {
+        float ss = 0.0f;
+#pragma unroll
+        for (int k = 0; k < 16; k++) ss = fmaf(x[k], x[k], ss);
+#pragma unroll
+        for (int off = L >> 1; off > 0; off >>= 1) ss += __shfl_xor_sync(0xffffffffu, ss, off, L);
+        const float inv = rsqrtf(ss / (float)D + P.eps);
+#pragma unroll
+        for (int k = 0; k < 16; k++) x[k] = x[k] * inv * g[k];
+      }
+      if (rope) {
+        if (!INTER) {
+#pragma unroll
+          for (int k = 0; k < 8; k++) {
+            const float a = x[k], b = x[8 + k];
+            x[k] = fmaf(a, cs[0][k], -b * cs[1][k]);
+            x[8 + k] = fmaf(b, cs[NCS - 2][k], a * cs[NCS - 1][k]);
+          }
+        } else {
+#pragma unroll
+          for (int v = 0; v < 2; v++) {
+            if (!(v ? rot_b : rot_a)) continue;
+            float *y = x + 8 * v;
+            const float *c = cs[(2 * v) % NCS], *sn = cs[(2 * v + 1) % NCS];
+#pragma unroll
+            for (int k = 0; k < 8; k += 2) {
+              const float a = y[k], b = y[k + 1];
+              y[k] = fmaf(a, c[k], -b * sn[k]);
+              y[k + 1] = fmaf(b, c[k + 1], a * sn[k + 1]);
+            }
+          }
+        }
+      }
+      if (!(ok && act)) continue;
+      const int kvh = h0 + i;
+      if (out.data) {
+        T *o = reinterpret_cast<T *>(out.data) + t * out.ld + kvh * D;
+        *reinterpret_cast<uint4 *>(o + 8 * va) = pack8<T>(x);
+        *reinterpret_cast<uint4 *>(o + 8 * vb) = pack8<T>(x + 8);
+      }
+      if (!to_cache) continue;
+      if (C.quant == QKVFUSE_QUANT_NONE) {
+        T *c = reinterpret_cast<T *>(C.data);
+        *reinterpret_cast<uint4 *>(c + cache_at(C, row0, kvh, 8 * va, D)) = pack8<T>(x);
+        *reinterpret_cast<uint4 *>(c + cache_at(C, row0, kvh, 8 * vb, D)) = pack8<T>(x + 8);
+        continue;
+      }
+      // quantized (k after RoPE, v as read) with the table's reciprocal
+      // scales; a head with a bad scale or offset skips its row (the check
+      // block reports it)
+      if (badtab[kvh]) continue;
+      uint8_t *c = static_cast<uint8_t *>(C.data);
+#pragma unroll
+      for (int v = 0; v < 2; v++) {
+        const int ch = kvh * D + 8 * (v ? vb : va);
+        float r[8], of[8];
+#pragma unroll
+        for (int k = 0; k < 8; k++) r[k] = rtab[ch + k];
+        if (C.quant == QKVFUSE_QUANT_INT8_ASYM) {
+#pragma unroll
+          for (int k = 0; k < 8; k++) of[k] = otab[ch + k];
+        }
+        *reinterpret_cast<uint2 *>(c + cache_at(C, row0, kvh, 8 * (v ? vb : va), D)) =
+            quant_bytes8(C.quant, x + 8 * v, r, of);
+      }
     }
-    if (!to_cache) continue;
-    if (C.quant == QKVFUSE_QUANT_NONE) {
-      T *c = reinterpret_cast<T *>(C.data);
-      *reinterpret_cast<uint4 *>(c + cache_at(C, row0, kvh, 8 * va, D)) = pa;
-      *reinterpret_cast<uint4 *>(c + cache_at(C, row0, kvh, 8 * vb, D)) = pb;
-      continue;
-    }
-    // quantized: k after RoPE (x), v as read
-    uint2 qa, qb;
-    bool sok = quantize8(C, x, scale, offset, per_channel, kvh * D + 8 * va, qa);
-    sok &= quantize8(C, x + 8, scale, offset, per_channel, kvh * D + 8 * vb, qb);
-    // a bad scale anywhere in the head: the head's row is skipped (the whole
-    // group decides; the scale check block reports it)
-    if (__any_sync(__activemask(), !sok)) continue;
-    uint8_t *c = static_cast<uint8_t *>(C.data);
-    *reinterpret_cast<uint2 *>(c + cache_at(C, row0, kvh, 8 * va, D)) = qa;
-    *reinterpret_cast<uint2 *>(c + cache_at(C, row0, kvh, 8 * vb, D)) = qb;
   }
 }
 

@@ -2,7 +2,7 @@
 #include "cuda/fast_launch.cuh"
 #include "cuda/launch.h"
 
-qkvfuse_status qf_cuda_launch_fast_bf16(int lanes, int interleaved, const qf_cu_params *P, unsigned blocks,
+qkvfuse_status qf_cuda_launch_fast_bf16(int lanes, int variant, const qf_cu_params *P, unsigned blocks, size_t smem,
                                    cudaStream_t stream) {
-  return qf::launch_fast<__nv_bfloat16>(lanes, interleaved, P, blocks, stream);
+  return qf::launch_fast<__nv_bfloat16>(lanes, variant, P, blocks, smem, stream);
 }

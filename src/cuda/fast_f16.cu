@@ -2,7 +2,7 @@
 #include "cuda/fast_launch.cuh"
 #include "cuda/launch.h"
 
-qkvfuse_status qf_cuda_launch_fast_f16(int lanes, int interleaved, const qf_cu_params *P, unsigned blocks,
+qkvfuse_status qf_cuda_launch_fast_f16(int lanes, int variant, const qf_cu_params *P, unsigned blocks, size_t smem,
                                    cudaStream_t stream) {
-  return qf::launch_fast<__half>(lanes, interleaved, P, blocks, stream);
+  return qf::launch_fast<__half>(lanes, variant, P, blocks, smem, stream);
 }

@@ -8,11 +8,17 @@
 #include "cuda/params.h"
 #include "qkvfuse.h"
 
+/* Variants of the streaming kernel (bits of `variant`). */
+enum {
+  QF_FAST_INTERLEAVED = 1, /* RoPE pairs (2i, 2i+1), else neox */
+  QF_FAST_SEPARATE = 2     /* cos/sin given per token at full length (COS_SIN source) */
+};
+
 /* The general kernel (fused.cuh) for (input dtype, vector width, vectors per
  * lane), or, when lanes > 0, the streaming kernel (fast.cuh) for (16-bit input
- * dtype, lanes per head, interleaved pairs): the one dispatch point of the
- * kernel family. */
-qkvfuse_status qf_cuda_launch(qkvfuse_dtype in, int vec, int nv, int lanes, int interleaved, const qf_cu_params *P,
+ * dtype, lanes per head, variant): the one dispatch point of the kernel
+ * family. */
+qkvfuse_status qf_cuda_launch(qkvfuse_dtype in, int vec, int nv, int lanes, int variant, const qf_cu_params *P,
                               unsigned blocks, size_t smem, cudaStream_t stream);
 
 qkvfuse_status qf_cuda_launch_fused_f32(int vec, int nv, const qf_cu_params *P, unsigned blocks, size_t smem,
@@ -23,9 +29,9 @@ qkvfuse_status qf_cuda_launch_fused_bf16(int vec, int nv, const qf_cu_params *P,
                                          cudaStream_t stream);
 qkvfuse_status qf_cuda_launch_fused_i32(int vec, int nv, const qf_cu_params *P, unsigned blocks, size_t smem,
                                         cudaStream_t stream);
-qkvfuse_status qf_cuda_launch_fast_f16(int lanes, int interleaved, const qf_cu_params *P, unsigned blocks,
+qkvfuse_status qf_cuda_launch_fast_f16(int lanes, int variant, const qf_cu_params *P, unsigned blocks, size_t smem,
                                        cudaStream_t stream);
-qkvfuse_status qf_cuda_launch_fast_bf16(int lanes, int interleaved, const qf_cu_params *P, unsigned blocks,
+qkvfuse_status qf_cuda_launch_fast_bf16(int lanes, int variant, const qf_cu_params *P, unsigned blocks, size_t smem,
                                         cudaStream_t stream);
 
 #endif /* QKVFUSE_CUDA_LAUNCH_H */

@@ -174,12 +174,14 @@ static bool fast_ok(const qf_problem *p, const qf_cu_params &P) {
 }
 
 // The streaming kernel's work split: units of (tokens per block, one item of
-// hpi heads); hpi is the largest of 4 (2 with per-token cos/sin), 2, 1 that still gives about 1024
-// threads per multiprocessor (decode-sized calls get one head per item,
-// prefill four). The grid is at most the resident blocks (4 per
-// multiprocessor), walking the units grid-stride, plus the scale-check block.
-// Sets *smem; returns the grid size, or 0 if the units overflow 32 bits or
-// the quantization table does not fit.
+// hpi heads); hpi is the largest of 4 (2 with per-token cos/sin), 2, 1 that
+// still gives about 1024 threads per multiprocessor (decode-sized calls get
+// one head per item, prefill four). One block per unit, except with
+// quantized caches: then each block first builds the reciprocal scales in
+// shared memory, so the grid is the resident blocks (4 per multiprocessor)
+// walking the units grid-stride. Plus the scale-check block. Sets *smem;
+// returns the grid size, or 0 if the grid overflows 32 bits or the table
+// does not fit (the general kernel then serves the call).
 static int64_t fast_split(const qkvfuse_plan *plan, const qf_problem *p, int lanes, qf_cu_params *P, size_t *smem) {
   const int64_t sms = plan->device_sm_count > 0 ? plan->device_sm_count : 132;
   const bool k_work = p->k_out.data || p->desc->cache_layout != QKVFUSE_CACHE_NONE;
@@ -194,18 +196,15 @@ static int64_t fast_split(const qkvfuse_plan *plan, const qf_problem *p, int lan
     units = tchunks * P->fast_ipt;
     if (units * qf::kFastBlock >= sms * 1024) break;
   }
-  if (units >= 0xffffffffLL - 2 * sms * 4) return 0;
+  if (units >= 0x7fffffffLL) return 0;
   P->fast_units = (uint32_t)units;
-  const int64_t resident = sms * 4;
-  const int64_t grid = units < resident ? units : resident;
-  // quantized caches: each block builds the reciprocal scales in shared
-  // memory (within the default 48 KB; larger tables take the general kernel)
   const bool quant = (p->k_cache.data && p->desc->k_quant != QKVFUSE_QUANT_NONE) ||
                      (p->v_cache.data && p->desc->v_quant != QKVFUSE_QUANT_NONE);
   const size_t tab = qf::qtable_bytes((int)(p->Nkv * p->D), (int)p->Nkv, p->k_offset.data || p->v_offset.data);
-  if (quant && tab > 48 * 1024) return 0;
+  if (quant && tab > 48 * 1024) return 0; /* the default limit of dynamic shared memory */
   P->fast_qtable = quant;
   *smem = quant ? tab : 0;
+  const int64_t grid = quant && units > sms * 4 ? sms * 4 : units;
   P->fast_check = p->k_scale.data || p->v_scale.data;
   return grid + P->fast_check;
 }

@@ -25,7 +25,8 @@ has() { local s; for s in "${steps[@]}"; do [ "$s" = "$1" ] && return 0; done; r
 note() { echo "== $*" | tee -a "$OUT/summary.txt"; }
 status=0
 
-export QKVFUSE_LIBRARY=${QKVFUSE_LIBRARY:-$PWD/$BUILD/libqkvfuse.so}
+case $BUILD in /*) ;; *) BUILD=$PWD/$BUILD ;; esac # absolute or relative to the repo
+export QKVFUSE_LIBRARY=${QKVFUSE_LIBRARY:-$BUILD/libqkvfuse.so}
 export PYTHONPATH=$PWD/python${PYTHONPATH:+:$PYTHONPATH}
 export PYTHONDONTWRITEBYTECODE=1
 export QKVFUSE_REPORT_DIR=$OUT
@@ -48,7 +49,7 @@ EOF
 if has test; then
   t0=$(date +%s)
   probe="$BUILD/bin/qkvfuse_abi_probe"
-  [ -x "$probe" ] && export QKVFUSE_ABI_PROBE=$PWD/$probe
+  [ -x "$probe" ] && export QKVFUSE_ABI_PROBE=$probe
   set -x
   timeout "${TEST_TIMEOUT:-1500}" "$PY" -m pytest -p no:cacheprovider -rs -s -v --durations=15 python/tests \
     ${PYTEST_ARGS:-} >"$OUT/pytest.log" 2>&1

@@ -16,11 +16,15 @@ void cli_demo_usage(FILE *f) {
           "\n"
           "Runs each named operator (split_qkv_rmsnorm_rope, qkv_rmsnorm_rope_cache with int8 nz caches,\n"
           "dequant_rope_quant_kvcache with int32 input and int8 contiguous or page caches) on the default\n"
-          "backend, on every preset's shapes with random seeded data, and checks every output against the\n"
-          "core operator on the reference backend: float outputs within 1 ulp of their dtype, int8 within 1,\n"
-          "cache bytes outside the written slots unchanged. Exits 1 if any check fails.\n"
+          "backend of the device, on every preset's shapes with random seeded data, and checks every output\n"
+          "against the core operator on the reference backend on the CPU: float outputs within 1 ulp of their\n"
+          "dtype, int8 within 1, cache bytes outside the written slots unchanged. Exits 1 if any check fails.\n"
+          "The device used is printed first (stderr) and in the device column.\n"
           "\n"
           "options:\n"
+          "  --device D      auto (default: cuda when this build has CUDA and a GPU is usable, else cpu),\n"
+          "                  cpu, or cuda (the operators' tensors are copied to the GPU and their outputs\n"
+          "                  and caches back; exits 2 if no GPU is usable)\n"
           "  --preset NAME   one preset instead of all: %s\n"
           "  --tokens N      tokens per call, 1..65536 (default 64)\n"
           "  --seed S        random seed, a non-negative integer (default 1)\n"
@@ -41,7 +45,7 @@ static void print_json(const demo_result *r) {
   cli_json_begin(&j, stdout);
   cli_json_str(&j, "op", r->op);
   cli_json_str(&j, "preset", r->preset);
-  cli_json_str(&j, "device", "cpu");
+  cli_json_str(&j, "device", r->device);
   cli_json_int(&j, "tokens", r->tokens);
   cli_json_str(&j, "dtype", qkvfuse_dtype_name(r->dtype));
   cli_json_str(&j, "backend", r->backend);
@@ -67,7 +71,7 @@ static void print_table(const demo_result *rows, int n) {
       snprintf(err, sizeof err, "%g", r->max_err);
     else
       snprintf(err, sizeof err, "inf");
-    printf(fmt, r->op, r->preset, "cpu", tokens, qkvfuse_dtype_name(r->dtype), r->backend, r->norm, r->cache, err,
+    printf(fmt, r->op, r->preset, r->device, tokens, qkvfuse_dtype_name(r->dtype), r->backend, r->norm, r->cache, err,
            r->skipped ? "skip"
            : r->ok    ? "ok"
                       : "FAIL");
@@ -85,9 +89,43 @@ static void print_table(const demo_result *rows, int n) {
   }
 }
 
+/* The device --device names: auto is cuda when this build has CUDA and a
+ * GPU is usable, else cpu. NULL (message printed, *exit_code set) when it
+ * names no device or cuda is not usable here. */
+static const cli_device *choose_device(const char *name, int *exit_code) {
+  const cli_device *dev = NULL;
+  if (strcmp(name, "auto") == 0) {
+    dev = cli_device_cuda();
+    return dev ? dev : cli_device_find("cpu");
+  }
+  if (strcmp(name, "cpu") != 0 && strcmp(name, "cuda") != 0) {
+    *exit_code = usage_error("--device needs auto, cpu or cuda", name);
+    return NULL;
+  }
+  if ((dev = cli_device_find(name)) != NULL) return dev;
+  /* The library says why it has no CUDA plan (a build without CUDA, no
+   * device, a driver too old); the tool's own table can lack one only when
+   * its stream cannot be made. */
+  qkvfuse_desc d = QKVFUSE_DESC_INIT;
+  d.num_q_heads = d.num_kv_heads = 1;
+  d.head_dim = 128;
+  d.device_type = QKVFUSE_DEVICE_CUDA;
+  qkvfuse_plan *plan;
+  char why[320];
+  if (qkvfuse_plan_create(&d, &plan) != QKVFUSE_SUCCESS) {
+    snprintf(why, sizeof why, "no usable GPU (%s)", qkvfuse_last_error());
+  } else {
+    qkvfuse_plan_destroy(plan);
+    snprintf(why, sizeof why, "no usable GPU (the CUDA stream could not be created)");
+  }
+  *exit_code = usage_error("--device cuda", why);
+  return NULL;
+}
+
 int cli_demo(int argc, char **argv) {
-  demo_config cfg = {64, 1, QKVFUSE_DTYPE_BFLOAT16};
+  demo_config cfg = {.tokens = 64, .seed = 1, .dtype = QKVFUSE_DTYPE_BFLOAT16};
   const cli_preset *only = NULL;
+  const char *device = "auto";
   int json = 0;
   cli_args a = cli_args_make(argc, argv);
   while (cli_args_more(&a)) {
@@ -97,6 +135,9 @@ int cli_demo(int argc, char **argv) {
       return 0;
     } else if (cli_args_flag(&a, "--json")) {
       json = 1;
+    } else if (cli_args_option(&a, "--device")) {
+      if (a.missing_value) return usage_error("--device needs auto, cpu or cuda", NULL);
+      device = a.value;
     } else if (cli_args_option(&a, "--preset")) {
       if (a.missing_value || (only = cli_preset_find(a.value)) == NULL) return usage_error("unknown preset", a.value);
     } else if (cli_args_option(&a, "--tokens")) {
@@ -113,6 +154,10 @@ int cli_demo(int argc, char **argv) {
       return usage_error("unknown option", cli_args_current(&a));
     }
   }
+  int exit_code = 0;
+  if ((cfg.dev = choose_device(device, &exit_code)) == NULL) return exit_code;
+  /* stderr, so that --json's stdout stays JSON Lines; the rows name the device too */
+  fprintf(stderr, "demo: device %s\n", cfg.dev->describe());
 
   int npresets;
   const cli_preset *presets = cli_presets(&npresets);

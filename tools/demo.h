@@ -1,14 +1,17 @@
-/* qkvfuse demo: each named operator on each preset, checked against the
- * reference backend run through the core descriptor. */
+/* qkvfuse demo: each named operator on each preset, on the demo's device,
+ * checked against the reference backend (on the CPU) run through the core
+ * descriptor. */
 #ifndef QKVFUSE_TOOLS_DEMO_H
 #define QKVFUSE_TOOLS_DEMO_H
 
 #include <stdint.h>
 
+#include "device.h"
 #include "presets.h"
 #include "qkvfuse.h"
 
 typedef struct demo_config {
+  const cli_device *dev; /* where the named operators run: their tensors are copied there and back */
   int64_t tokens;
   uint64_t seed;
   qkvfuse_dtype dtype; /* activations, cos/sin, outputs */
@@ -18,9 +21,10 @@ typedef struct demo_config {
 typedef struct demo_result {
   const char *op; /* the named operator */
   const char *preset;
+  const char *device; /* cfg->dev->name */
   int64_t tokens;
   qkvfuse_dtype dtype;
-  const char *backend; /* what the named operator ran on (the default backend) */
+  const char *backend; /* what the named operator ran on (the device's default backend) */
   const char *norm;    /* model / model (1+g) / synthetic / omitted / none */
   char cache[48];      /* cache layout and quantization, or "-" */
   int skipped;         /* 1: the preset does not fit the operator (note says why) */

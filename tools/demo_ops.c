@@ -1,7 +1,8 @@
 /* The three named operators of the demo, each on one preset: random seeded
- * inputs (never zero), the named operator on the default backend, the core
- * operator on the reference backend with the equivalent descriptor, and a
- * comparison of every output and cache byte. */
+ * host inputs (never zero), the named operator on the default backend of the
+ * demo's device (its tensors mirrored there and its outputs fetched back), the
+ * core operator on the reference backend on the host with the equivalent
+ * descriptor, and a comparison of every output and cache byte. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -27,6 +28,7 @@ static void begin(demo_result *r, const char *op, const cli_preset *ps, const de
   memset(r, 0, sizeof *r);
   r->op = op;
   r->preset = ps->name;
+  r->device = cfg->dev->name;
   r->tokens = cfg->tokens;
   r->dtype = cfg->dtype;
   r->backend = "?";
@@ -48,10 +50,13 @@ static void account(demo_result *r, const char *what, double err) {
 
 static void finish(demo_result *r) { r->ok = r->note[0] == '\0' && r->max_err <= 1.0; }
 
-/* The backend the named operator ran on: what AUTO picks for its descriptor. */
-static const char *default_backend(const qkvfuse_desc *ref) {
+/* The backend the named operator ran on: what AUTO picks for its descriptor
+ * on the demo's device. */
+static const char *default_backend(const qkvfuse_desc *ref, const cli_device *dev) {
   qkvfuse_desc d = *ref;
   d.backend = QKVFUSE_BACKEND_AUTO;
+  d.device_type = dev->type;
+  d.device_id = 0;
   qkvfuse_plan *plan;
   if (qkvfuse_plan_create(&d, &plan) != QKVFUSE_SUCCESS) return "?";
   const char *name = qkvfuse_plan_backend_name(plan);
@@ -66,6 +71,74 @@ static qkvfuse_status run_reference(const qkvfuse_desc *d, const qkvfuse_args *a
   s = qkvfuse_run(plan, a, NULL);
   qkvfuse_plan_destroy(plan);
   return s;
+}
+
+/* ---- the named call's tensors on the device ----------------------------------- */
+
+/* Every tensor a named call receives, copied to the demo's device: inputs, and
+ * outputs and caches too, since their sentinel and initial bytes are what the
+ * comparison checks the call left alone. After the call, mirror_fetch brings
+ * the outputs and caches back into their host tensors, where the reference's
+ * results are compared as before. The CPU device gets copies as well (in other
+ * host memory), so a CPU run checks this bookkeeping: an output that was not
+ * fetched would keep its sentinel and fail. */
+#define MIRROR_MAX 16 /* the most tensors one named call takes */
+
+typedef struct mirror {
+  const cli_device *dev;
+  int n;
+  struct {
+    cli_tensor *host;
+    int written;      /* an output or cache: fetched back */
+    qkvfuse_tensor t; /* what the named call gets: data in device memory */
+  } item[MIRROR_MAX];
+} mirror;
+
+static mirror mirror_make(const cli_device *dev) { return (mirror){.dev = dev}; }
+
+/* x on the device: same dtype, shape and strides, data in device memory with
+ * x's bytes. A tensor given twice is copied once. */
+static const qkvfuse_tensor *mirror_tensor(mirror *m, cli_tensor *x, int written) {
+  for (int i = 0; i < m->n; i++) {
+    if (m->item[i].host != x) continue;
+    m->item[i].written |= written;
+    return &m->item[i].t;
+  }
+  if (m->n == MIRROR_MAX) {
+    fprintf(stderr, "qkvfuse demo: a named call with more than %d tensors: raise MIRROR_MAX\n", MIRROR_MAX);
+    exit(1);
+  }
+  void *data = m->dev->alloc(x->bytes);
+  if (data == NULL) {
+    fprintf(stderr, "qkvfuse: out of %s memory allocating a %s tensor\n", m->dev->name, qkvfuse_dtype_name(x->t.dtype));
+    exit(1);
+  }
+  m->dev->upload(data, x->t.data, x->bytes);
+  m->item[m->n].host = x;
+  m->item[m->n].written = written;
+  m->item[m->n].t = x->t;
+  m->item[m->n].t.data = data;
+  m->item[m->n].t.device_type = m->dev->type;
+  m->item[m->n].t.device_id = 0;
+  return &m->item[m->n++].t;
+}
+
+static const qkvfuse_tensor *mirror_in(mirror *m, cli_tensor *x) { return mirror_tensor(m, x, 0); }
+static const qkvfuse_tensor *mirror_out(mirror *m, cli_tensor *x) { return mirror_tensor(m, x, 1); }
+
+/* The stream the named calls take: the device's own (NULL on the CPU). */
+static void *mirror_stream(const mirror *m) { return m->dev->stream ? m->dev->stream() : NULL; }
+
+/* Wait for the call, copy its outputs and caches back into their host
+ * tensors, free the device memory. After a failed call too (nothing was
+ * written; the host tensors are not compared). */
+static void mirror_fetch(mirror *m) {
+  m->dev->sync();
+  for (int i = 0; i < m->n; i++) {
+    if (m->item[i].written) m->dev->download(m->item[i].host->t.data, m->item[i].t.data, m->item[i].host->bytes);
+    m->dev->free(m->item[i].t.data);
+  }
+  m->n = 0;
 }
 
 static cli_tensor *output(cli_pool *pool, qkvfuse_dtype dt, int ndim, const int64_t *shape, int sentinel) {
@@ -209,10 +282,14 @@ void demo_split_qkv_rmsnorm_rope(const cli_preset *ps, const demo_config *cfg, d
   d.gamma_offset = ps->qk_norm && ps->gamma_offset;
   d.rope_source = QKVFUSE_ROPE_COS_SIN_CACHE;
   d.rope_style = ps->rope_style;
-  r->backend = default_backend(&d);
+  r->backend = default_backend(&d, cfg->dev);
 
-  s = qkvfuse_split_qkv_rmsnorm_rope(&qkv->t, &gq->t, &gk->t, Nq * D, Nkv * D, D, (double)ps->eps, &csc->t, &pos->t, R,
-                                     NULL, NULL, ps->rope_style == QKVFUSE_ROPE_NEOX, &q->t, &k->t, &v->t, NULL, NULL);
+  mirror m = mirror_make(cfg->dev);
+  s = qkvfuse_split_qkv_rmsnorm_rope(mirror_in(&m, qkv), mirror_in(&m, gq), mirror_in(&m, gk), Nq * D, Nkv * D, D,
+                                     (double)ps->eps, mirror_in(&m, csc), mirror_in(&m, pos), R, NULL, NULL,
+                                     ps->rope_style == QKVFUSE_ROPE_NEOX, mirror_out(&m, q), mirror_out(&m, k),
+                                     mirror_out(&m, v), NULL, mirror_stream(&m));
+  mirror_fetch(&m);
   if (s != QKVFUSE_SUCCESS) {
     failed_call(r, "qkvfuse_split_qkv_rmsnorm_rope", s);
     cli_pool_free(&pool);
@@ -307,12 +384,16 @@ void demo_qkv_rmsnorm_rope_cache(const cli_preset *ps, const demo_config *cfg, d
   d.cache_layout = QKVFUSE_CACHE_NZ;
   d.k_quant = QKVFUSE_QUANT_INT8_SYM;
   d.v_quant = QKVFUSE_QUANT_INT8_ASYM;
-  r->backend = default_backend(&d);
+  r->backend = default_backend(&d, cfg->dev);
 
   const int64_t qkv_size[4] = {1, T, Nq + 2 * Nkv, D}, head_nums[3] = {Nq, Nkv, Nkv};
-  s = qkvfuse_qkv_rmsnorm_rope_cache(&qkv->t, &gq->t, &gk->t, &cos_t->t, &sin_t->t, &index->t, &q->t, &kc->t, &vc->t,
-                                     &k_scale->t, &v_scale->t, NULL, &v_offset->t, &q_bq->t, &k_bq->t, &v_bq->t,
-                                     qkv_size, head_nums, (double)ps->eps, "PA_NZ", 1, NULL, NULL);
+  mirror m = mirror_make(cfg->dev);
+  s = qkvfuse_qkv_rmsnorm_rope_cache(
+      mirror_in(&m, qkv), mirror_in(&m, gq), mirror_in(&m, gk), mirror_in(&m, cos_t), mirror_in(&m, sin_t),
+      mirror_in(&m, index), mirror_out(&m, q), mirror_out(&m, kc), mirror_out(&m, vc), mirror_in(&m, k_scale),
+      mirror_in(&m, v_scale), NULL, mirror_in(&m, v_offset), mirror_out(&m, q_bq), mirror_out(&m, k_bq),
+      mirror_out(&m, v_bq), qkv_size, head_nums, (double)ps->eps, "PA_NZ", 1, NULL, mirror_stream(&m));
+  mirror_fetch(&m);
   if (s != QKVFUSE_SUCCESS) {
     failed_call(r, "qkvfuse_qkv_rmsnorm_rope_cache", s);
   } else {
@@ -426,13 +507,17 @@ void demo_dequant_rope_quant_kvcache(const cli_preset *ps, int preset_index, con
   d.cache_layout = layout;
   d.k_quant = QKVFUSE_QUANT_INT8_SYM;
   d.v_quant = QKVFUSE_QUANT_INT8_ASYM;
-  r->backend = default_backend(&d);
+  r->backend = default_backend(&d, cfg->dev);
 
   const int64_t splits[3] = {Nq * D, W, W};
-  s = qkvfuse_dequant_rope_quant_kvcache(&x->t, &cos_t->t, &sin_t->t, &kc->t, &vc->t, &indices->t, &k_scale->t,
-                                         &v_scale->t, NULL, &v_offset->t, &wscale->t, &ascale->t, &bias->t, splits,
-                                         "static", "BSND", 1, contiguous ? "contiguous" : "page", &q->t, &k->t, &v->t,
-                                         NULL, NULL);
+  mirror m = mirror_make(cfg->dev);
+  s = qkvfuse_dequant_rope_quant_kvcache(mirror_in(&m, x), mirror_in(&m, cos_t), mirror_in(&m, sin_t),
+                                         mirror_out(&m, kc), mirror_out(&m, vc), mirror_in(&m, indices),
+                                         mirror_in(&m, k_scale), mirror_in(&m, v_scale), NULL, mirror_in(&m, v_offset),
+                                         mirror_in(&m, wscale), mirror_in(&m, ascale), mirror_in(&m, bias), splits,
+                                         "static", "BSND", 1, contiguous ? "contiguous" : "page", mirror_out(&m, q),
+                                         mirror_out(&m, k), mirror_out(&m, v), NULL, mirror_stream(&m));
+  mirror_fetch(&m);
   if (s != QKVFUSE_SUCCESS) {
     failed_call(r, "qkvfuse_dequant_rope_quant_kvcache", s);
   } else {

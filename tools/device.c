@@ -1,4 +1,4 @@
-/* The CPU device of the benchmark (see device.h). */
+/* The CPU device of the benchmark and the demo (see device.h). */
 #define _POSIX_C_SOURCE 200809L /* clock_gettime, pthreads under -std=c11 */
 
 #include "device.h"
@@ -17,7 +17,8 @@
 #define CPU_COPY_MAX_THREADS 256
 #define CPU_LLC_FALLBACK (32u << 20)
 
-static void cpu_upload(void *dst, const void *src, size_t bytes) { memcpy(dst, src, bytes); }
+/* Upload and download: host memory on both sides. */
+static void cpu_transfer(void *dst, const void *src, size_t bytes) { memcpy(dst, src, bytes); }
 
 typedef struct copy_part {
   char *dst;
@@ -95,18 +96,31 @@ static size_t cpu_llc_bytes(void) {
   return best ? best : CPU_LLC_FALLBACK;
 }
 
+/* The instruction set the CPU backend's plans get (QKVFUSE_CPU_ISA honored). */
+static const char *cpu_describe(void) {
+  static char text[64];
+  qf_cpu_isa isa;
+  if (qf_cpu_isa_choose(&isa) == QKVFUSE_SUCCESS)
+    snprintf(text, sizeof text, "cpu (%s)", qf_cpu_isa_name(isa));
+  else
+    snprintf(text, sizeof text, "cpu (no usable instruction set)");
+  return text;
+}
+
 static const cli_device cpu_device = {
     .name = "cpu",
     .type = QKVFUSE_DEVICE_CPU,
     .alloc = cli_alloc,
     .free = cli_free,
-    .upload = cpu_upload,
+    .upload = cpu_transfer,
+    .download = cpu_transfer,
     .copy = cpu_copy,
     .unfused_scratch_bytes = qf_unfused_scratch_bytes,
     .unfused_run = cpu_unfused_run,
     .sync = cpu_sync,
     .now = cpu_now,
     .llc_bytes = cpu_llc_bytes,
+    .describe = cpu_describe,
 };
 
 #ifndef QKVFUSE_WITH_CUDA

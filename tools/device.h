@@ -1,5 +1,6 @@
-/* What the benchmark needs from a device: memory, a copy (the bandwidth
- * baseline), the unfused path, synchronization, a clock and, where calls are
+/* What the benchmark and the demo need from a device: memory, copies to and
+ * from the host, a copy (the bandwidth baseline), the unfused path,
+ * synchronization, a clock, a description for the user and, where calls are
  * asynchronous, a stream and its own way of timing them. Two tables: cpu
  * (device.c) and cuda (device_cuda.c, in CUDA builds). */
 #ifndef QKVFUSE_TOOLS_DEVICE_H
@@ -17,6 +18,7 @@ typedef struct cli_device {
   void *(*alloc)(size_t bytes); /* 64-byte aligned; NULL when out of memory */
   void (*free)(void *p);
   void (*upload)(void *dst, const void *src, size_t bytes);            /* host -> device */
+  void (*download)(void *dst, const void *src, size_t bytes);          /* device -> host, after the queued work */
   void (*copy)(void *dst, const void *src, size_t bytes, int threads); /* device -> device, the baseline */
   /* The unfused stage-by-stage path on this device (NULL: none): its scratch
    * size and one run over a validated problem, scratch from alloc. */
@@ -26,6 +28,9 @@ typedef struct cli_device {
   double (*now)(void);       /* seconds, monotonic */
   size_t (*llc_bytes)(void); /* last-level cache size, for rotating inputs past it */
   void *(*stream)(void);     /* the stream calls are queued on (NULL: none) */
+  /* The device in words, for the user: "cpu (avx512bf16)", "cuda:0 (NVIDIA
+   * H200, 132 SMs)". A static string. */
+  const char *(*describe)(void);
   /* Timing of a subject (see measure.h); NULL: cli_measure's per-call wall clock. */
   struct cli_timing (*measure)(const struct cli_device *dev, int (*fn)(void *, int64_t), void *ctx, int64_t n,
                                double min_time);

@@ -1,7 +1,7 @@
 #define _POSIX_C_SOURCE 200809L /* clock_gettime under -std=c11 */
-/* The CUDA device of the benchmark (see device.h): device memory, a
- * copy kernel as the bandwidth baseline, the unfused kernels, and
- * timing by CUDA-graph replay.
+/* The CUDA device of the benchmark and the demo (see device.h): device
+ * memory and copies to and from it, a copy kernel as the bandwidth baseline,
+ * the unfused kernels, and timing by CUDA-graph replay.
  *
  * Timing: the calls of a subject are captured into graphs of kGraphCalls
  * launches each, the graphs together cycling through every rotated instance
@@ -24,7 +24,7 @@ static cudaStream_t g_stream;
 
 static int check(cudaError_t e, const char *what) {
   if (e == cudaSuccess) return 0;
-  fprintf(stderr, "qkvfuse bench: cuda: %s: %s\n", what, cudaGetErrorString(e));
+  fprintf(stderr, "qkvfuse: cuda: %s: %s\n", what, cudaGetErrorString(e));
   return 1;
 }
 
@@ -35,8 +35,19 @@ static void *cuda_alloc(size_t bytes) {
 
 static void cuda_release(void *p) { cudaFree(p); }
 
+/* Both directions are queued on g_stream and waited for. g_stream does not
+ * synchronize with the legacy default stream, so a plain cudaMemcpy would be
+ * unordered with the calls on g_stream: an upload from pageable memory
+ * returns before its DMA is done, and a download would not wait for the
+ * calls that write what it reads. */
 static void cuda_upload(void *dst, const void *src, size_t bytes) {
-  check(cudaMemcpy(dst, src, bytes, cudaMemcpyHostToDevice), "cudaMemcpy (upload)");
+  if (check(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, g_stream), "cudaMemcpyAsync (upload)")) return;
+  check(cudaStreamSynchronize(g_stream), "cudaStreamSynchronize (upload)");
+}
+
+static void cuda_download(void *dst, const void *src, size_t bytes) {
+  if (check(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToHost, g_stream), "cudaMemcpyAsync (download)")) return;
+  check(cudaStreamSynchronize(g_stream), "cudaStreamSynchronize (download)");
 }
 
 /* A copy kernel rather than cudaMemcpyAsync: on the H200 the kernel moves
@@ -67,6 +78,19 @@ static size_t cuda_l2_bytes(void) {
 }
 
 static void *cuda_stream(void) { return (void *)g_stream; }
+
+/* "cuda:0 (NVIDIA H200, 132 SMs)": the device the calls run on. */
+static const char *cuda_describe(void) {
+  static char text[320];
+  int dev = 0;
+  struct cudaDeviceProp prop;
+  if (check(cudaGetDevice(&dev), "cudaGetDevice") ||
+      check(cudaGetDeviceProperties(&prop, dev), "cudaGetDeviceProperties"))
+    snprintf(text, sizeof text, "cuda:%d", dev);
+  else
+    snprintf(text, sizeof text, "cuda:%d (%s, %d SMs)", dev, prop.name, prop.multiProcessorCount);
+  return text;
+}
 
 static int by_value(const void *a, const void *b) {
   const double x = *(const double *)a, y = *(const double *)b;
@@ -139,6 +163,7 @@ static const cli_device cuda_device = {
     .alloc = cuda_alloc,
     .free = cuda_release,
     .upload = cuda_upload,
+    .download = cuda_download,
     .copy = cuda_copy,
     .unfused_scratch_bytes = qf_cuda_unfused_scratch_bytes,
     .unfused_run = cuda_unfused,
@@ -147,6 +172,7 @@ static const cli_device cuda_device = {
     .llc_bytes = cuda_l2_bytes,
     .stream = cuda_stream,
     .measure = cuda_measure,
+    .describe = cuda_describe,
 };
 
 const cli_device *cli_device_cuda(void) {

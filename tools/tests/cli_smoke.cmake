@@ -70,6 +70,15 @@ if(out MATCHES "\"ok\": false")
   message(FATAL_ERROR "qkvfuse demo --json: a row is not ok:\n${out}")
 endif()
 
+# --device cpu runs there whatever the build (auto may pick a GPU); --device
+# cuda depends on the machine, so only an unknown device is checked here.
+run_cli(2 out demo --device nope)
+run_cli(0 out demo --device cpu --tokens 8 --json)
+check_json_lines("qkvfuse demo --device cpu --json" "${out}" "op;device;ok" "")
+if(out MATCHES "\"device\": \"cuda\"" OR NOT out MATCHES "\"device\": \"cpu\"")
+  message(FATAL_ERROR "qkvfuse demo --device cpu: a row names another device:\n${out}")
+endif()
+
 # --rotate-mb 8: a small rotation keeps the set-up (page faults) short
 run_cli(0 out bench --tokens 1,64 --min-time 0.01 --json --rotate-mb 8)
 check_json_lines("qkvfuse bench --json" "${out}"

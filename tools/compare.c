@@ -57,6 +57,24 @@ double cli_max_err(const cli_tensor *a, const cli_tensor *b) {
   return worst;
 }
 
+double cli_max_err_heads(const cli_tensor *got, const cli_tensor *want, int64_t head, int slack) {
+  const int64_t n = cli_tensor_numel(got);
+  if (slack == 0 || got->t.dtype == QKVFUSE_DTYPE_INT8 || head <= 0) return cli_max_err(got, want);
+  if (got->t.dtype != want->t.dtype || n != cli_tensor_numel(want) || n % head) return INFINITY;
+  double worst = 0.0;
+  for (int64_t h0 = 0; h0 < n; h0 += head) {
+    double m = 0.0;
+    for (int64_t i = h0; i < h0 + head; i++) m = fmax(m, fabs(cli_get(want, i)));
+    const double allowed = slack * ldexp(1.0, ilogb(m > 0 ? m : 1.0) - 23); /* slack float32 ulps of m */
+    for (int64_t i = h0; i < h0 + head; i++) {
+      double e = cli_elem_err(got->t.dtype, got->t.data, want->t.data, i);
+      if (e > 1.0 && isfinite(e) && fabs(cli_get(got, i) - cli_get(want, i)) <= allowed) e = 1.0;
+      if (!(e <= worst)) worst = e;
+    }
+  }
+  return worst;
+}
+
 void cli_cache_mark(qkvfuse_cache_layout layout, const qkvfuse_tensor *cache, int64_t nkv, int64_t d,
                     const int64_t *slots, int64_t T, int64_t S, unsigned char *written) {
   const int64_t *sh = cache->shape;

@@ -19,6 +19,14 @@ double cli_elem_err(qkvfuse_dtype dt, const void *a, const void *b, int64_t i);
  * (INFINITY if they differ in dtype or count). */
 double cli_max_err(const cli_tensor *a, const cli_tensor *b);
 
+/* cli_max_err over heads of `head` consecutive elements, where a float
+ * element more than 1 step off still counts as 1 step when it is within
+ * `slack` float32 ulps of its head's largest |want|: two float32 evaluations
+ * of the same formula (rsqrtf vs 1/sqrtf, fused multiply-adds) differ by a few
+ * float32 roundings of the largest term, which RoPE's cancellation can make
+ * many steps of a small result. slack = 0 is cli_max_err. */
+double cli_max_err_heads(const cli_tensor *got, const cli_tensor *want, int64_t head, int slack);
+
 /* Mark the elements of a 4-dim cache that tokens write (written[e] = 1), from
  * the layout's definition in qkvfuse.h (not from the library's own code).
  * slots: [T] (or [B] start indices for contiguous, with S tokens each);

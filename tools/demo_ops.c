@@ -48,6 +48,11 @@ static void account(demo_result *r, const char *what, double err) {
     snprintf(r->note, sizeof r->note, "%s differs from the reference by %g steps", what, err);
 }
 
+/* On the CPU the backends are bit-identical to the reference; the CUDA
+ * streaming kernel uses rsqrtf and fused multiply-adds (docs/API.md), so its
+ * float outputs get a few float32 ulps of each head's largest value. */
+static int f32_slack(const demo_config *cfg) { return cfg->dev->type == QKVFUSE_DEVICE_CUDA ? 8 : 0; }
+
 static void finish(demo_result *r) { r->ok = r->note[0] == '\0' && r->max_err <= 1.0; }
 
 /* The backend the named operator ran on: what AUTO picks for its descriptor
@@ -310,9 +315,9 @@ void demo_split_qkv_rmsnorm_rope(const cli_preset *ps, const demo_config *cfg, d
     cli_pool_free(&pool);
     return;
   }
-  account(r, "q_out", cli_max_err(q, q_ref));
-  account(r, "k_out", cli_max_err(k, k_ref));
-  account(r, "v_out", cli_max_err(v, v_ref));
+  account(r, "q_out", cli_max_err_heads(q, q_ref, D, f32_slack(cfg)));
+  account(r, "k_out", cli_max_err_heads(k, k_ref, D, f32_slack(cfg)));
+  account(r, "v_out", cli_max_err_heads(v, v_ref, D, f32_slack(cfg)));
   finish(r);
   cli_pool_free(&pool);
 }
@@ -416,10 +421,10 @@ void demo_qkv_rmsnorm_rope_cache(const cli_preset *ps, const demo_config *cfg, d
     if (s != QKVFUSE_SUCCESS) {
       failed_call(r, "reference", s);
     } else {
-      account(r, "q_out", cli_max_err(q, q_ref));
-      account(r, "q_out_before_quant", cli_max_err(q_bq, q_ref));
-      account(r, "k_out_before_quant", cli_max_err(k_bq, k_ref));
-      account(r, "v_out_before_quant", cli_max_err(v_bq, v_ref));
+      account(r, "q_out", cli_max_err_heads(q, q_ref, D, f32_slack(cfg)));
+      account(r, "q_out_before_quant", cli_max_err_heads(q_bq, q_ref, D, f32_slack(cfg)));
+      account(r, "k_out_before_quant", cli_max_err_heads(k_bq, k_ref, D, f32_slack(cfg)));
+      account(r, "v_out_before_quant", cli_max_err_heads(v_bq, v_ref, D, f32_slack(cfg)));
       compare_cache(r, "k_cache", QKVFUSE_CACHE_NZ, ps, kc, kc_ref, kc0, slots, T, 1);
       compare_cache(r, "v_cache", QKVFUSE_CACHE_NZ, ps, vc, vc_ref, vc0, slots, T, 1);
       finish(r);
@@ -545,9 +550,9 @@ void demo_dequant_rope_quant_kvcache(const cli_preset *ps, int preset_index, con
     if (s != QKVFUSE_SUCCESS) {
       failed_call(r, "reference", s);
     } else {
-      account(r, "q_out", cli_max_err(q, q_ref));
-      account(r, "k_out", cli_max_err(k, k_ref));
-      account(r, "v_out", cli_max_err(v, v_ref));
+      account(r, "q_out", cli_max_err_heads(q, q_ref, D, f32_slack(cfg)));
+      account(r, "k_out", cli_max_err_heads(k, k_ref, D, f32_slack(cfg)));
+      account(r, "v_out", cli_max_err_heads(v, v_ref, D, f32_slack(cfg)));
       compare_cache(r, "k_cache", layout, ps, kc, kc_ref, kc0, slots, T, contiguous ? S : 1);
       compare_cache(r, "v_cache", layout, ps, vc, vc_ref, vc0, slots, T, contiguous ? S : 1);
       finish(r);

@@ -187,16 +187,18 @@ __host__ __device__ inline size_t qtable_bytes(int W, int Nkv, bool offsets) {
   return sizeof(float) * (size_t)W * (offsets ? 4 : 2) + sizeof(int) * 2 * (size_t)Nkv;
 }
 
-__device__ __forceinline__ void fill_qtable(const qf_cu_params &P, float *tab) {
+// Fills the channels [i0, i1) of the [2W] (k, then v) table, whole heads
+// (multiples of D); a block that does one unit fills only its item's heads.
+__device__ __forceinline__ void fill_qtable(const qf_cu_params &P, float *tab, int i0, int i1) {
   const int W = P.Nkv * P.D;
   const bool offsets = P.k_offset || P.v_offset;
-  int *bad = reinterpret_cast<int *>(tab + (size_t)W * (offsets ? 4 : 2));
-  for (int i = threadIdx.x; i < 2 * P.Nkv; i += blockDim.x) bad[i] = 0;
+  int *bad = reinterpret_cast<int *>(tab + (size_t)W * (offsets ? 4 : 2)); /* [2 * Nkv]: (k or v) * Nkv + head */
+  for (int i = i0 / P.D + (int)threadIdx.x; i < i1 / P.D; i += blockDim.x) bad[i] = 0;
   __syncthreads();
   // chunks of 8 channels (inside one head: D % 16 == 0), two per thread per
   // round, every load of a round issued before any is used
-  const int chunks = 2 * W / 8;
-  for (int c0 = threadIdx.x; c0 < chunks; c0 += 2 * blockDim.x) {
+  const int chunks = i1 / 8;
+  for (int c0 = i0 / 8 + (int)threadIdx.x; c0 < chunks; c0 += 2 * blockDim.x) {
     float s[2][8], o[2][8];
     bool use[2];
 #pragma unroll
@@ -259,6 +261,18 @@ __device__ __forceinline__ token_ix load_token_ix(const qf_cu_params &P, int64_t
   return x;
 }
 
+// An item slot of a token: kind (0 q, 1 k, 2 v), first head, heads.
+__device__ __forceinline__ void decode_item(const qf_cu_params &P, unsigned item, int &kind, int &h0, int &nh) {
+  const int hpi = P.fast_hpi;
+  if ((int)item < P.fast_items_q) {
+    kind = 0, h0 = item * hpi, nh = min(hpi, P.Nq - h0);
+  } else if ((int)item < P.fast_items_q + P.fast_items_k) {
+    kind = 1, h0 = (item - P.fast_items_q) * hpi, nh = min(hpi, P.Nkv - h0);
+  } else {
+    kind = 2, h0 = (item - P.fast_items_q - P.fast_items_k) * hpi, nh = min(hpi, P.Nkv - h0);
+  }
+}
+
 // SEP: cos/sin given per token at full length (COS_SIN source), so a neox
 // lane's two halves have their own; otherwise they share the pair's.
 template <typename T, int L, bool INTER, bool SEP>
@@ -276,7 +290,15 @@ __global__ void __launch_bounds__(kFastBlock, 4) fast_kernel(const qf_cu_params 
   // work units: (GPB consecutive tokens, one item slot), grid-stride; the
   // next unit's position and slot are loaded while this one runs
   token_ix next = load_token_ix(P, (int64_t)(blockIdx.x / ipt) * GPB + grp);
-  if (P.fast_qtable) fill_qtable(P, qtab);
+  if (P.fast_qtable) {
+    if (P.fast_units > units) { /* several units per block: every head */
+      fill_qtable(P, qtab, 0, 2 * W);
+    } else { /* one unit: its item's heads, none for q (uniform per block) */
+      int kind, h0, nh;
+      decode_item(P, blockIdx.x % ipt, kind, h0, nh);
+      if (kind > 0) fill_qtable(P, qtab, (kind - 1) * W + h0 * D, (kind - 1) * W + (h0 + nh) * D);
+    }
+  }
 
   // the lane's two vectors and whether it rotates them
   int va, vb;
@@ -300,15 +322,8 @@ __global__ void __launch_bounds__(kFastBlock, 4) fast_kernel(const qf_cu_params 
     const bool act = live && lane < nl; /* the lane holds data */
 
     // the item: kind (0 q, 1 k, 2 v), first head, heads (uniform per block)
-    const int hpi = P.fast_hpi;
     int kind, h0, nh;
-    if ((int)item < P.fast_items_q) {
-      kind = 0, h0 = item * hpi, nh = min(hpi, P.Nq - h0);
-    } else if ((int)item < P.fast_items_q + P.fast_items_k) {
-      kind = 1, h0 = (item - P.fast_items_q) * hpi, nh = min(hpi, P.Nkv - h0);
-    } else {
-      kind = 2, h0 = (item - P.fast_items_q - P.fast_items_k) * hpi, nh = min(hpi, P.Nkv - h0);
-    }
+    decode_item(P, item, kind, h0, nh);
 
     // 1. every head's input, in flight at once
     const int col0 = kind == 0 ? 0 : (kind == 1 ? P.Nq * D : (P.Nq + P.Nkv) * D);

@@ -136,17 +136,28 @@ __device__ __forceinline__ float rcp_approx(float s) {
 }
 
 // The last block of the grid: every cache scale and offset, used or not.
+// Per-channel arrays are read as float4 (16-byte aligned: the plan checks),
+// four in flight per thread, so this block is not the launch's straggler.
 __device__ __forceinline__ void check_cache_scales(const qf_cu_params &P) {
-  const int width = P.Nkv * P.D;
+  const int width = P.Nkv * P.D; /* a multiple of 16 */
   const float *sc[4] = {P.k_scale, P.v_scale, P.k_offset, P.v_offset};
-  const int n[4] = {P.k_scale_pc ? width : 1, P.v_scale_pc ? width : 1, P.k_scale_pc ? width : 1,
-                    P.v_scale_pc ? width : 1};
+  const int pc[4] = {P.k_scale_pc, P.v_scale_pc, P.k_scale_pc, P.v_scale_pc};
   bool bad = false;
-  for (int a = 0; a < 4; a++)
-    for (int i = threadIdx.x; sc[a] && i < n[a]; i += blockDim.x) {
-      const float v = __ldg(sc[a] + i);
+  for (int a = 0; a < 4; a++) {
+    if (!sc[a]) continue;
+    if (!pc[a]) {
+      const float v = __ldg(sc[a]);
       bad |= a < 2 ? !scale_ok(v) : !offset_ok(v);
+      continue;
     }
+    const float4 *p = reinterpret_cast<const float4 *>(sc[a]);
+#pragma unroll 4
+    for (int i = threadIdx.x; i < width / 4; i += blockDim.x) {
+      const float4 v = __ldg(p + i);
+      bad |= a < 2 ? !(scale_ok(v.x) && scale_ok(v.y) && scale_ok(v.z) && scale_ok(v.w))
+                   : !(offset_ok(v.x) && offset_ok(v.y) && offset_ok(v.z) && offset_ok(v.w));
+    }
+  }
   if (__syncthreads_or(bad) && threadIdx.x == 0) report(P, QKVFUSE_DATA_ERROR_SCALE);
 }
 

@@ -19,3 +19,11 @@ qkvfuse_status qf_cuda_launch(qkvfuse_dtype in, int vec, int nv, int lanes, int 
     default: return qf_fail(QKVFUSE_ERROR_DTYPE, "qkv: no CUDA kernel for dtype %s", qkvfuse_dtype_name(in));
   }
 }
+
+qkvfuse_status qf_cuda_launched(const char *kernel) {
+  const cudaError_t e = cudaGetLastError();
+  if (e != cudaSuccess)
+    return qf_fail(QKVFUSE_ERROR_CUDA, "cuda: launching the %s kernel failed: %s (%s)", kernel, cudaGetErrorName(e),
+                   cudaGetErrorString(e));
+  return QKVFUSE_SUCCESS;
+}

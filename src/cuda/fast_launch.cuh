@@ -34,11 +34,7 @@ qkvfuse_status launch_fast(int lanes, int variant, const qf_cu_params *P, unsign
   }
   if (!kernel) return qf_fail(QKVFUSE_ERROR_UNSUPPORTED, "cuda: no streaming kernel for %d lanes per head", lanes);
   kernel<<<blocks, kFastBlock, smem, stream>>>(*P);
-  const cudaError_t e = cudaGetLastError();
-  if (e != cudaSuccess)
-    return qf_fail(QKVFUSE_ERROR_CUDA, "cuda: launching the streaming kernel failed: %s (%s)", cudaGetErrorName(e),
-                   cudaGetErrorString(e));
-  return QKVFUSE_SUCCESS;
+  return qf_cuda_launched("streaming");
 }
 
 }  // namespace qf

@@ -5,6 +5,7 @@
 #define QKVFUSE_CUDA_FUSED_LAUNCH_CUH
 
 #include "core/error.h"
+#include "cuda/launch.h"
 #include "cuda/fused.cuh"
 
 namespace qf {
@@ -36,11 +37,7 @@ qkvfuse_status launch_fused(int vec, int nv, const qf_cu_params *P, unsigned blo
   if (!kernel)
     return qf_fail(QKVFUSE_ERROR_UNSUPPORTED, "cuda: no kernel for vector width %d x %d per lane", vec, nv);
   kernel<<<blocks, kBlock, smem, stream>>>(*P);
-  const cudaError_t e = cudaGetLastError();
-  if (e != cudaSuccess)
-    return qf_fail(QKVFUSE_ERROR_CUDA, "cuda: launching the fused kernel failed: %s (%s)", cudaGetErrorName(e),
-                   cudaGetErrorString(e));
-  return QKVFUSE_SUCCESS;
+  return qf_cuda_launched("fused");
 }
 
 }  // namespace qf

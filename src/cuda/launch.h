@@ -21,6 +21,9 @@ enum {
 qkvfuse_status qf_cuda_launch(qkvfuse_dtype in, int vec, int nv, int lanes, int variant, const qf_cu_params *P,
                               unsigned blocks, size_t smem, cudaStream_t stream);
 
+/* The status of the launch just made (cudaGetLastError), naming the kernel. */
+qkvfuse_status qf_cuda_launched(const char *kernel);
+
 qkvfuse_status qf_cuda_launch_fused_f32(int vec, int nv, const qf_cu_params *P, unsigned blocks, size_t smem,
                                         cudaStream_t stream);
 qkvfuse_status qf_cuda_launch_fused_f16(int vec, int nv, const qf_cu_params *P, unsigned blocks, size_t smem,

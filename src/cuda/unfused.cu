@@ -11,6 +11,7 @@
 #include "core/error.h"
 #include "cuda/backend.h"
 #include "cuda/fused.cuh"
+#include "cuda/launch.h"
 #include "cuda/unfused.h"
 
 namespace {
@@ -169,12 +170,6 @@ __global__ void cache_kernel(const qf_cu_params P, const void *kb, const void *v
 
 unsigned blocks_for(int64_t threads) { return (unsigned)((threads + kBlock - 1) / kBlock); }
 
-qkvfuse_status check_launch(const char *what) {
-  const cudaError_t e = cudaGetLastError();
-  if (e == cudaSuccess) return QKVFUSE_SUCCESS;
-  return qf_fail(QKVFUSE_ERROR_CUDA, "cuda unfused %s: %s", what, cudaGetErrorString(e));
-}
-
 }  // namespace
 
 size_t qf_cuda_unfused_scratch_bytes(const qf_problem *p) {
@@ -207,26 +202,26 @@ qkvfuse_status qf_cuda_unfused_run(const qkvfuse_plan *plan, const qf_problem *p
     case QKVFUSE_DTYPE_FLOAT32: split_kernel<float><<<split_blocks, kBlock, 0, stream>>>(P, qb, kb, vb); break;
     default: split_kernel<int32_t><<<split_blocks, kBlock, 0, stream>>>(P, qb, kb, vb); break;
   }
-  QF_FORWARD(check_launch("split"));
+  QF_FORWARD(qf_cuda_launched("unfused split"));
   int G = 1;
   while (G < p->D / kVec && G < 32) G <<= 1;
   const int64_t qw = p->Nq * p->D, kw = p->Nkv * p->D;
   if (d->q_norm) {
     rmsnorm_kernel<<<blocks_for(p->T * p->Nq * G), kBlock, 0, stream>>>(P, qb, (int)p->Nq, P.q_gamma, P.q_beta);
-    QF_FORWARD(check_launch("rmsnorm q"));
+    QF_FORWARD(qf_cuda_launched("unfused rmsnorm q"));
   }
   if (d->k_norm) {
     rmsnorm_kernel<<<blocks_for(p->T * p->Nkv * G), kBlock, 0, stream>>>(P, kb, (int)p->Nkv, P.k_gamma, P.k_beta);
-    QF_FORWARD(check_launch("rmsnorm k"));
+    QF_FORWARD(qf_cuda_launched("unfused rmsnorm k"));
   }
   const size_t smem = (size_t)(kBlock / G) * (size_t)(p->R > 0 ? p->R : 1) * sizeof(float);
   if (p->R > 0) {
     rope_kernel<<<blocks_for(p->T * p->Nq * G), kBlock, smem, stream>>>(P, qb, qw, p->q_out.data, p->q_out.ld,
                                                                          p->q_out.dtype, (int)p->Nq);
-    QF_FORWARD(check_launch("rope q"));
+    QF_FORWARD(qf_cuda_launched("unfused rope q"));
     rope_kernel<<<blocks_for(p->T * p->Nkv * G), kBlock, smem, stream>>>(P, kb, kw, kb, kw, p->io_dtype,
                                                                           (int)p->Nkv);
-    QF_FORWARD(check_launch("rope k"));
+    QF_FORWARD(qf_cuda_launched("unfused rope k"));
   } else {
     cudaMemcpy2DAsync(p->q_out.data, (size_t)p->q_out.ld * es, qb, (size_t)qw * es, (size_t)qw * es, (size_t)p->T,
                       cudaMemcpyDeviceToDevice, stream);
@@ -239,9 +234,9 @@ qkvfuse_status qf_cuda_unfused_run(const qkvfuse_plan *plan, const qf_problem *p
                       cudaMemcpyDeviceToDevice, stream);
   if (d->cache_layout != QKVFUSE_CACHE_NONE) {
     cache_kernel<<<blocks_for(2 * p->T * kw / kVec), kBlock, 0, stream>>>(P, kb, vb);
-    QF_FORWARD(check_launch("reshape_and_cache"));
+    QF_FORWARD(qf_cuda_launched("unfused reshape_and_cache"));
   }
-  return check_launch("copies");
+  return qf_cuda_launched("unfused copies");
 }
 
 // ---- the copy baseline ------------------------------------------------------------
@@ -274,5 +269,5 @@ qkvfuse_status qf_cuda_copy_bytes(void *dst, const void *src, size_t bytes, void
   if (blocks > (int64_t)sms * 8) blocks = (int64_t)sms * 8;
   if (blocks < 1) blocks = 1;
   copy_kernel<<<(unsigned)blocks, kBlock, 0, stream>>>((uint4 *)dst, (const uint4 *)src, n16, (int)(bytes % 16));
-  return check_launch("copy");
+  return qf_cuda_launched("unfused copy");
 }

@@ -53,6 +53,13 @@ void tk_compare_case(tk_case *c, const tk_oracle *o, tk_stats *st) {
   }
 }
 
+int tk_case_oracle(tk_case *c, tk_oracle *o, char *err, size_t errlen) {
+  qkvfuse_tensor host[TK_NSLOT];
+  qkvfuse_args a;
+  tk_case_args(c, TK_AT_INIT, host, &a);
+  return tk_oracle_run(&c->desc, &a, o, err, errlen);
+}
+
 int tk_check_case(tk_case *c, qkvfuse_backend be, tk_runner run, void *ctx, tk_stats *st) {
   const tk_device *dev = tk_device_for_backend(be);
   if (!dev) return TK_SKIP;
@@ -79,11 +86,9 @@ int tk_check_case(tk_case *c, qkvfuse_backend be, tk_runner run, void *ctx, tk_s
     tk_stats_fail(st, "device %s: download failed", dev->name);
     return TK_FAIL;
   }
-  qkvfuse_tensor host[TK_NSLOT];
-  tk_case_args(c, TK_AT_INIT, host, &a);
   tk_oracle o;
   char err[256];
-  if (tk_oracle_run(&c->desc, &a, &o, err, sizeof err)) {
+  if (tk_case_oracle(c, &o, err, sizeof err)) {
     tk_stats_fail(st, "%s", err);
     return TK_FAIL;
   }

@@ -25,6 +25,10 @@ qkvfuse_status tk_run_core(tk_case *c, const qkvfuse_args *args, qkvfuse_backend
  * and compare (into st). TK_PASS, TK_FAIL (st->first says why) or TK_SKIP. */
 int tk_check_case(tk_case *c, qkvfuse_backend be, tk_runner run, void *ctx, tk_stats *st);
 
+/* The oracle of c's initial (host) bytes: what a correct run computes from
+ * them. Returns tk_oracle_run's result (0 = ok, err says why otherwise). */
+int tk_case_oracle(tk_case *c, tk_oracle *o, char *err, size_t errlen);
+
 /* Compare the downloaded bytes of c with oracle o (every output element,
  * every cache element written, every other byte untouched). */
 void tk_compare_case(tk_case *c, const tk_oracle *o, tk_stats *st);

@@ -42,12 +42,9 @@ static void one(const bad_data *b, const tk_device *dev) {
   tk_case c;
   tk_case_build(&c, &s, 7000 + (uint64_t)b->base);
   /* the oracle of the valid data, then break the data */
-  qkvfuse_tensor host[TK_NSLOT];
-  qkvfuse_args ha;
-  tk_case_args(&c, TK_AT_INIT, host, &ha);
   tk_oracle o;
   char err[128];
-  tk_oracle_run(&c.desc, &ha, &o, err, sizeof err);
+  tk_case_oracle(&c, &o, err, sizeof err);
   uint8_t *skip = (uint8_t *)calloc((size_t)(s.T + 1), 1);
   int64_t KV = s.Nkv * s.D;
   for (int i = 0; i < 2; i++) {

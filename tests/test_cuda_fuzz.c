@@ -133,14 +133,11 @@ static int iteration(uint64_t seed, int verbose) {
   tk_spec_fixup(&s);
   tk_case c;
   if (tk_case_build(&c, &s, seed ^ 0xC0DA)) return 1;
-  qkvfuse_tensor host[TK_NSLOT];
-  qkvfuse_args ha;
-  tk_case_args(&c, TK_AT_INIT, host, &ha);
   tk_oracle o;
   char err[160];
   tk_stats st;
   memset(&st, 0, sizeof st);
-  if (tk_oracle_run(&c.desc, &ha, &o, err, sizeof err)) {
+  if (tk_case_oracle(&c, &o, err, sizeof err)) {
     printf("FAIL test_cuda_fuzz seed=0x%llx: oracle: %s\n", (unsigned long long)seed, err);
     tk_case_free(&c);
     return 1;

@@ -174,8 +174,8 @@ static void duplicate_slot(qkvfuse_backend be) {
   if (s7 < 0) s7 = 5, poke(&c, TK_SLOT_MAPPING, 7, 5);
   poke(&c, TK_SLOT_MAPPING, 3, (double)s7);
   tk_case_upload(&c, dev);
-  qkvfuse_tensor tens[TK_NSLOT], host[TK_NSLOT];
-  qkvfuse_args a, ha;
+  qkvfuse_tensor tens[TK_NSLOT];
+  qkvfuse_args a;
   tk_case_args(&c, TK_AT_DEVICE, tens, &a);
   int unsupported = 0;
   qkvfuse_status r = tk_run_core(&c, &a, be, NULL, &unsupported);
@@ -183,10 +183,9 @@ static void duplicate_slot(qkvfuse_backend be) {
   memset(&st, 0, sizeof st);
   if (r != QKVFUSE_SUCCESS) tk_stats_fail(&st, "duplicate slot: %s (%s)", qkvfuse_status_string(r), qkvfuse_last_error());
   tk_case_download(&c);
-  tk_case_args(&c, TK_AT_INIT, host, &ha);
   tk_oracle o;
   char err[128];
-  tk_oracle_run(&c.desc, &ha, &o, err, sizeof err);
+  tk_case_oracle(&c, &o, err, sizeof err);
   int64_t KV = s.Nkv * s.D;
   for (int64_t j = 0; j < KV; j++) o.kc_off[3 * KV + j] = o.vc_off[3 * KV + j] = -1; /* overwritten by token 7 */
   if (r == QKVFUSE_SUCCESS) tk_compare_case(&c, &o, &st);

@@ -422,3 +422,13 @@ def check_case(c, got):
         if not np.array_equal(a[..., keep0:], b0[..., keep0:]):
             raise AssertionError("qkv: bytes outside the in-place q/k columns changed (v columns or padding; H=%d)"
                                  % H)
+
+
+def check_random(seed, backend, args_of):
+    """Case(seed, backend), run on the tensors args_of(case) makes and checked
+    against the oracle; a failure carries the case's description."""
+    c = Case(seed, backend)
+    try:
+        check_case(c, run_case(c, args_of(c)))
+    except Exception as e:
+        raise AssertionError("%s\n  case: %s" % (e, c.describe())) from e

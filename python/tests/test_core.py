@@ -11,9 +11,4 @@ from conftest import seeds
 @pytest.mark.parametrize("backend,seed", [("auto", s) for s in seeds(250, 1000)]
                          + [("reference", s) for s in seeds(100, 5000)])
 def test_random_case(backend, seed):
-    c = cases.Case(seed, backend)
-    try:
-        got = cases.run_case(c, cases.to_numpy_args(c))
-        cases.check_case(c, got)
-    except Exception as e:
-        raise AssertionError("%s\n  case: %s" % (e, c.describe())) from e
+    cases.check_random(seed, backend, cases.to_numpy_args)

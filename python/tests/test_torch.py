@@ -18,11 +18,7 @@ if HAVE_TORCH:
 
 @pytest.mark.parametrize("seed", seeds(60, 20000))
 def test_random_case_torch_cpu(seed):
-    c = cases.Case(seed, "auto")
-    try:
-        cases.check_case(c, cases.run_case(c, cases.to_torch_args(c, "cpu")))
-    except Exception as e:
-        raise AssertionError("%s\n  case: %s" % (e, c.describe())) from e
+    cases.check_random(seed, "auto", lambda c: cases.to_torch_args(c, "cpu"))
 
 
 def small_problem(device="cpu", dtype=None, T=6, Nq=4, Nkv=2, D=64, seed=0):

@@ -29,11 +29,7 @@ if cuda_ok():
 
 @pytest.mark.parametrize("seed", seeds(200, 30000))
 def test_random_case_cuda(seed):
-    c = cases.Case(seed, "auto")
-    try:
-        cases.check_case(c, cases.run_case(c, cases.to_torch_args(c, "cuda")))
-    except Exception as e:
-        raise AssertionError("%s\n  case: %s" % (e, c.describe())) from e
+    cases.check_random(seed, "auto", lambda c: cases.to_torch_args(c, "cuda"))
 
 
 def _close_ulps(a, b, ulps):

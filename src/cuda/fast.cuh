@@ -198,12 +198,17 @@ __host__ __device__ inline size_t qtable_bytes(int W, int Nkv, bool offsets) {
   return sizeof(float) * (size_t)W * (offsets ? 4 : 2) + sizeof(int) * 2 * (size_t)Nkv;
 }
 
+// The table's flags: [2 * Nkv], (k or v) * Nkv + head.
+__device__ __forceinline__ int *qtable_flags(const qf_cu_params &P, float *tab) {
+  return reinterpret_cast<int *>(tab + (size_t)P.Nkv * P.D * (P.k_offset || P.v_offset ? 4 : 2));
+}
+
 // Fills the channels [i0, i1) of the [2W] (k, then v) table, whole heads
 // (multiples of D); a block that does one unit fills only its item's heads.
 __device__ __forceinline__ void fill_qtable(const qf_cu_params &P, float *tab, int i0, int i1) {
   const int W = P.Nkv * P.D;
   const bool offsets = P.k_offset || P.v_offset;
-  int *bad = reinterpret_cast<int *>(tab + (size_t)W * (offsets ? 4 : 2)); /* [2 * Nkv]: (k or v) * Nkv + head */
+  int *bad = qtable_flags(P, tab);
   for (int i = i0 / P.D + (int)threadIdx.x; i < i1 / P.D; i += blockDim.x) bad[i] = 0;
   __syncthreads();
   // chunks of 8 channels (inside one head: D % 16 == 0), two per thread per
@@ -440,8 +445,7 @@ __global__ void __launch_bounds__(kFastBlock, 4) fast_kernel(const qf_cu_params 
     const qf_cu_cache &C = kind == 1 ? P.k_cache : P.v_cache;
     const bool to_cache = kind > 0 && dest && C.data;
     const float *rtab = qtab + (kind == 2 ? W : 0), *otab = qtab + 2 * W + (kind == 2 ? W : 0);
-    const int *badtab =
-        reinterpret_cast<const int *>(qtab + (size_t)W * (P.k_offset || P.v_offset ? 4 : 2)) + (kind == 2 ? P.Nkv : 0);
+    const int *badtab = qtable_flags(P, qtab) + (kind == 2 ? P.Nkv : 0);
 #pragma unroll
     for (int i = 0; i < NH; i++) {
       if (i >= nh) break; /* uniform per block */

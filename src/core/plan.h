@@ -25,6 +25,7 @@ struct qkvfuse_plan {
   double mscale;
   /* backend-owned state (device tables), released by `release` */
   int device_sm_count;     /* CUDA: multiprocessors of the plan's device */
+  int device_pdl;          /* CUDA: launch with programmatic dependent launch (sm_90+, QKVFUSE_CUDA_PDL != 0) */
   void *device_state;
   void (*release)(struct qkvfuse_plan *plan);
 };

@@ -3,6 +3,7 @@
 // dispatch(). No allocation and no synchronization inside run.
 #include <cuda_runtime.h>
 #include <math.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "core/backends.h"
@@ -102,6 +103,7 @@ void qf_cuda_make_params(const qkvfuse_plan *plan, const qf_problem *p, qf_cu_pa
   P->k_cache = cache(p->k_cache, d->k_quant);
   P->v_cache = cache(p->v_cache, d->v_quant);
   P->error_flags = p->error_flags;
+  P->pdl = plan->device_pdl;
 }
 
 static bool aligned(const void *ptr, int64_t bytes) { return ((uintptr_t)ptr % (uintptr_t)bytes) == 0; }
@@ -250,6 +252,13 @@ extern "C" qkvfuse_status qf_cuda_plan(qkvfuse_plan *plan) {
   e = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, d->device_id);
   if (e != cudaSuccess) return cuda_fail(e, "cudaDeviceGetAttribute");
   plan->device_sm_count = sms;
+  // programmatic dependent launch (launch.h): sm_90 and later, unless the
+  // environment says QKVFUSE_CUDA_PDL=0
+  int major = 0;
+  e = cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, d->device_id);
+  if (e != cudaSuccess) return cuda_fail(e, "cudaDeviceGetAttribute");
+  const char *pdl = getenv("QKVFUSE_CUDA_PDL");
+  plan->device_pdl = major >= 9 && !(pdl && strcmp(pdl, "0") == 0);
   plan->backend = QKVFUSE_BACKEND_CUDA;
   plan->backend_name = "cuda";
   plan->run = qf_cuda_run;

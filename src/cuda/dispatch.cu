@@ -20,6 +20,23 @@ qkvfuse_status qf_cuda_launch(qkvfuse_dtype in, int vec, int nv, int lanes, int 
   }
 }
 
+qkvfuse_status qf_cuda_start(const void *kernel, unsigned blocks, unsigned threads, size_t smem, cudaStream_t stream,
+                             const qf_cu_params *P, const char *name) {
+  cudaLaunchConfig_t config = {};
+  config.gridDim = dim3(blocks);
+  config.blockDim = dim3(threads);
+  config.dynamicSmemBytes = smem;
+  config.stream = stream;
+  cudaLaunchAttribute attr[1];
+  attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+  attr[0].val.programmaticStreamSerializationAllowed = 1;
+  config.attrs = attr;
+  config.numAttrs = P->pdl ? 1 : 0;
+  void *args[1] = {const_cast<qf_cu_params *>(P)};
+  cudaLaunchKernelExC(&config, kernel, args); /* its error is also the last error: */
+  return qf_cuda_launched(name);
+}
+
 qkvfuse_status qf_cuda_launched(const char *kernel) {
   const cudaError_t e = cudaGetLastError();
   if (e != cudaSuccess)

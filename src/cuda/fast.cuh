@@ -43,8 +43,17 @@ __host__ __device__ constexpr int fast_max_heads(bool sep) { return sep ? 2 : kF
 
 // The input rows are read once and the outputs written once: streaming
 // loads and stores (evict-first) keep them from displacing the tables and
-// the next rows in L2 (measured: +5 to +7 points of copy bandwidth).
-__device__ __forceinline__ uint4 ld_stream(const void *p) { return __ldcs(reinterpret_cast<const uint4 *>(p)); }
+// the next rows in L2 (measured: +5 to +7 points of copy bandwidth). The
+// loads ask L2 to fetch 256-byte blocks (a group's 8-lane half-row is 128
+// or 256 bytes; measured +0 to +2 points, in place). Volatile: never moved
+// above the grid dependency wait.
+__device__ __forceinline__ uint4 ld_stream(const void *p) {
+  uint4 v;
+  asm volatile("ld.global.cs.L2::256B.v4.u32 {%0, %1, %2, %3}, [%4];"
+               : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
+               : "l"(p));
+  return v;
+}
 template <typename V>
 __device__ __forceinline__ void st_stream(void *p, V v) {
   __stcs(reinterpret_cast<V *>(p), v);
@@ -254,6 +263,19 @@ __device__ __forceinline__ void fill_qtable(const qf_cu_params &P, float *tab, i
   __syncthreads();
 }
 
+// a / b for 0 <= a and 0 < b, by a 32-bit division when both fit (a 64-bit
+// division is a subroutine of ~70 instructions on the decode critical path).
+__device__ __forceinline__ int64_t div_small(int64_t a, int64_t b) {
+  if (((uint64_t)a | (uint64_t)b) >> 32 == 0) return (int64_t)((uint32_t)a / (uint32_t)b);
+  return a / b;
+}
+
+// 8 floats of the shared-memory table at a multiple of 8 floats (32 bytes).
+__device__ __forceinline__ void ld_shared8(const float *p, float *o) {
+  const float4 a = reinterpret_cast<const float4 *>(p)[0], b = reinterpret_cast<const float4 *>(p)[1];
+  o[0] = a.x, o[1] = a.y, o[2] = a.z, o[3] = a.w, o[4] = b.x, o[5] = b.y, o[6] = b.z, o[7] = b.w;
+}
+
 // Element offset of channel jj (a multiple of 8) of a token's row in a cache:
 // chunk = D (paged, paged_hnd, contiguous) or a power of two (nz).
 __device__ __forceinline__ int64_t cache_at(const qf_cu_cache &C, int64_t row0, int kvh, int e, int D) {
@@ -272,8 +294,10 @@ __device__ __forceinline__ token_ix load_token_ix(const qf_cu_params &P, int64_t
   token_ix x = {0, -1};
   if (t >= P.T) return x;
   if (P.positions.data) x.pos = ld_index(P.positions.data, P.positions.dtype, t);
-  if (P.layout != QKVFUSE_CACHE_NONE)
-    x.slot = ld_index(P.slot_mapping.data, P.slot_mapping.dtype, P.layout == QKVFUSE_CACHE_CONTIGUOUS ? t / P.S : t);
+  if (P.layout != QKVFUSE_CACHE_NONE) {
+    const int64_t at = P.layout == QKVFUSE_CACHE_CONTIGUOUS ? div_small(t, P.S) : t;
+    x.slot = ld_index(P.slot_mapping.data, P.slot_mapping.dtype, at);
+  }
   return x;
 }
 
@@ -296,11 +320,13 @@ __global__ void __launch_bounds__(kFastBlock, 4) fast_kernel(const qf_cu_params 
   constexpr int GPB = kFastBlock / L, NH = fast_max_heads(SEP);
   extern __shared__ __align__(16) float qtab[];
   const unsigned units = gridDim.x - (P.fast_check ? 1u : 0u); /* blocks doing work */
+  grid_dependency_wait();
   if (blockIdx.x == units) {
     check_cache_scales(P);
     return;
   }
   const int D = P.D, R = P.R, nl = D >> 4, W = P.Nkv * D;
+  const float rD = 1.0f / (float)D; /* mean of squares: a multiply, off the critical path */
   const int lane = threadIdx.x & (L - 1), grp = threadIdx.x / L;
   const unsigned ipt = (unsigned)P.fast_ipt;
   // work units: (GPB consecutive tokens, one item slot), grid-stride; the
@@ -367,10 +393,10 @@ __global__ void __launch_bounds__(kFastBlock, 4) fast_kernel(const qf_cu_params 
       int64_t blk, row;
       bool bad;
       if (P.layout == QKVFUSE_CACHE_CONTIGUOUS) {
-        blk = t / P.S, row = ix.slot + (t - blk * P.S);
+        blk = div_small(t, P.S), row = ix.slot + (t - blk * P.S);
         bad = ix.slot < 0 || ix.slot > C0.block_size - P.S;
       } else {
-        blk = ix.slot / C0.block_size, row = ix.slot - blk * C0.block_size;
+        blk = div_small(ix.slot, C0.block_size), row = ix.slot - blk * C0.block_size;
         bad = ix.slot < 0 || ix.slot >= C0.blocks * C0.block_size;
       }
       if (bad) {
@@ -453,12 +479,13 @@ __global__ void __launch_bounds__(kFastBlock, 4) fast_kernel(const qf_cu_params 
       unpack8<T>(ra[i], x);
       unpack8<T>(rb[i], x + 8);
       if (norm) {
-        float ss = 0.0f;
+        float s4[4] = {0.0f, 0.0f, 0.0f, 0.0f}; /* four chains: latency */
 #pragma unroll
-        for (int k = 0; k < 16; k++) ss = fmaf(x[k], x[k], ss);
+        for (int k = 0; k < 16; k++) s4[k & 3] = fmaf(x[k], x[k], s4[k & 3]);
+        float ss = (s4[0] + s4[1]) + (s4[2] + s4[3]);
 #pragma unroll
         for (int off = L >> 1; off > 0; off >>= 1) ss += __shfl_xor_sync(0xffffffffu, ss, off, L);
-        const float inv = rsqrtf(ss / (float)D + P.eps);
+        const float inv = rsqrtf(fmaf(ss, rD, P.eps));
 #pragma unroll
         for (int k = 0; k < 16; k++) x[k] = x[k] * inv * g[k];
       }
@@ -508,12 +535,8 @@ __global__ void __launch_bounds__(kFastBlock, 4) fast_kernel(const qf_cu_params 
       for (int v = 0; v < 2; v++) {
         const int ch = kvh * D + 8 * (v ? vb : va);
         float r[8], of[8];
-#pragma unroll
-        for (int k = 0; k < 8; k++) r[k] = rtab[ch + k];
-        if (C.quant == QKVFUSE_QUANT_INT8_ASYM) {
-#pragma unroll
-          for (int k = 0; k < 8; k++) of[k] = otab[ch + k];
-        }
+        ld_shared8(rtab + ch, r);
+        if (C.quant == QKVFUSE_QUANT_INT8_ASYM) ld_shared8(otab + ch, of);
         st_stream(c + cache_at(C, row0, kvh, 8 * (v ? vb : va), D), quant_bytes8(C.quant, x + 8 * v, r, of));
       }
     }

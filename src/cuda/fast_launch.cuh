@@ -33,8 +33,7 @@ qkvfuse_status launch_fast(int lanes, int variant, const qf_cu_params *P, unsign
     default: kernel = fast_for<T, true, true>(lanes); break;
   }
   if (!kernel) return qf_fail(QKVFUSE_ERROR_UNSUPPORTED, "cuda: no streaming kernel for %d lanes per head", lanes);
-  kernel<<<blocks, kFastBlock, smem, stream>>>(*P);
-  return qf_cuda_launched("streaming");
+  return qf_cuda_start(reinterpret_cast<const void *>(kernel), blocks, kFastBlock, smem, stream, P, "streaming");
 }
 
 }  // namespace qf

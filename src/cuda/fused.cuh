@@ -39,6 +39,18 @@ namespace qf {
 
 constexpr int kBlock = 256;
 
+// Programmatic dependent launch (launch.h): let the stream's next kernel
+// launch, then wait until the previous kernel has finished and its writes are
+// visible. Every kernel of the family calls this before its first global
+// memory access. Without the launch attribute (or before sm_90) it costs
+// nothing and waits for nothing.
+__device__ __forceinline__ void grid_dependency_wait() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+  asm volatile("griddepcontrol.wait;" ::: "memory");
+#endif
+}
+
 __device__ __forceinline__ void report(const qf_cu_params &P, uint32_t bit) {
   if (P.error_flags) atomicOr(P.error_flags, bit);
 }
@@ -278,6 +290,7 @@ __global__ void __launch_bounds__(kBlock, 4) fused_kernel(const qf_cu_params P) 
   tile_token *tok = reinterpret_cast<tile_token *>(smem_raw);
   float *g_q = reinterpret_cast<float *>(tok + P.tpb), *g_k = g_q + D, *b_q = g_k + D, *b_k = b_q + D;
   float *cos_t = b_k + D, *sin_t = cos_t + (size_t)P.tpb * R, *ys = sin_t + (size_t)P.tpb * R + (size_t)grp * R;
+  grid_dependency_wait();
 
   // ---- once per block: the RMSNorm weights; block 0 also checks every
   // scale and offset (reported even if no token uses them)

@@ -36,8 +36,7 @@ qkvfuse_status launch_fused(int vec, int nv, const qf_cu_params *P, unsigned blo
   }
   if (!kernel)
     return qf_fail(QKVFUSE_ERROR_UNSUPPORTED, "cuda: no kernel for vector width %d x %d per lane", vec, nv);
-  kernel<<<blocks, kBlock, smem, stream>>>(*P);
-  return qf_cuda_launched("fused");
+  return qf_cuda_start(reinterpret_cast<const void *>(kernel), blocks, kBlock, smem, stream, P, "fused");
 }
 
 }  // namespace qf

@@ -21,6 +21,16 @@ enum {
 qkvfuse_status qf_cuda_launch(qkvfuse_dtype in, int vec, int nv, int lanes, int variant, const qf_cu_params *P,
                               unsigned blocks, size_t smem, cudaStream_t stream);
 
+/* Launches `kernel` (a __global__ function taking one qf_cu_params by value)
+ * and returns its launch status, naming the kernel in the message. With
+ * P->pdl the launch is a programmatic dependent launch: the grid may start
+ * while the previous kernel of the stream finishes, and every kernel of the
+ * family waits for that kernel (griddepcontrol.wait, fused.cuh) before its
+ * first global memory access, so stream order holds as before; only the
+ * launch latency overlaps. */
+qkvfuse_status qf_cuda_start(const void *kernel, unsigned blocks, unsigned threads, size_t smem, cudaStream_t stream,
+                             const qf_cu_params *P, const char *name);
+
 /* The status of the launch just made (cudaGetLastError), naming the kernel. */
 qkvfuse_status qf_cuda_launched(const char *kernel);
 

@@ -64,6 +64,8 @@ typedef struct qf_cu_params {
   qf_cu_mat q_out, k_out, v_out;
   qf_cu_cache k_cache, v_cache;
   uint32_t *error_flags;
+
+  int32_t pdl;                  /* host side: launch with programmatic dependent launch (launch.h) */
 } qf_cu_params;
 
 #endif /* QKVFUSE_CUDA_PARAMS_H */

@@ -180,8 +180,9 @@ static bool fast_ok(const qf_problem *p, const qf_cu_params &P) {
 // still gives about 1024 threads per multiprocessor (decode-sized calls get
 // one head per item, prefill four). One block per unit, except with
 // quantized caches: then each block first builds the reciprocal scales in
-// shared memory, so the grid is the resident blocks (4 per multiprocessor)
-// walking the units grid-stride. Plus the scale-check block. Sets *smem;
+// shared memory (and reports the bad ones), so when there are more units
+// than resident blocks (4 per multiprocessor) the grid is the resident
+// blocks walking the units grid-stride. Sets *smem;
 // returns the grid size, or 0 if the grid overflows 32 bits or the table
 // does not fit (the general kernel then serves the call).
 static int64_t fast_split(const qkvfuse_plan *plan, const qf_problem *p, int lanes, qf_cu_params *P, size_t *smem) {
@@ -207,8 +208,7 @@ static int64_t fast_split(const qkvfuse_plan *plan, const qf_problem *p, int lan
   P->fast_qtable = quant;
   *smem = quant ? tab : 0;
   const int64_t grid = quant && units > sms * 4 ? sms * 4 : units;
-  P->fast_check = p->k_scale.data || p->v_scale.data;
-  return grid + P->fast_check;
+  return grid;
 }
 
 static qkvfuse_status qf_cuda_run(const qkvfuse_plan *plan, const qf_problem *p, void *stream) {

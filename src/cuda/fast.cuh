@@ -28,8 +28,10 @@
 //
 // Errors: a token whose position or slot is outside its table writes nothing
 // and sets a bit of *error_flags; a head whose cache scale or offset is zero
-// or not finite skips its cache row (and the last block of the grid checks
-// every scale and offset and reports them, used or not).
+// or not finite skips its cache row. Bad scales and offsets are reported by
+// the blocks that build the quantization table: together they build every
+// head's part (T >= 1 gives every item slot a unit), so each bad value is
+// reported, used or not.
 #ifndef QKVFUSE_CUDA_FAST_CUH
 #define QKVFUSE_CUDA_FAST_CUH
 
@@ -144,32 +146,6 @@ __device__ __forceinline__ float rcp_approx(float s) {
   return r;
 }
 
-// The last block of the grid: every cache scale and offset, used or not.
-// Per-channel arrays are read as float4 (16-byte aligned: the plan checks),
-// four in flight per thread, so this block is not the launch's straggler.
-__device__ __forceinline__ void check_cache_scales(const qf_cu_params &P) {
-  const int width = P.Nkv * P.D; /* a multiple of 16 */
-  const float *sc[4] = {P.k_scale, P.v_scale, P.k_offset, P.v_offset};
-  const int pc[4] = {P.k_scale_pc, P.v_scale_pc, P.k_scale_pc, P.v_scale_pc};
-  bool bad = false;
-  for (int a = 0; a < 4; a++) {
-    if (!sc[a]) continue;
-    if (!pc[a]) {
-      const float v = __ldg(sc[a]);
-      bad |= a < 2 ? !scale_ok(v) : !offset_ok(v);
-      continue;
-    }
-    const float4 *p = reinterpret_cast<const float4 *>(sc[a]);
-#pragma unroll 4
-    for (int i = threadIdx.x; i < width / 4; i += blockDim.x) {
-      const float4 v = __ldg(p + i);
-      bad |= a < 2 ? !(scale_ok(v.x) && scale_ok(v.y) && scale_ok(v.z) && scale_ok(v.w))
-                   : !(offset_ok(v.x) && offset_ok(v.y) && offset_ok(v.z) && offset_ok(v.w));
-    }
-  }
-  if (__syncthreads_or(bad) && threadIdx.x == 0) report(P, QKVFUSE_DATA_ERROR_SCALE);
-}
-
 // sat8(rint(y)); NaN -> 0.
 __device__ __forceinline__ uint32_t sat_s8(float y) {
   int q;
@@ -214,6 +190,7 @@ __device__ __forceinline__ int *qtable_flags(const qf_cu_params &P, float *tab) 
 
 // Fills the channels [i0, i1) of the [2W] (k, then v) table, whole heads
 // (multiples of D); a block that does one unit fills only its item's heads.
+// Reports every bad scale or offset it reads.
 __device__ __forceinline__ void fill_qtable(const qf_cu_params &P, float *tab, int i0, int i1) {
   const int W = P.Nkv * P.D;
   const bool offsets = P.k_offset || P.v_offset;
@@ -257,7 +234,10 @@ __device__ __forceinline__ void fill_qtable(const qf_cu_params &P, float *tab, i
         tab[i + k] = rcp_approx(s[h][k]);
         if (offsets) tab[2 * W + i + k] = o[h][k];
       }
-      if (!ok) atomicOr(&bad[kv * P.Nkv + (i - kv * W) / P.D], 1);
+      if (!ok) {
+      atomicOr(&bad[kv * P.Nkv + (i - kv * W) / P.D], 1);
+      report(P, QKVFUSE_DATA_ERROR_SCALE);
+    }
     }
   }
   __syncthreads();
@@ -319,28 +299,11 @@ template <typename T, int L, bool INTER, bool SEP>
 __global__ void __launch_bounds__(kFastBlock, 4) fast_kernel(const qf_cu_params P) {
   constexpr int GPB = kFastBlock / L, NH = fast_max_heads(SEP);
   extern __shared__ __align__(16) float qtab[];
-  const unsigned units = gridDim.x - (P.fast_check ? 1u : 0u); /* blocks doing work */
-  grid_dependency_wait();
-  if (blockIdx.x == units) {
-    check_cache_scales(P);
-    return;
-  }
+  const unsigned units = gridDim.x; /* blocks */
   const int D = P.D, R = P.R, nl = D >> 4, W = P.Nkv * D;
   const float rD = 1.0f / (float)D; /* mean of squares: a multiply, off the critical path */
   const int lane = threadIdx.x & (L - 1), grp = threadIdx.x / L;
   const unsigned ipt = (unsigned)P.fast_ipt;
-  // work units: (GPB consecutive tokens, one item slot), grid-stride; the
-  // next unit's position and slot are loaded while this one runs
-  token_ix next = load_token_ix(P, (int64_t)(blockIdx.x / ipt) * GPB + grp);
-  if (P.fast_qtable) {
-    if (P.fast_units > units) { /* several units per block: every head */
-      fill_qtable(P, qtab, 0, 2 * W);
-    } else { /* one unit: its item's heads, none for q (uniform per block) */
-      int kind, h0, nh;
-      decode_item(P, blockIdx.x % ipt, kind, h0, nh);
-      if (kind > 0) fill_qtable(P, qtab, (kind - 1) * W + h0 * D, (kind - 1) * W + (h0 + nh) * D);
-    }
-  }
 
   // the lane's two vectors and whether it rotates them
   int va, vb;
@@ -354,6 +317,21 @@ __global__ void __launch_bounds__(kFastBlock, 4) fast_kernel(const qf_cu_params 
   } else {
     va = (R >> 3) + 2 * (lane - (R >> 4)), vb = va + 1;
     rot_a = rot_b = false;
+  }
+
+  // the setup above reads only parameters; memory waits for the previous kernel
+  grid_dependency_wait();
+  // work units: (GPB consecutive tokens, one item slot), grid-stride; the
+  // next unit's position and slot are loaded while this one runs
+  token_ix next = load_token_ix(P, (int64_t)(blockIdx.x / ipt) * GPB + grp);
+  if (P.fast_qtable) {
+    if (P.fast_units > units) { /* several units per block: every head */
+      fill_qtable(P, qtab, 0, 2 * W);
+    } else { /* one unit: its item's heads, none for q (uniform per block) */
+      int kind, h0, nh;
+      decode_item(P, blockIdx.x % ipt, kind, h0, nh);
+      if (kind > 0) fill_qtable(P, qtab, (kind - 1) * W + h0 * D, (kind - 1) * W + (h0 + nh) * D);
+    }
   }
 
   for (unsigned u = blockIdx.x; u < P.fast_units; u += units) {
@@ -527,8 +505,8 @@ __global__ void __launch_bounds__(kFastBlock, 4) fast_kernel(const qf_cu_params 
         continue;
       }
       // quantized (k after RoPE, v as read) with the table's reciprocal
-      // scales; a head with a bad scale or offset skips its row (the check
-      // block reports it)
+      // scales; a head with a bad scale or offset skips its row (the table's
+      // builder reported it)
       if (badtab[kvh]) continue;
       uint8_t *c = static_cast<uint8_t *>(C.data);
 #pragma unroll

@@ -40,7 +40,6 @@ typedef struct qf_cu_params {
   /* the streaming kernel (fast.cuh): items (token, up to fast_hpi heads of one kind) */
   int32_t fast_hpi;            /* heads per item: 1..4 */
   int32_t fast_items_q, fast_items_k, fast_ipt; /* items per token: of q, of k, in all */
-  int32_t fast_check;          /* 1: the grid's last block checks the cache scales */
   uint32_t fast_units;         /* work units: ceil(T / tokens per block) * fast_ipt, walked grid-stride */
   int32_t fast_qtable;         /* 1: blocks build the quantization table in shared memory */
 

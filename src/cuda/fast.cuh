@@ -103,27 +103,39 @@ __device__ __forceinline__ uint4 pack8(const float *x) {
 }
 
 // N (4 or 8) consecutive elements [i, i + N) of a float32 / bfloat16 / float16
-// array as float32, by aligned vector loads (the plan checks the alignment).
+// table, read in two phases: ld_table issues the aligned vector loads (the
+// plan checks the alignment) and keeps the raw bits, cvt_table converts them
+// to float32. An item issues all its table loads (norm weights, cos/sin)
+// before it converts any, so their round trips overlap instead of adding up
+// on the decode critical path.
+struct table_raw {
+  uint4 a, b; /* float32: N floats in a (, b); 16-bit: N halves in a */
+};
+
 template <int N>
-__device__ __forceinline__ void ld_floats(const void *p, int dt, int64_t i, float *o) {
+__device__ __forceinline__ table_raw ld_table(const void *p, int dt, int64_t i) {
   static_assert(N == 4 || N == 8, "4 or 8 elements");
+  table_raw r = {make_uint4(0, 0, 0, 0), make_uint4(0, 0, 0, 0)};
   if (dt == QKVFUSE_DTYPE_FLOAT32) {
-    const float4 *q = reinterpret_cast<const float4 *>(static_cast<const float *>(p) + i);
-#pragma unroll
-    for (int k = 0; k < N / 4; k++) {
-      const float4 v = __ldg(q + k);
-      o[4 * k] = v.x, o[4 * k + 1] = v.y, o[4 * k + 2] = v.z, o[4 * k + 3] = v.w;
-    }
-    return;
-  }
-  const uint16_t *b = static_cast<const uint16_t *>(p) + i;
-  uint32_t w[N / 2];
-  if constexpr (N == 8) {
-    const uint4 v = __ldg(reinterpret_cast<const uint4 *>(b));
-    w[0] = v.x, w[1] = v.y, w[2] = v.z, w[3] = v.w;
+    const uint4 *q = reinterpret_cast<const uint4 *>(static_cast<const float *>(p) + i);
+    r.a = __ldg(q);
+    if (N == 8) r.b = __ldg(q + 1);
+  } else if (N == 8) {
+    r.a = __ldg(reinterpret_cast<const uint4 *>(static_cast<const uint16_t *>(p) + i));
   } else {
-    const uint2 v = __ldg(reinterpret_cast<const uint2 *>(b));
-    w[0] = v.x, w[1] = v.y;
+    const uint2 v = __ldg(reinterpret_cast<const uint2 *>(static_cast<const uint16_t *>(p) + i));
+    r.a.x = v.x, r.a.y = v.y;
+  }
+  return r;
+}
+
+template <int N>
+__device__ __forceinline__ void cvt_table(const table_raw &r, int dt, float *o) {
+  const uint32_t w[8] = {r.a.x, r.a.y, r.a.z, r.a.w, r.b.x, r.b.y, r.b.z, r.b.w};
+  if (dt == QKVFUSE_DTYPE_FLOAT32) {
+#pragma unroll
+    for (int k = 0; k < N; k++) o[k] = __uint_as_float(w[k]);
+    return;
   }
 #pragma unroll
   for (int k = 0; k < N / 2; k++) {
@@ -132,6 +144,12 @@ __device__ __forceinline__ void ld_floats(const void *p, int dt, int64_t i, floa
     else
       h16<__half>::unpack(w[k], o[2 * k], o[2 * k + 1]);
   }
+}
+
+// Both phases at once (where nothing else is in flight).
+template <int N>
+__device__ __forceinline__ void ld_floats(const void *p, int dt, int64_t i, float *o) {
+  cvt_table<N>(ld_table<N>(p, dt, i), dt, o);
 }
 
 // A scale or offset a cache row may use: finite, and (scales) not zero.
@@ -386,60 +404,71 @@ __global__ void __launch_bounds__(kFastBlock, 4) fast_kernel(const qf_cu_params 
       }
     }
 
-    // 3. per-item constants: norm weights, cos/sin of the lane's elements
+    // 3. per-item constants: norm weights, cos/sin of the lane's elements;
+    // the loads of each pair before their conversion (registers allow no more)
     const bool norm = kind == 0 ? P.q_norm : (kind == 1 && P.k_norm);
+    const qf_cu_vec &gw = kind == 0 ? P.q_gamma : P.k_gamma;
+    table_raw graw[2];
+    if (norm) {
+      graw[0] = ld_table<8>(gw.data, gw.dtype, 8 * va);
+      graw[1] = ld_table<8>(gw.data, gw.dtype, 8 * vb);
+    }
     float g[16];
     if (norm) {
-      const qf_cu_vec &gw = kind == 0 ? P.q_gamma : P.k_gamma;
-      ld_floats<8>(gw.data, gw.dtype, 8 * va, g);
-      ld_floats<8>(gw.data, gw.dtype, 8 * vb, g + 8);
+      cvt_table<8>(graw[0], gw.dtype, g);
+      cvt_table<8>(graw[1], gw.dtype, g + 8);
       if (P.gamma_offset) {
 #pragma unroll
         for (int k = 0; k < 16; k++) g[k] += 1.0f;
       }
     }
     constexpr int NCS = INTER || SEP ? 4 : 2;
-    float cs[NCS][8]; /* cos A, sin A (, cos B, sin B) */
     const int pos = (int)ix.pos; /* < max_pos <= 2^31 when used */
     const bool rope = kind < 2 && R > 0 && ok && act && (rot_a || rot_b);
-    if (rope) {
-      if (SEP) { /* COS_SIN: as given, for the rotated vectors only (< R) */
-        if (rot_a) {
-          ld_floats<8>(P.cos.data, P.cos.dtype, t * P.cos.ld + 8 * va, cs[0]);
-          ld_floats<8>(P.sin.data, P.sin.dtype, t * P.sin.ld + 8 * va, cs[1]);
+    const bool cache_src = P.rope_source == QKVFUSE_ROPE_COS_SIN_CACHE;
+    const qf_cu_mat &csc = P.cos_sin_cache;
+    float cs[NCS][8]; /* cos A, sin A (, cos B, sin B) */
+    if (rope && (SEP || cache_src)) {
+      // tables, one (cos, sin) pair per lane vector: SEP (COS_SIN, as given)
+      // for the rotated vectors; a neox cache row serves both vectors
+#pragma unroll
+      for (int v = 0; v < (SEP || INTER ? 2 : 1); v++) {
+        const int w = v ? vb : va;
+        if (SEP ? !(v ? rot_b : rot_a) : (INTER && 8 * w >= R)) continue;
+        table_raw c2[2];
+        if (SEP) {
+          c2[0] = ld_table<8>(P.cos.data, P.cos.dtype, t * P.cos.ld + 8 * w);
+          c2[1] = ld_table<8>(P.sin.data, P.sin.dtype, t * P.sin.ld + 8 * w);
+          cvt_table<8>(c2[0], P.cos.dtype, cs[2 * v]);
+          cvt_table<8>(c2[1], P.sin.dtype, cs[2 * v + 1]);
+        } else if (!INTER) { /* pairs 8a .. 8a+7 */
+          const int64_t base = (int64_t)pos * csc.ld + 8 * va;
+          c2[0] = ld_table<8>(csc.data, csc.dtype, base);
+          c2[1] = ld_table<8>(csc.data, csc.dtype, base + (R >> 1));
+          cvt_table<8>(c2[0], csc.dtype, cs[0]);
+          cvt_table<8>(c2[1], csc.dtype, cs[1]);
+        } else { /* vector w holds pairs 4w .. 4w+3 */
+          const int64_t base = (int64_t)pos * csc.ld + 4 * w;
+          c2[0] = ld_table<4>(csc.data, csc.dtype, base);
+          c2[1] = ld_table<4>(csc.data, csc.dtype, base + (R >> 1));
+          float c[4], sn[4];
+          cvt_table<4>(c2[0], csc.dtype, c);
+          cvt_table<4>(c2[1], csc.dtype, sn);
+#pragma unroll
+          for (int k = 0; k < 8; k++) cs[2 * v][k] = c[k >> 1], cs[2 * v + 1][k] = sn[k >> 1];
         }
-        if (rot_b) {
-          ld_floats<8>(P.cos.data, P.cos.dtype, t * P.cos.ld + 8 * vb, cs[NCS - 2]);
-          ld_floats<8>(P.sin.data, P.sin.dtype, t * P.sin.ld + 8 * vb, cs[NCS - 1]);
-        }
-      } else if (!INTER && P.rope_source == QKVFUSE_ROPE_COS_SIN_CACHE) {
-        const int64_t base = (int64_t)pos * P.cos_sin_cache.ld + 8 * va; /* pairs 8a .. 8a+7 */
-        ld_floats<8>(P.cos_sin_cache.data, P.cos_sin_cache.dtype, base, cs[0]);
-        ld_floats<8>(P.cos_sin_cache.data, P.cos_sin_cache.dtype, base + (R >> 1), cs[1]);
-      } else if (P.rope_source == QKVFUSE_ROPE_COS_SIN_CACHE) {
-        const int64_t base = (int64_t)pos * P.cos_sin_cache.ld; /* vector v holds pairs 4v .. 4v+3 */
-        float c[4], sn[4];
+      }
+    } else if (rope) { /* COMPUTED */
 #pragma unroll
-        for (int v = 0; v < 2; v++) {
-          const int w = v ? vb : va;
-          if (8 * w >= R) continue;
-          ld_floats<4>(P.cos_sin_cache.data, P.cos_sin_cache.dtype, base + 4 * w, c);
-          ld_floats<4>(P.cos_sin_cache.data, P.cos_sin_cache.dtype, base + (R >> 1) + 4 * w, sn);
+      for (int v = 0; v < NCS / 2; v++) {
+        const int w = v ? vb : va;
+        if (INTER && 8 * w >= R) continue;
 #pragma unroll
-          for (int k = 0; k < 8; k++) cs[(2 * v) % NCS][k] = c[k >> 1], cs[(2 * v + 1) % NCS][k] = sn[k >> 1];
-        }
-      } else { /* COMPUTED */
-#pragma unroll
-        for (int v = 0; v < NCS / 2; v++) {
-          const int w = v ? vb : va;
-          if (INTER && 8 * w >= R) continue;
-#pragma unroll
-          for (int k = 0; k < 8; k += INTER ? 2 : 1) {
-            float c, sn;
-            half_cos_sin(P, pos, INTER ? (8 * w + k) >> 1 : 8 * w + k, c, sn);
-            cs[2 * v][k] = c, cs[2 * v + 1][k] = sn;
-            if (INTER) cs[2 * v][k + 1] = c, cs[2 * v + 1][k + 1] = sn;
-          }
+        for (int k = 0; k < 8; k += INTER ? 2 : 1) {
+          float c, sn;
+          half_cos_sin(P, pos, INTER ? (8 * w + k) >> 1 : 8 * w + k, c, sn);
+          cs[2 * v][k] = c, cs[2 * v + 1][k] = sn;
+          if (INTER) cs[2 * v][k + 1] = c, cs[2 * v + 1][k + 1] = sn;
         }
       }
     }

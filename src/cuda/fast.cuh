@@ -105,9 +105,10 @@ __device__ __forceinline__ uint4 pack8(const float *x) {
 // N (4 or 8) consecutive elements [i, i + N) of a float32 / bfloat16 / float16
 // table, read in two phases: ld_table issues the aligned vector loads (the
 // plan checks the alignment) and keeps the raw bits, cvt_table converts them
-// to float32. An item issues all its table loads (norm weights, cos/sin)
-// before it converts any, so their round trips overlap instead of adding up
-// on the decode critical path.
+// to float32. An item issues the loads of a pair (its two norm-weight
+// vectors; the cos and the sin of a vector) before it converts either, so
+// their round trips overlap instead of adding up on the decode critical path
+// (all pairs at once would not fit the registers).
 struct table_raw {
   uint4 a, b; /* float32: N floats in a (, b); 16-bit: N halves in a */
 };
@@ -253,9 +254,9 @@ __device__ __forceinline__ void fill_qtable(const qf_cu_params &P, float *tab, i
         if (offsets) tab[2 * W + i + k] = o[h][k];
       }
       if (!ok) {
-      atomicOr(&bad[kv * P.Nkv + (i - kv * W) / P.D], 1);
-      report(P, QKVFUSE_DATA_ERROR_SCALE);
-    }
+        atomicOr(&bad[kv * P.Nkv + (i - kv * W) / P.D], 1);
+        report(P, QKVFUSE_DATA_ERROR_SCALE);
+      }
     }
   }
   __syncthreads();

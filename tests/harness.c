@@ -60,6 +60,17 @@ int tk_case_oracle(tk_case *c, tk_oracle *o, char *err, size_t errlen) {
   return tk_oracle_run(&c->desc, &a, o, err, errlen);
 }
 
+int tk_run_core_on(tk_case *c, const tk_device *dev, qkvfuse_backend be, qkvfuse_status *status) {
+  *status = QKVFUSE_SUCCESS;
+  if (tk_case_upload(c, dev)) return -1;
+  qkvfuse_tensor tens[TK_NSLOT];
+  qkvfuse_args a;
+  tk_case_args(c, TK_AT_DEVICE, tens, &a);
+  int unsupported = 0;
+  *status = tk_run_core(c, &a, be, NULL, &unsupported);
+  return tk_case_download(c) ? -1 : 0;
+}
+
 int tk_check_case(tk_case *c, qkvfuse_backend be, tk_runner run, void *ctx, tk_stats *st) {
   const tk_device *dev = tk_device_for_backend(be);
   if (!dev) return TK_SKIP;

@@ -21,6 +21,12 @@ typedef qkvfuse_status (*tk_runner)(tk_case *c, const qkvfuse_args *args, qkvfus
 /* The core operator: plan with desc.backend = be, run, destroy. */
 qkvfuse_status tk_run_core(tk_case *c, const qkvfuse_args *args, qkvfuse_backend be, void *ctx, int *unsupported);
 
+/* Upload c's initial bytes to dev, run the core operator on be with device
+ * tensors, download: for tests that check a result tk_check_case does not
+ * (data errors, duplicate slots). *status is the run's status; returns 0, or
+ * -1 if a transfer failed. */
+int tk_run_core_on(tk_case *c, const tk_device *dev, qkvfuse_backend be, qkvfuse_status *status);
+
 /* Upload c's initial bytes to be's device, run, download, evaluate the oracle
  * and compare (into st). TK_PASS, TK_FAIL (st->first says why) or TK_SKIP. */
 int tk_check_case(tk_case *c, qkvfuse_backend be, tk_runner run, void *ctx, tk_stats *st);

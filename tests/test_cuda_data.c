@@ -67,18 +67,14 @@ static void one(const bad_data *b, const tk_device *dev) {
     }
   }
   o.row_skip = skip;
-  tk_case_upload(&c, dev);
-  qkvfuse_tensor tens[TK_NSLOT];
-  qkvfuse_args a;
-  tk_case_args(&c, TK_AT_DEVICE, tens, &a);
-  int unsupported = 0;
-  qkvfuse_status st = tk_run_core(&c, &a, QKVFUSE_BACKEND_CUDA, NULL, &unsupported);
+  qkvfuse_status st;
+  const int moved = tk_run_core_on(&c, dev, QKVFUSE_BACKEND_CUDA, &st);
   tk_stats ss;
   memset(&ss, 0, sizeof ss);
+  if (moved) tk_stats_fail(&ss, "device %s: a transfer failed", dev->name);
   if (st != QKVFUSE_SUCCESS)
     tk_stats_fail(&ss, "status %s (%s), want success: the CUDA call must stay capturable", qkvfuse_status_string(st),
                   qkvfuse_last_error());
-  tk_case_download(&c);
   uint32_t f;
   memcpy(&f, c.buf[TK_FLAGS_BUF].got, 4);
   if (!(f & b->flag)) tk_stats_fail(&ss, "error_flags 0x%x lacks 0x%x", f, b->flag);

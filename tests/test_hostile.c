@@ -201,15 +201,10 @@ static void truncation(qkvfuse_backend be) {
     poke_raw(&c, tc->slot, tc->at, tc->val);
     tk_stats st;
     memset(&st, 0, sizeof st);
-    tk_case_upload(&c, dev);
-    qkvfuse_tensor tens[TK_NSLOT];
-    qkvfuse_args a;
-    tk_case_args(&c, TK_AT_DEVICE, tens, &a);
-    int unsupported = 0;
-    qkvfuse_status r = tk_run_core(&c, &a, be, NULL, &unsupported);
+    qkvfuse_status r;
+    if (tk_run_core_on(&c, dev, be, &r)) tk_stats_fail(&st, "device %s: a transfer failed", dev->name);
     char msg[512];
     snprintf(msg, sizeof msg, "%s", qkvfuse_last_error());
-    tk_case_download(&c);
     uint32_t flags;
     memcpy(&flags, c.buf[TK_FLAGS_BUF].got, 4);
     const uint32_t bit = tc->slot == TK_POSITIONS ? QKVFUSE_DATA_ERROR_POSITION : QKVFUSE_DATA_ERROR_SLOT;

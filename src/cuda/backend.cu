@@ -175,29 +175,55 @@ static bool fast_ok(const qf_problem *p, const qf_cu_params &P) {
   return true;
 }
 
+// n / d as a multiply-high and a shift (fast.cuh: div_fixed), for n < 2^31.
+static qf_cu_div qf_cuda_divisor(uint32_t d) {
+  int shift = 0;
+  while (((uint64_t)1 << shift) < d) shift++;
+  const uint64_t mul = (((uint64_t)1 << 32) * (((uint64_t)1 << shift) - d)) / d + 1;
+  return qf_cu_div{d, (uint32_t)mul, shift};
+}
+
 // The streaming kernel's work split: units of (tokens per block, one item of
-// hpi heads); hpi is the largest of 4 (2 with per-token cos/sin), 2, 1 that
-// still gives about 1024 threads per multiprocessor (decode-sized calls get
-// one head per item, prefill four). One block per unit, except with
-// quantized caches: then each block first builds the reciprocal scales in
-// shared memory (and reports the bad ones), so when there are more units
-// than resident blocks (4 per multiprocessor) the grid is the resident
-// blocks walking the units grid-stride. Sets *smem;
-// returns the grid size, or 0 if the grid overflows 32 bits or the table
-// does not fit (the general kernel then serves the call).
-static int64_t fast_split(const qkvfuse_plan *plan, const qf_problem *p, int lanes, qf_cu_params *P, size_t *smem) {
+// hpi heads); hpi is the largest of 4 (2 with per-token cos/sin), 2 that
+// still gives about 1024 threads per multiprocessor; one block per unit,
+// except with quantized caches: then each block first builds the reciprocal
+// scales in shared memory (and reports the bad ones), so when there are more
+// units than resident blocks (4 per multiprocessor) the grid is the resident
+// blocks walking the units grid-stride. Calls too small for that even with
+// two heads per item are decode-sized: they run the decode form (one
+// (token, head) per group, one pass, scales read per lane; *decode set).
+// plan->device_form forces a form (the prefill form then goes down to one
+// head per item).
+// Sets *smem; returns the grid size, or 0 if the grid overflows 32 bits or
+// the table does not fit (the general kernel then serves the call).
+static int64_t fast_split(const qkvfuse_plan *plan, const qf_problem *p, int lanes, qf_cu_params *P, size_t *smem,
+                          bool *decode) {
   const int64_t sms = plan->device_sm_count > 0 ? plan->device_sm_count : 132;
   const bool k_work = p->k_out.data || p->desc->cache_layout != QKVFUSE_CACHE_NONE;
   const bool v_work = p->v_out.data || p->desc->cache_layout != QKVFUSE_CACHE_NONE;
-  const int64_t tchunks = (p->T + qf::kFastBlock / lanes - 1) / (qf::kFastBlock / lanes);
+  const int64_t gpb = qf::kFastBlock / lanes, tchunks = (p->T + gpb - 1) / gpb;
   int64_t units = 0;
-  for (int hpi = qf::fast_max_heads(p->desc->rope_source == QKVFUSE_ROPE_COS_SIN); hpi >= 1; hpi >>= 1) {
+  const int64_t groups_q = p->T * p->Nq, groups_kv = p->T * p->Nkv;
+  const int form = plan->device_form;
+  *smem = 0;
+  *decode = form != 2 && groups_q < 0x7fffffffLL - gpb; /* div_fixed: indices below 2^31 */
+  for (int hpi = qf::fast_max_heads(p->desc->rope_source == QKVFUSE_ROPE_COS_SIN); hpi >= (form == 2 ? 1 : 2);
+       hpi >>= 1) {
     P->fast_hpi = hpi;
     P->fast_items_q = (int32_t)((p->Nq + hpi - 1) / hpi);
     P->fast_items_k = k_work ? (int32_t)((p->Nkv + hpi - 1) / hpi) : 0;
     P->fast_ipt = P->fast_items_q + P->fast_items_k + (v_work ? (int32_t)((p->Nkv + hpi - 1) / hpi) : 0);
     units = tchunks * P->fast_ipt;
     if (units * qf::kFastBlock >= sms * 1024) break;
+  }
+  if (form == 0 && units * qf::kFastBlock >= sms * 1024) *decode = false;
+  if (*decode) {
+    P->dec_blocks_q = (int32_t)((groups_q + gpb - 1) / gpb);
+    const int32_t blocks_kv = (int32_t)((groups_kv + gpb - 1) / gpb);
+    P->dec_blocks_k = k_work ? blocks_kv : 0;
+    P->dec_q = qf_cuda_divisor((uint32_t)p->Nq);
+    P->dec_kv = qf_cuda_divisor((uint32_t)p->Nkv);
+    return P->dec_blocks_q + P->dec_blocks_k + (v_work ? blocks_kv : 0);
   }
   if (units >= 0x7fffffffLL) return 0;
   P->fast_units = (uint32_t)units;
@@ -220,9 +246,11 @@ static qkvfuse_status qf_cuda_run(const qkvfuse_plan *plan, const qf_problem *p,
   if (fast_ok(p, P)) {
     const int lanes = pow2_ceil((int)(p->D / 16));
     size_t smem = 0;
-    const int64_t blocks = fast_split(plan, p, lanes, &P, &smem);
+    bool decode = false;
+    const int64_t blocks = fast_split(plan, p, lanes, &P, &smem, &decode);
     const int variant = (p->desc->rope_style == QKVFUSE_ROPE_INTERLEAVED ? QF_FAST_INTERLEAVED : 0) |
-                        (p->desc->rope_source == QKVFUSE_ROPE_COS_SIN ? QF_FAST_SEPARATE : 0);
+                        (p->desc->rope_source == QKVFUSE_ROPE_COS_SIN ? QF_FAST_SEPARATE : 0) |
+                        (decode ? QF_FAST_DECODE : 0);
     if (blocks > 0) return qf_cuda_launch(in, 0, 0, lanes, variant, &P, (unsigned)blocks, smem, (cudaStream_t)stream);
   }
   const int in_bytes = (int)qkvfuse_dtype_size(in);
@@ -259,6 +287,10 @@ extern "C" qkvfuse_status qf_cuda_plan(qkvfuse_plan *plan) {
   if (e != cudaSuccess) return cuda_fail(e, "cudaDeviceGetAttribute");
   const char *pdl = getenv("QKVFUSE_CUDA_PDL");
   plan->device_pdl = major >= 9 && !(pdl && strcmp(pdl, "0") == 0);
+  // the streaming kernel's form: by size, unless QKVFUSE_CUDA_FORM says
+  // decode or prefill (tests run each form over every shape)
+  const char *form = getenv("QKVFUSE_CUDA_FORM");
+  plan->device_form = form && strcmp(form, "decode") == 0 ? 1 : (form && strcmp(form, "prefill") == 0 ? 2 : 0);
   plan->backend = QKVFUSE_BACKEND_CUDA;
   plan->backend_name = "cuda";
   plan->run = qf_cuda_run;

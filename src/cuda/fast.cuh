@@ -5,33 +5,38 @@
 // of the input's dtype or int8/fp8, RoPE tables readable as aligned vectors,
 // no beta, not unfused-parity mode (the plan checks; fused.cuh does the rest).
 //
-// Work split. An item is (token, up to 4 heads of one kind: q, k or v). A
-// group of L lanes (L = D/16 rounded up to a power of two) does one item with
-// no barrier: it issues the loads of all its heads at once (two 16-byte
-// vectors per lane per head, streaming loads), reads the token's cos/sin and
-// the norm weights into registers (once per item), then normalizes, rotates
-// and stores head by head. A work unit is kFastBlock / L groups on
-// consecutive tokens of the same item slot, so the kind and head range are
-// uniform per block; consecutive units take the other item slots of the same
-// tokens. Blocks walk the units grid-stride and load the next unit's position
-// and slot ahead; the grid has one block per unit, or, with quantized caches,
-// the resident blocks, each of which first builds the reciprocal scales in
-// shared memory. Decode-sized calls use one head per item (as many groups in
-// flight as there are heads), prefill four (the per-item loads are amortized
-// and each lane has 128 bytes in flight).
+// Work split, in two forms chosen per call (backend.cu: fast_split). A group
+// of L lanes (L = D/16 rounded up to a power of two) does one item with no
+// barrier: two 16-byte vectors per lane per head, streaming loads.
+// Prefill form (fast_kernel): an item is (token, up to 4 heads of one kind:
+// q, k or v); the group issues the loads of all its heads at once, reads the
+// token's cos/sin and the norm weights into registers (once per item), then
+// normalizes, rotates and stores head by head. A work unit is kFastBlock / L
+// groups on consecutive tokens of the same item slot, so the kind and head
+// range are uniform per block; consecutive units take the other item slots of
+// the same tokens. Blocks walk the units grid-stride and load the next
+// unit's position and slot ahead; the grid has one block per unit, or, with
+// quantized caches, the resident blocks, each of which first builds the
+// reciprocal scales in shared memory.
+// Decode form (decode_kernel), for calls too small to fill the device with
+// two heads per item: one (token, head) per group, one pass, every
+// independent load (row, position, slot, norm weights, cache scales) issued
+// at once, the scales read per lane (no table, no barrier).
 //
 // Lane layout. Lane l holds two vectors of 8 elements, A = [8a, 8a+8) and
 // B = [8b, 8b+8): neox with R = D: a = l, b = l + D/16, so a rotation pair
 // (i, i + R/2) sits in one lane; neox with R < D: lanes l < R/16 hold pairs
 // (a = l, b = l + R/16), the others two unrotated vectors past R;
-// interleaved: a = l, b = l + D/16, pairs (2i, 2i+1) inside a vector.
+// interleaved: a = l, b = l + D/16, pairs (2i, 2i+1) inside a vector. Lanes
+// past the head (D/16 <= l < L) take lane l - D/16's vectors: their reads
+// stay inside the tables; they write nothing.
 //
 // Errors: a token whose position or slot is outside its table writes nothing
 // and sets a bit of *error_flags; a head whose cache scale or offset is zero
 // or not finite skips its cache row. Bad scales and offsets are reported by
-// the blocks that build the quantization table: together they build every
-// head's part (T >= 1 gives every item slot a unit), so each bad value is
-// reported, used or not.
+// the blocks that build the quantization table (prefill) or by the groups of
+// token 0 (decode): either way every head's are checked for T >= 1, so each
+// bad value is reported, used or not.
 #ifndef QKVFUSE_CUDA_FAST_CUH
 #define QKVFUSE_CUDA_FAST_CUH
 
@@ -300,6 +305,245 @@ __device__ __forceinline__ token_ix load_token_ix(const qf_cu_params &P, int64_t
   return x;
 }
 
+// A token's position and slot checked: ok is false if the group has no
+// token (live false) or either is outside its table (reported by
+// reporter() true: one lane per token); dest says whether the token has a cache
+// row (slot -1: none) and row0 is its element offset in the cache of `kind`
+// (1 k, 2 v).
+struct token_dest {
+  bool ok, dest;
+  int64_t row0;
+};
+
+template <typename Reporter>
+__device__ __forceinline__ token_dest check_token(const qf_cu_params &P, int64_t t, const token_ix &ix, int kind,
+                                                  bool live, const Reporter &reporter) {
+  token_dest d = {live, false, 0};
+  if (live && P.positions.data && (ix.pos < 0 || ix.pos >= P.max_pos)) {
+    d.ok = false;
+    if (reporter()) report(P, QKVFUSE_DATA_ERROR_POSITION);
+  }
+  if (live && P.layout != QKVFUSE_CACHE_NONE && ix.slot != -1) {
+    const qf_cu_cache &C0 = P.k_cache;
+    int64_t blk, row;
+    bool bad;
+    if (P.layout == QKVFUSE_CACHE_CONTIGUOUS) {
+      blk = div_small(t, P.S), row = ix.slot + (t - blk * P.S);
+      bad = ix.slot < 0 || ix.slot > C0.block_size - P.S;
+    } else {
+      blk = div_small(ix.slot, C0.block_size), row = ix.slot - blk * C0.block_size;
+      bad = ix.slot < 0 || ix.slot >= C0.blocks * C0.block_size;
+    }
+    if (bad) {
+      d.ok = false;
+      if (reporter()) report(P, QKVFUSE_DATA_ERROR_SLOT);
+    } else {
+      const qf_cu_cache &CC = kind == 1 ? P.k_cache : P.v_cache;
+      d.dest = true, d.row0 = blk * CC.s_block + row * CC.s_row;
+    }
+  }
+  return d;
+}
+
+// The lane's two vectors (A = [8a, 8a+8), B = [8b, 8b+8), see "Lane layout")
+// and whether it rotates each.
+struct lane_vecs {
+  int a, b;
+  bool rot_a, rot_b;
+};
+
+template <bool INTER>
+__device__ __forceinline__ lane_vecs lane_layout(int lane, int nl, int R) {
+  lane_vecs v;
+  if (lane >= nl) lane -= nl; /* past the head (D < 16 L; L < 2 nl): a lane's vectors, read, never written */
+  if (INTER) {
+    v.a = lane, v.b = lane + nl;
+    v.rot_a = 8 * v.a < R, v.rot_b = 8 * v.b < R;
+  } else if (lane < (R >> 4)) {
+    v.a = lane, v.b = lane + (R >> 4);
+    v.rot_a = v.rot_b = true;
+  } else {
+    v.a = (R >> 3) + 2 * (lane - (R >> 4)), v.b = v.a + 1;
+    v.rot_a = v.rot_b = false;
+  }
+  return v;
+}
+
+// cos/sin vectors a lane keeps: cos A, sin A (, cos B, sin B: interleaved
+// pairs, or SEP: cos/sin given per token at full length, so a neox lane's two
+// halves have their own; otherwise B shares A's).
+__host__ __device__ constexpr int fast_ncs(bool inter, bool sep) { return inter || sep ? 4 : 2; }
+
+// The norm weights of the lane's 16 elements ((1 + g) with gamma_offset).
+__device__ __forceinline__ void load_gamma(const qf_cu_params &P, const qf_cu_vec &gw, const lane_vecs &lv,
+                                           float (&g)[16]) {
+  table_raw raw[2]; /* both loads in flight before either converts */
+  raw[0] = ld_table<8>(gw.data, gw.dtype, 8 * lv.a);
+  raw[1] = ld_table<8>(gw.data, gw.dtype, 8 * lv.b);
+  cvt_table<8>(raw[0], gw.dtype, g);
+  cvt_table<8>(raw[1], gw.dtype, g + 8);
+  if (P.gamma_offset) {
+#pragma unroll
+    for (int k = 0; k < 16; k++) g[k] += 1.0f;
+  }
+}
+
+// cos/sin of the lane's rotated elements for token t at position pos (when
+// rope: the token is valid and the lane rotates).
+template <bool INTER, bool SEP>
+__device__ __forceinline__ void load_cos_sin(const qf_cu_params &P, int64_t t, int pos, const lane_vecs &lv, bool rope,
+                                             float (&cs)[fast_ncs(INTER, SEP)][8]) {
+  constexpr int NCS = fast_ncs(INTER, SEP);
+  const int R = P.R;
+  const bool cache_src = P.rope_source == QKVFUSE_ROPE_COS_SIN_CACHE;
+  const qf_cu_mat &csc = P.cos_sin_cache;
+  if (rope && (SEP || cache_src)) {
+    // tables, one (cos, sin) pair per lane vector, the loads of a pair
+    // before their conversion (registers allow no more): SEP (COS_SIN, as
+    // given) for the rotated vectors; a neox cache row serves both vectors
+#pragma unroll
+    for (int v = 0; v < (SEP || INTER ? 2 : 1); v++) {
+      const int w = v ? lv.b : lv.a;
+      if (SEP ? !(v ? lv.rot_b : lv.rot_a) : (INTER && 8 * w >= R)) continue;
+      table_raw c2[2];
+      if (SEP) {
+        c2[0] = ld_table<8>(P.cos.data, P.cos.dtype, t * P.cos.ld + 8 * w);
+        c2[1] = ld_table<8>(P.sin.data, P.sin.dtype, t * P.sin.ld + 8 * w);
+        cvt_table<8>(c2[0], P.cos.dtype, cs[2 * v]);
+        cvt_table<8>(c2[1], P.sin.dtype, cs[2 * v + 1]);
+      } else if (!INTER) { /* pairs 8a .. 8a+7 */
+        const int64_t base = (int64_t)pos * csc.ld + 8 * lv.a;
+        c2[0] = ld_table<8>(csc.data, csc.dtype, base);
+        c2[1] = ld_table<8>(csc.data, csc.dtype, base + (R >> 1));
+        cvt_table<8>(c2[0], csc.dtype, cs[0]);
+        cvt_table<8>(c2[1], csc.dtype, cs[1]);
+      } else { /* vector w holds pairs 4w .. 4w+3 */
+        const int64_t base = (int64_t)pos * csc.ld + 4 * w;
+        c2[0] = ld_table<4>(csc.data, csc.dtype, base);
+        c2[1] = ld_table<4>(csc.data, csc.dtype, base + (R >> 1));
+        float c[4], sn[4];
+        cvt_table<4>(c2[0], csc.dtype, c);
+        cvt_table<4>(c2[1], csc.dtype, sn);
+#pragma unroll
+        for (int k = 0; k < 8; k++) cs[2 * v][k] = c[k >> 1], cs[2 * v + 1][k] = sn[k >> 1];
+      }
+    }
+  } else if (rope) { /* COMPUTED */
+#pragma unroll
+    for (int v = 0; v < NCS / 2; v++) {
+      const int w = v ? lv.b : lv.a;
+      if (INTER && 8 * w >= R) continue;
+#pragma unroll
+      for (int k = 0; k < 8; k += INTER ? 2 : 1) {
+        float c, sn;
+        half_cos_sin(P, pos, INTER ? (8 * w + k) >> 1 : 8 * w + k, c, sn);
+        cs[2 * v][k] = c, cs[2 * v + 1][k] = sn;
+        if (INTER) cs[2 * v][k + 1] = c, cs[2 * v + 1][k + 1] = sn;
+      }
+    }
+  }
+}
+
+// One head of a lane: its two input vectors unpacked, RMS-normalized over the
+// group's L lanes (every lane of the warp calls it: shuffles) and rotated.
+template <typename T, int L, bool INTER, int NCS>
+__device__ __forceinline__ void norm_rope(const uint4 &ra, const uint4 &rb, bool norm, const float (&g)[16],
+                                          float rD, float eps, bool rope, const float (&cs)[NCS][8],
+                                          const lane_vecs &lv, float (&x)[16]) {
+  unpack8<T>(ra, x);
+  unpack8<T>(rb, x + 8);
+  if (norm) {
+    float s4[4] = {0.0f, 0.0f, 0.0f, 0.0f}; /* four chains: latency */
+#pragma unroll
+    for (int k = 0; k < 16; k++) s4[k & 3] = fmaf(x[k], x[k], s4[k & 3]);
+    float ss = (s4[0] + s4[1]) + (s4[2] + s4[3]);
+#pragma unroll
+    for (int off = L >> 1; off > 0; off >>= 1) ss += __shfl_xor_sync(0xffffffffu, ss, off, L);
+    const float inv = rsqrtf(fmaf(ss, rD, eps));
+#pragma unroll
+    for (int k = 0; k < 16; k++) x[k] = x[k] * inv * g[k];
+  }
+  if (!rope) return;
+  if (!INTER) {
+#pragma unroll
+    for (int k = 0; k < 8; k++) {
+      const float a = x[k], b = x[8 + k];
+      x[k] = fmaf(a, cs[0][k], -b * cs[1][k]);
+      x[8 + k] = fmaf(b, cs[NCS - 2][k], a * cs[NCS - 1][k]);
+    }
+  } else {
+#pragma unroll
+    for (int v = 0; v < 2; v++) {
+      if (!(v ? lv.rot_b : lv.rot_a)) continue;
+      float *y = x + 8 * v;
+      const float *c = cs[(2 * v) % NCS], *sn = cs[(2 * v + 1) % NCS];
+#pragma unroll
+      for (int k = 0; k < 8; k += 2) {
+        const float a = y[k], b = y[k + 1];
+        y[k] = fmaf(a, c[k], -b * sn[k]);
+        y[k + 1] = fmaf(b, c[k + 1], a * sn[k + 1]);
+      }
+    }
+  }
+}
+
+// Stores a lane's 16 values of head kvh of token t: to `out` (if given) and
+// to the token's cache row (to_cache; row0 from check_token), quantized with
+// the reciprocal scales and offsets of a Scales object: ok() false skips the
+// row (a bad scale or offset of the head), get(v, r, of) gives vector v's
+// (0: A, 1: B; fetched per vector: registers).
+template <typename T, typename Scales>
+__device__ __forceinline__ void store_head(const qf_cu_mat &out, const qf_cu_cache &C, bool to_cache, int64_t t,
+                                           int64_t row0, int kvh, int D, const lane_vecs &lv, const float (&x)[16],
+                                           const Scales &scales) {
+  if (out.data) {
+    T *o = reinterpret_cast<T *>(out.data) + t * out.ld + kvh * D;
+    st_stream(o + 8 * lv.a, pack8<T>(x));
+    st_stream(o + 8 * lv.b, pack8<T>(x + 8));
+  }
+  if (!to_cache) return;
+  if (C.quant == QKVFUSE_QUANT_NONE) {
+    T *c = reinterpret_cast<T *>(C.data);
+    st_stream(c + cache_at(C, row0, kvh, 8 * lv.a, D), pack8<T>(x));
+    st_stream(c + cache_at(C, row0, kvh, 8 * lv.b, D), pack8<T>(x + 8));
+    return;
+  }
+  if (!scales.ok()) return;
+  uint8_t *c = static_cast<uint8_t *>(C.data);
+#pragma unroll
+  for (int v = 0; v < 2; v++) {
+    float r[8], of[8];
+    scales.get(v, r, of);
+    st_stream(c + cache_at(C, row0, kvh, 8 * (v ? lv.b : lv.a), D), quant_bytes8(C.quant, x + 8 * v, r, of));
+  }
+}
+
+// The prefill form's scales: the block's shared-memory table.
+struct table_scales {
+  const float *rtab, *otab; /* the kind's reciprocal scales and offsets, [Nkv * D] */
+  const int *bad;           /* the kind's per-head flags */
+  int ch0, kvh;             /* head kvh's first channel */
+  lane_vecs lv;
+  bool offsets;
+  __device__ bool ok() const { return !bad[kvh]; }
+  __device__ void get(int v, float *r, float *of) const {
+    const int ch = ch0 + 8 * (v ? lv.b : lv.a);
+    ld_shared8(rtab + ch, r);
+    if (offsets) ld_shared8(otab + ch, of);
+  }
+};
+
+// The decode form's scales: a lane's 16, in registers.
+struct lane_scales {
+  const float (&r)[16], (&of)[16];
+  bool bad; /* a scale or offset of the head is bad */
+  __device__ bool ok() const { return !bad; }
+  __device__ void get(int v, float *rv, float *ov) const {
+#pragma unroll
+    for (int k = 0; k < 8; k++) rv[k] = r[8 * v + k], ov[k] = of[8 * v + k];
+  }
+};
+
 // An item slot of a token: kind (0 q, 1 k, 2 v), first head, heads.
 __device__ __forceinline__ void decode_item(const qf_cu_params &P, unsigned item, int &kind, int &h0, int &nh) {
   const int hpi = P.fast_hpi;
@@ -312,11 +556,11 @@ __device__ __forceinline__ void decode_item(const qf_cu_params &P, unsigned item
   }
 }
 
-// SEP: cos/sin given per token at full length (COS_SIN source), so a neox
-// lane's two halves have their own; otherwise they share the pair's.
+// The prefill form: units of (GPB tokens, one item of up to 4 heads), walked
+// grid-stride. SEP: cos/sin given per token at full length (COS_SIN source).
 template <typename T, int L, bool INTER, bool SEP>
 __global__ void __launch_bounds__(kFastBlock, 4) fast_kernel(const qf_cu_params P) {
-  constexpr int GPB = kFastBlock / L, NH = fast_max_heads(SEP);
+  constexpr int GPB = kFastBlock / L, NH = fast_max_heads(SEP), NCS = fast_ncs(INTER, SEP);
   extern __shared__ __align__(16) float qtab[];
   const unsigned units = gridDim.x; /* blocks */
   const int D = P.D, R = P.R, nl = D >> 4, W = P.Nkv * D;
@@ -324,19 +568,7 @@ __global__ void __launch_bounds__(kFastBlock, 4) fast_kernel(const qf_cu_params 
   const int lane = threadIdx.x & (L - 1), grp = threadIdx.x / L;
   const unsigned ipt = (unsigned)P.fast_ipt;
 
-  // the lane's two vectors and whether it rotates them
-  int va, vb;
-  bool rot_a, rot_b;
-  if (INTER) {
-    va = lane, vb = lane + nl;
-    rot_a = 8 * va < R, rot_b = 8 * vb < R;
-  } else if (lane < (R >> 4)) {
-    va = lane, vb = lane + (R >> 4);
-    rot_a = rot_b = true;
-  } else {
-    va = (R >> 3) + 2 * (lane - (R >> 4)), vb = va + 1;
-    rot_a = rot_b = false;
-  }
+  const lane_vecs lv = lane_layout<INTER>(lane, nl, R);
 
   // the setup above reads only parameters; memory waits for the previous kernel
   grid_dependency_wait();
@@ -372,107 +604,24 @@ __global__ void __launch_bounds__(kFastBlock, 4) fast_kernel(const qf_cu_params 
     for (int i = 0; i < NH; i++) {
       ra[i] = rb[i] = make_uint4(0, 0, 0, 0);
       if (act && i < nh) {
-        ra[i] = ld_stream(in + i * D + 8 * va);
-        rb[i] = ld_stream(in + i * D + 8 * vb);
+        ra[i] = ld_stream(in + i * D + 8 * lv.a);
+        rb[i] = ld_stream(in + i * D + 8 * lv.b);
       }
     }
     if (u + units < P.fast_units) next = load_token_ix(P, (int64_t)((u + units) / ipt) * GPB + grp);
 
     // 2. the token: position and cache destination checked
-    bool ok = live, dest = false;
-    int64_t row0 = 0;
-    if (live && P.positions.data && (ix.pos < 0 || ix.pos >= P.max_pos)) {
-      ok = false;
-      if (item == 0 && lane == 0) report(P, QKVFUSE_DATA_ERROR_POSITION);
-    }
-    if (live && P.layout != QKVFUSE_CACHE_NONE && ix.slot != -1) {
-      const qf_cu_cache &C0 = P.k_cache;
-      int64_t blk, row;
-      bool bad;
-      if (P.layout == QKVFUSE_CACHE_CONTIGUOUS) {
-        blk = div_small(t, P.S), row = ix.slot + (t - blk * P.S);
-        bad = ix.slot < 0 || ix.slot > C0.block_size - P.S;
-      } else {
-        blk = div_small(ix.slot, C0.block_size), row = ix.slot - blk * C0.block_size;
-        bad = ix.slot < 0 || ix.slot >= C0.blocks * C0.block_size;
-      }
-      if (bad) {
-        ok = false;
-        if (item == 0 && lane == 0) report(P, QKVFUSE_DATA_ERROR_SLOT);
-      } else {
-        const qf_cu_cache &CC = kind == 1 ? P.k_cache : P.v_cache;
-        dest = true, row0 = blk * CC.s_block + row * CC.s_row;
-      }
-    }
+    const token_dest td = check_token(P, t, ix, kind, live, [&] { return item == 0 && lane == 0; });
+    const bool ok = td.ok, dest = td.dest;
+    const int64_t row0 = td.row0;
 
-    // 3. per-item constants: norm weights, cos/sin of the lane's elements;
-    // the loads of each pair before their conversion (registers allow no more)
+    // 3. per-item constants: norm weights, cos/sin of the lane's elements
     const bool norm = kind == 0 ? P.q_norm : (kind == 1 && P.k_norm);
-    const qf_cu_vec &gw = kind == 0 ? P.q_gamma : P.k_gamma;
-    table_raw graw[2];
-    if (norm) {
-      graw[0] = ld_table<8>(gw.data, gw.dtype, 8 * va);
-      graw[1] = ld_table<8>(gw.data, gw.dtype, 8 * vb);
-    }
     float g[16];
-    if (norm) {
-      cvt_table<8>(graw[0], gw.dtype, g);
-      cvt_table<8>(graw[1], gw.dtype, g + 8);
-      if (P.gamma_offset) {
-#pragma unroll
-        for (int k = 0; k < 16; k++) g[k] += 1.0f;
-      }
-    }
-    constexpr int NCS = INTER || SEP ? 4 : 2;
-    const int pos = (int)ix.pos; /* < max_pos <= 2^31 when used */
-    const bool rope = kind < 2 && R > 0 && ok && act && (rot_a || rot_b);
-    const bool cache_src = P.rope_source == QKVFUSE_ROPE_COS_SIN_CACHE;
-    const qf_cu_mat &csc = P.cos_sin_cache;
-    float cs[NCS][8]; /* cos A, sin A (, cos B, sin B) */
-    if (rope && (SEP || cache_src)) {
-      // tables, one (cos, sin) pair per lane vector: SEP (COS_SIN, as given)
-      // for the rotated vectors; a neox cache row serves both vectors
-#pragma unroll
-      for (int v = 0; v < (SEP || INTER ? 2 : 1); v++) {
-        const int w = v ? vb : va;
-        if (SEP ? !(v ? rot_b : rot_a) : (INTER && 8 * w >= R)) continue;
-        table_raw c2[2];
-        if (SEP) {
-          c2[0] = ld_table<8>(P.cos.data, P.cos.dtype, t * P.cos.ld + 8 * w);
-          c2[1] = ld_table<8>(P.sin.data, P.sin.dtype, t * P.sin.ld + 8 * w);
-          cvt_table<8>(c2[0], P.cos.dtype, cs[2 * v]);
-          cvt_table<8>(c2[1], P.sin.dtype, cs[2 * v + 1]);
-        } else if (!INTER) { /* pairs 8a .. 8a+7 */
-          const int64_t base = (int64_t)pos * csc.ld + 8 * va;
-          c2[0] = ld_table<8>(csc.data, csc.dtype, base);
-          c2[1] = ld_table<8>(csc.data, csc.dtype, base + (R >> 1));
-          cvt_table<8>(c2[0], csc.dtype, cs[0]);
-          cvt_table<8>(c2[1], csc.dtype, cs[1]);
-        } else { /* vector w holds pairs 4w .. 4w+3 */
-          const int64_t base = (int64_t)pos * csc.ld + 4 * w;
-          c2[0] = ld_table<4>(csc.data, csc.dtype, base);
-          c2[1] = ld_table<4>(csc.data, csc.dtype, base + (R >> 1));
-          float c[4], sn[4];
-          cvt_table<4>(c2[0], csc.dtype, c);
-          cvt_table<4>(c2[1], csc.dtype, sn);
-#pragma unroll
-          for (int k = 0; k < 8; k++) cs[2 * v][k] = c[k >> 1], cs[2 * v + 1][k] = sn[k >> 1];
-        }
-      }
-    } else if (rope) { /* COMPUTED */
-#pragma unroll
-      for (int v = 0; v < NCS / 2; v++) {
-        const int w = v ? vb : va;
-        if (INTER && 8 * w >= R) continue;
-#pragma unroll
-        for (int k = 0; k < 8; k += INTER ? 2 : 1) {
-          float c, sn;
-          half_cos_sin(P, pos, INTER ? (8 * w + k) >> 1 : 8 * w + k, c, sn);
-          cs[2 * v][k] = c, cs[2 * v + 1][k] = sn;
-          if (INTER) cs[2 * v][k + 1] = c, cs[2 * v + 1][k + 1] = sn;
-        }
-      }
-    }
+    if (norm) load_gamma(P, kind == 0 ? P.q_gamma : P.k_gamma, lv, g);
+    const bool rope = kind < 2 && R > 0 && ok && act && (lv.rot_a || lv.rot_b);
+    float cs[NCS][8];
+    load_cos_sin<INTER, SEP>(P, t, (int)ix.pos /* < max_pos <= 2^31 when used */, lv, rope, cs);
 
     // 4. the heads
     const qf_cu_mat &out = kind == 0 ? P.q_out : (kind == 1 ? P.k_out : P.v_out);
@@ -484,71 +633,130 @@ __global__ void __launch_bounds__(kFastBlock, 4) fast_kernel(const qf_cu_params 
     for (int i = 0; i < NH; i++) {
       if (i >= nh) break; /* uniform per block */
       float x[16];
-      unpack8<T>(ra[i], x);
-      unpack8<T>(rb[i], x + 8);
-      if (norm) {
-        float s4[4] = {0.0f, 0.0f, 0.0f, 0.0f}; /* four chains: latency */
-#pragma unroll
-        for (int k = 0; k < 16; k++) s4[k & 3] = fmaf(x[k], x[k], s4[k & 3]);
-        float ss = (s4[0] + s4[1]) + (s4[2] + s4[3]);
-#pragma unroll
-        for (int off = L >> 1; off > 0; off >>= 1) ss += __shfl_xor_sync(0xffffffffu, ss, off, L);
-        const float inv = rsqrtf(fmaf(ss, rD, P.eps));
-#pragma unroll
-        for (int k = 0; k < 16; k++) x[k] = x[k] * inv * g[k];
-      }
-      if (rope) {
-        if (!INTER) {
-#pragma unroll
-          for (int k = 0; k < 8; k++) {
-            const float a = x[k], b = x[8 + k];
-            x[k] = fmaf(a, cs[0][k], -b * cs[1][k]);
-            x[8 + k] = fmaf(b, cs[NCS - 2][k], a * cs[NCS - 1][k]);
-          }
-        } else {
-#pragma unroll
-          for (int v = 0; v < 2; v++) {
-            if (!(v ? rot_b : rot_a)) continue;
-            float *y = x + 8 * v;
-            const float *c = cs[(2 * v) % NCS], *sn = cs[(2 * v + 1) % NCS];
-#pragma unroll
-            for (int k = 0; k < 8; k += 2) {
-              const float a = y[k], b = y[k + 1];
-              y[k] = fmaf(a, c[k], -b * sn[k]);
-              y[k + 1] = fmaf(b, c[k + 1], a * sn[k + 1]);
-            }
-          }
-        }
-      }
+      norm_rope<T, L, INTER, NCS>(ra[i], rb[i], norm, g, rD, P.eps, rope, cs, lv, x);
       if (!(ok && act)) continue;
       const int kvh = h0 + i;
-      if (out.data) {
-        T *o = reinterpret_cast<T *>(out.data) + t * out.ld + kvh * D;
-        st_stream(o + 8 * va, pack8<T>(x));
-        st_stream(o + 8 * vb, pack8<T>(x + 8));
-      }
-      if (!to_cache) continue;
-      if (C.quant == QKVFUSE_QUANT_NONE) {
-        T *c = reinterpret_cast<T *>(C.data);
-        st_stream(c + cache_at(C, row0, kvh, 8 * va, D), pack8<T>(x));
-        st_stream(c + cache_at(C, row0, kvh, 8 * vb, D), pack8<T>(x + 8));
-        continue;
-      }
-      // quantized (k after RoPE, v as read) with the table's reciprocal
-      // scales; a head with a bad scale or offset skips its row (the table's
-      // builder reported it)
-      if (badtab[kvh]) continue;
-      uint8_t *c = static_cast<uint8_t *>(C.data);
-#pragma unroll
-      for (int v = 0; v < 2; v++) {
-        const int ch = kvh * D + 8 * (v ? vb : va);
-        float r[8], of[8];
-        ld_shared8(rtab + ch, r);
-        if (C.quant == QKVFUSE_QUANT_INT8_ASYM) ld_shared8(otab + ch, of);
-        st_stream(c + cache_at(C, row0, kvh, 8 * (v ? vb : va), D), quant_bytes8(C.quant, x + 8 * v, r, of));
-      }
+      store_head<T>(out, C, to_cache, t, row0, kvh, D, lv, x,
+                    table_scales{rtab, otab, badtab, kvh * D, kvh, lv, C.quant == QKVFUSE_QUANT_INT8_ASYM});
     }
   }
+}
+
+// Fast 32-bit division by a divisor fixed for the launch (qf_cu_div):
+// n / d for n < 2^31.
+__device__ __forceinline__ unsigned div_fixed(unsigned n, const qf_cu_div &d) {
+  return (__umulhi(n, d.mul) + n) >> d.shift;
+}
+
+// The streaming kernel for decode-sized calls: one head per group, one pass.
+// Blocks [0, dec_blocks_q) do q, then dec_blocks_k blocks do k, the rest v
+// (the kind is uniform per block); a block's groups take consecutive
+// (token, head) pairs of its kind, token-major. Every load that does not
+// depend on another (the row, the position and slot, the norm weights, the
+// cache scales) is issued at once; only cos/sin wait for the position.
+// Cache scales are read per lane (no shared table): every (k or v) head has a
+// group for token 0, which checks the head's scales and offsets (reported,
+// used or not); a head with a bad one skips its cache rows.
+template <typename T, int L, bool INTER, bool SEP>
+__global__ void __launch_bounds__(kFastBlock) decode_kernel(const qf_cu_params P) {
+  constexpr int GPB = kFastBlock / L, NCS = fast_ncs(INTER, SEP);
+  const int D = P.D, nl = D >> 4;
+  const int lane = threadIdx.x & (L - 1), grp = threadIdx.x / L;
+  const lane_vecs lv = lane_layout<INTER>(lane, nl, P.R);
+  unsigned b = blockIdx.x;
+  int kind = 0;
+  qf_cu_div N = P.dec_q;
+  if (b >= (unsigned)P.dec_blocks_q) {
+    b -= P.dec_blocks_q, kind = 1, N = P.dec_kv;
+    if (b >= (unsigned)P.dec_blocks_k) b -= P.dec_blocks_k, kind = 2;
+  }
+  const unsigned idx = b * GPB + grp, tu = div_fixed(idx, N);
+  const int h = (int)(idx - tu * N.d);
+  const int64_t t = tu;
+  const bool live = t < P.T, act = live && lane < nl;
+  const bool norm = kind == 0 ? P.q_norm : (kind == 1 && P.k_norm);
+  const qf_cu_cache &C = kind == 1 ? P.k_cache : P.v_cache;
+  const float *sc = kind == 1 ? P.k_scale : P.v_scale, *so = kind == 1 ? P.k_offset : P.v_offset;
+  const bool quant = kind > 0 && C.data && C.quant != QKVFUSE_QUANT_NONE && sc;
+  const bool pc = (kind == 1 ? P.k_scale_pc : P.v_scale_pc) != 0;
+
+  // the setup above reads only parameters; memory waits for the previous kernel
+  grid_dependency_wait();
+
+  // 1. every independent load at once
+  const int col0 = kind == 0 ? 0 : (kind == 1 ? P.Nq * D : (P.Nq + P.Nkv) * D);
+  uint4 ra = make_uint4(0, 0, 0, 0), rb = ra;
+  if (act) {
+    const T *in = reinterpret_cast<const T *>(P.qkv.data) + t * P.qkv.ld + col0 + h * D;
+    ra = ld_stream(in + 8 * lv.a);
+    rb = ld_stream(in + 8 * lv.b);
+  }
+  const token_ix ix = load_token_ix(P, t);
+  table_raw graw[2] = {}, sraw[2] = {}, oraw[2] = {};
+  const qf_cu_vec &gw = kind == 0 ? P.q_gamma : P.k_gamma;
+  if (norm && act) {
+    graw[0] = ld_table<8>(gw.data, gw.dtype, 8 * lv.a);
+    graw[1] = ld_table<8>(gw.data, gw.dtype, 8 * lv.b);
+  }
+  if (quant && act) {
+#pragma unroll
+    for (int v = 0; v < 2; v++) {
+      const int ch = h * D + 8 * (v ? lv.b : lv.a);
+      if (pc) {
+        sraw[v] = ld_table<8>(sc, QKVFUSE_DTYPE_FLOAT32, ch);
+        if (so) oraw[v] = ld_table<8>(so, QKVFUSE_DTYPE_FLOAT32, ch);
+      } else {
+        const uint32_t s0 = __float_as_uint(__ldg(sc)), o0 = so ? __float_as_uint(__ldg(so)) : 0u;
+        sraw[v].a = sraw[v].b = make_uint4(s0, s0, s0, s0);
+        oraw[v].a = oraw[v].b = make_uint4(o0, o0, o0, o0);
+      }
+      if (!so) oraw[v].a = oraw[v].b = make_uint4(0, 0, 0, 0);
+    }
+  }
+
+  // 2. the token: position and cache destination checked
+  const token_dest td = check_token(P, t, ix, kind, live, [&] { return kind == 0 && h == 0 && lane == 0; });
+  const bool ok = td.ok, dest = td.dest;
+  const int64_t row0 = td.row0;
+
+  // 3. cos/sin (after the position), the norm weights, the scales
+  const bool rope = kind < 2 && P.R > 0 && ok && act && (lv.rot_a || lv.rot_b);
+  float cs[NCS][8];
+  load_cos_sin<INTER, SEP>(P, t, (int)ix.pos /* < max_pos <= 2^31 when used */, lv, rope, cs);
+  float g[16];
+  if (norm) {
+    cvt_table<8>(graw[0], gw.dtype, g);
+    cvt_table<8>(graw[1], gw.dtype, g + 8);
+    if (P.gamma_offset) {
+#pragma unroll
+      for (int k = 0; k < 16; k++) g[k] += 1.0f;
+    }
+  }
+  float r[16], of[16];
+  bool bad = false;
+  if (quant && act) {
+#pragma unroll
+    for (int v = 0; v < 2; v++) {
+      cvt_table<8>(sraw[v], QKVFUSE_DTYPE_FLOAT32, r + 8 * v);
+      cvt_table<8>(oraw[v], QKVFUSE_DTYPE_FLOAT32, of + 8 * v);
+    }
+#pragma unroll
+    for (int k = 0; k < 16; k++) {
+      bad |= !(scale_ok(r[k]) && offset_ok(of[k]));
+      r[k] = rcp_approx(r[k]);
+    }
+    if (bad) report(P, QKVFUSE_DATA_ERROR_SCALE);
+  }
+  // a bad scale of any lane skips the head's cache row (the group's lanes)
+  const unsigned gmask = (L == 32 ? 0xffffffffu : (1u << L) - 1u) << (threadIdx.x & 31 & ~(L - 1));
+  bad = (__ballot_sync(0xffffffffu, bad) & gmask) != 0;
+
+  // 4. the head
+  float x[16];
+  norm_rope<T, L, INTER, NCS>(ra, rb, norm, g, 1.0f / (float)D, P.eps, rope, cs, lv, x);
+  if (!(ok && act)) return;
+  const qf_cu_mat &out = kind == 0 ? P.q_out : (kind == 1 ? P.k_out : P.v_out);
+  store_head<T>(out, C, kind > 0 && dest && C.data, t, row0, h, D, lv, x, lane_scales{r, of, bad});
 }
 
 }  // namespace qf

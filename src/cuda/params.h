@@ -28,6 +28,13 @@ typedef struct qf_cu_cache {
   int32_t quant; /* qkvfuse_quant_mode */
 } qf_cu_cache;
 
+/* n / d for 0 <= n < 2^31 as (umulhi(n, mul) + n) >> shift (fast.cuh:
+ * div_fixed; qf_cuda_divisor builds it). */
+typedef struct qf_cu_div {
+  uint32_t d, mul;
+  int32_t shift;
+} qf_cu_div;
+
 typedef struct qf_cu_params {
   /* sizes */
   int64_t T, S;                /* S: tokens per batch (contiguous layout), else 1 */
@@ -42,6 +49,9 @@ typedef struct qf_cu_params {
   int32_t fast_items_q, fast_items_k, fast_ipt; /* items per token: of q, of k, in all */
   uint32_t fast_units;         /* work units: ceil(T / tokens per block) * fast_ipt, walked grid-stride */
   int32_t fast_qtable;         /* 1: blocks build the quantization table in shared memory */
+  /* its decode form: one (token, head) per group; blocks of q, then k, then v */
+  int32_t dec_blocks_q, dec_blocks_k;
+  qf_cu_div dec_q, dec_kv;     /* Nq, Nkv */
 
   /* options */
   int32_t q_norm, k_norm, gamma_offset, parity, rope_source, interleaved, layout;

@@ -306,10 +306,11 @@ __device__ __forceinline__ token_ix load_token_ix(const qf_cu_params &P, int64_t
 }
 
 // A token's position and slot checked: ok is false if the group has no
-// token (live false) or either is outside its table (reported by
-// reporter() true: one lane per token); dest says whether the token has a cache
-// row (slot -1: none) and row0 is its element offset in the cache of `kind`
-// (1 k, 2 v).
+// token (live false) or either is outside its table (reported where
+// reporter() is true: one lane per token); dest says whether the token has a
+// cache row (slot -1: none) and row0 is its element offset in the cache of
+// `kind` (1 k, 2 v). The reporter is a callable so that it is evaluated only
+// on the error path (the prefill loop's code stays as it was inline).
 struct token_dest {
   bool ok, dest;
   int64_t row0;

@@ -11,7 +11,9 @@
 #   scripts/bench-ab.sh run [DIR] -- BENCH_OPTIONS...
 #
 # Environment: AB_DEVICE (cuda, default, or cpu), CUDA_ARCHS (default 90),
-# ROUNDS (default 2), JOBS, BASE_FLAGS / NEW_FLAGS (extra CMAKE_CUDA_FLAGS and
+# ROUNDS (default 2), JOBS, AB_NEW_BUILD (a build directory of this tree to
+# use instead of building it again), AB_VARIANTS (more builds of this tree,
+# "name:flag,flag name2:flag", run as further sides), BASE_FLAGS / NEW_FLAGS (extra CMAKE_CUDA_FLAGS and
 # CMAKE_C_FLAGS of each side, e.g. -DSOME_EXPERIMENT), NEW_ENV (environment of
 # the new side's runs, e.g. QKVFUSE_CUDA_PDL=0), OUT (logs; default
 # /tmp/qkvfuse-ab). Output: one line per result, "base" or "new" first, then
@@ -31,7 +33,7 @@ case $mode in
     ;;
   run) ;;
   *)
-    sed -n '2,19p' "$0" | sed 's/^# \{0,1\}//'
+    sed -n '2,22p' "$0" | sed 's/^# \{0,1\}//'
     exit 2
     ;;
 esac
@@ -56,13 +58,28 @@ build() { # name source-dir extra-flags
 }
 build base "$dir" "${BASE_FLAGS:-}" &
 pb=$!
-build new . "${NEW_FLAGS:-}" &
-pn=$!
+if [ -n "${AB_NEW_BUILD:-}" ]; then # a build of this tree that exists already (e.g. gpu-check's)
+  mkdir -p "$OUT/build-new/bin" && ln -sf "$(cd "$AB_NEW_BUILD" && pwd)/bin/qkvfuse" "$OUT/build-new/bin/qkvfuse"
+  pn=
+else
+  build new . "${NEW_FLAGS:-}" &
+  pn=$!
+fi
+# variants: more builds of this tree, "name:flags" each (flags joined by commas)
+sides=(base new)
+vpids=()
+for v in ${AB_VARIANTS:-}; do
+  name=${v%%:*}
+  build "$name" . "$(echo "${v#*:}" | tr ',' ' ')" &
+  vpids+=($!)
+  sides+=("$name")
+done
 wait $pb || { echo "bench-ab: base build failed ($OUT/build-base.log)" >&2; exit 1; }
-wait $pn || { echo "bench-ab: new build failed ($OUT/build-new.log)" >&2; exit 1; }
+[ -z "$pn" ] || wait $pn || { echo "bench-ab: new build failed ($OUT/build-new.log)" >&2; exit 1; }
+for p in ${vpids[@]+"${vpids[@]}"}; do wait "$p" || { echo "bench-ab: a variant build failed" >&2; exit 1; }; done
 
 for r in $(seq 1 "$ROUNDS"); do
-  for side in base new; do
+  for side in "${sides[@]}"; do
     env_args=()
     [ $side = new ] && [ -n "${NEW_ENV:-}" ] && env_args=($NEW_ENV)
     env "${env_args[@]}" "$OUT/build-$side/bin/qkvfuse" bench --device "$DEVICE" --json "$@" \
@@ -78,3 +95,24 @@ for line in sys.stdin:
 ' $side <"$OUT/$side-$r.jsonl"
   done
 done | tee "$OUT/ab.txt"
+
+# side by side: the median over rounds of each side, and new / base time
+python3 - "$OUT" "$ROUNDS" "${sides[@]}" <<'PY' | tee "$OUT/ab-table.txt"
+import json, statistics, sys
+out, rounds, names = sys.argv[1], int(sys.argv[2]), sys.argv[3:]
+rows = {}
+for side in names:
+    for r in range(1, rounds + 1):
+        for line in open(f"{out}/{side}-{r}.jsonl"):
+            if line.strip():
+                j = json.loads(line)
+                rows.setdefault((j["op"], j["preset"], j["tokens"]), {}).setdefault(side, []).append(j)
+print("%-8s %-12s %6s" % ("op", "preset", "T") + "".join(" | %9s %5s %5s" % (n + " us", "%copy", "/base") for n in names))
+for (op, preset, t), sides in rows.items():
+    us = {k: statistics.median(x["us"] for x in v) for k, v in sides.items()}
+    pct = {k: statistics.median(x["pct_of_copy"] for x in v) for k, v in sides.items()}
+    line = "%-8s %-12s %6d" % (op, preset, t)
+    for n in names:
+        line += " | %9.2f %4.0f%% %5.3f" % (us[n], pct[n], us[n] / us["base"]) if n in us else " | %21s" % "-"
+    print(line)
+PY

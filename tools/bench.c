@@ -53,6 +53,8 @@ void cli_bench_usage(FILE *f) {
           "  --rotate-mb M     memory the rotated tensor copies span, in MB (default: twice the last-level\n"
           "                    cache)\n"
           "  --seed S          random seed (default 1)\n"
+          "  --slots MODE      cache slots of the cache and dequant ops: tokens (default: a random slot per\n"
+          "                    token) or pages (consecutive tokens fill pages taken in random order)\n"
           "  --reference       also time the scalar reference backend on the same tensors (columns ref us and\n"
           "                    vs ref: reference / fused); CPU device only\n"
           "  --json            one JSON object per result line instead of the table\n"
@@ -79,6 +81,7 @@ typedef struct bench_options {
   double min_time;
   double rotate_mb; /* 0: twice the last-level cache */
   uint64_t seed;
+  int page_slots;
   int json;
   int reference; /* also time the reference backend */
 } bench_options;
@@ -173,6 +176,7 @@ static void print_json(const bench_case *c, const bench_row *r) {
   cli_json_str(&j, "backend", qkvfuse_plan_backend_name(c->plan));
   cli_json_int(&j, "threads", c->spec.threads);
   cli_json_str(&j, "norm", c->norm);
+  if (c->args[0].slot_mapping) cli_json_str(&j, "slots", c->spec.page_slots ? "pages" : "tokens");
   cli_json_int(&j, "bytes", (int64_t)c->bytes);
   cli_json_int(&j, "instances", c->instances);
   cli_json_num(&j, "us", r->us);
@@ -322,6 +326,10 @@ static int parse_options(int argc, char **argv, bench_options *o, int *exit_code
     } else if (cli_args_option(&a, "--rotate-mb")) {
       if (a.missing_value || cli_parse_double(a.value, 0.0, 1e6, &o->rotate_mb) != 0)
         return *exit_code = usage_error("--rotate-mb needs a number of MB in 0..1000000", a.value), -1;
+    } else if (cli_args_option(&a, "--slots")) {
+      if (a.missing_value || (strcmp(a.value, "tokens") != 0 && strcmp(a.value, "pages") != 0))
+        return *exit_code = usage_error("--slots needs tokens or pages", a.value), -1;
+      o->page_slots = strcmp(a.value, "pages") == 0;
     } else if (cli_args_option(&a, "--seed")) {
       if (a.missing_value || cli_parse_i64(a.value, 0, INT64_MAX, &v) != 0)
         return *exit_code = usage_error("--seed needs a non-negative integer", a.value), -1;
@@ -359,8 +367,9 @@ int cli_bench(int argc, char **argv) {
   int npresets, failures = 0;
   const cli_preset *presets = cli_presets(&npresets);
   if (!o.json) {
-    printf("device %s, %d thread%s, min time %g s per measurement, rotating over %.0f MB\n\n", dev->name, o.threads,
-           o.threads == 1 ? "" : "s", o.min_time, (double)rotate_bytes / 1e6);
+    printf("device %s, %d thread%s, min time %g s per measurement, rotating over %.0f MB, cache slots: %s\n\n",
+           dev->name, o.threads, o.threads == 1 ? "" : "s", o.min_time, (double)rotate_bytes / 1e6,
+           o.page_slots ? "pages (consecutive tokens per page)" : "tokens (a random slot each)");
     print_header(o.reference);
   }
   for (int i = 0; i < npresets; i++) {
@@ -375,7 +384,8 @@ int cli_bench(int argc, char **argv) {
                                  o.dtype,
                                  o.threads,
                                  o.backend,
-                                 o.seed * 1000003u + (uint64_t)(i * 64 + k * 16 + t)};
+                                 o.seed * 1000003u + (uint64_t)(i * 64 + k * 16 + t),
+                                 o.page_slots};
         failures += bench_one(&o, dev, &spec, rotate_bytes);
       }
   }

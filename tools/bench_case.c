@@ -172,7 +172,9 @@ static int build_prototypes(bench_case *c, cli_rng *rng, cli_tensor *proto, cli_
   return 0;
 }
 
-/* Per-instance index data: random positions; distinct random slots. */
+/* Per-instance index data: random positions; distinct slots, either a
+ * random slot per token or (page_slots) consecutive tokens filling pages
+ * taken in random order, as a paged engine lays out a prefill. */
 static void fill_instance_indices(const bench_case *c, cli_rng *rng, cli_tensor *proto, int64_t *perm) {
   const int64_t T = c->spec.tokens;
   if (proto[R_POSITIONS].t.data) {
@@ -180,9 +182,15 @@ static void fill_instance_indices(const bench_case *c, cli_rng *rng, cli_tensor 
     for (int64_t t = 0; t < T; t++) ((int64_t *)proto[R_POSITIONS].t.data)[t] = cli_rng_int(rng, rows);
   }
   if (proto[R_SLOTS].t.data) {
-    const int64_t capacity = proto[R_K_CACHE].t.shape[0] * BENCH_BLOCK_SIZE;
-    cli_rng_permutation(rng, perm, capacity);
-    memcpy(proto[R_SLOTS].t.data, perm, (size_t)T * sizeof *perm);
+    const int64_t blocks = proto[R_K_CACHE].t.shape[0], capacity = blocks * BENCH_BLOCK_SIZE;
+    int64_t *slots = proto[R_SLOTS].t.data;
+    if (c->spec.page_slots) {
+      cli_rng_permutation(rng, perm, blocks);
+      for (int64_t t = 0; t < T; t++) slots[t] = perm[t / BENCH_BLOCK_SIZE] * BENCH_BLOCK_SIZE + t % BENCH_BLOCK_SIZE;
+    } else {
+      cli_rng_permutation(rng, perm, capacity);
+      memcpy(slots, perm, (size_t)T * sizeof *perm);
+    }
   }
 }
 

@@ -30,6 +30,8 @@ typedef struct bench_spec {
   int threads;             /* desc.num_threads; also the unfused path's and the copy's */
   qkvfuse_backend backend; /* of the fused operator */
   uint64_t seed;
+  int page_slots; /* cache slots: 1 = each page holds consecutive tokens (pages in random order), 0 = a
+                     random slot per token */
 } bench_spec;
 
 enum { BENCH_ROLES = 11, BENCH_SHARED = 6 };

@@ -183,19 +183,19 @@ static qf_cu_div qf_cuda_divisor(uint32_t d) {
   return qf_cu_div{d, (uint32_t)mul, shift};
 }
 
-// The streaming kernel's work split: units of (tokens per block, one item of
-// hpi heads); hpi is the largest of 4 (2 with per-token cos/sin), 2 that
-// still gives about 1024 threads per multiprocessor; one block per unit,
-// except with quantized caches: then each block first builds the reciprocal
-// scales in shared memory (and reports the bad ones), so when there are more
-// units than resident blocks (4 per multiprocessor) the grid is the resident
-// blocks walking the units grid-stride. Calls too small for that even with
-// two heads per item are decode-sized: they run the decode form (one
-// (token, head) per group, one pass, scales read per lane; *decode set).
-// plan->device_form forces a form (the prefill form then goes down to one
-// head per item).
+// The streaming kernel's work split. Items are (token, hpi heads of one
+// kind); hpi is the largest of 4 (2 with per-token cos/sin), 2 that still
+// gives about 1024 threads per multiprocessor. Calls too small for that even
+// with two heads per item are decode-sized: they run the decode form (one
+// (token, head) per group, one pass; *decode set). Otherwise the prefill
+// form runs on the resident blocks (4 per multiprocessor), rounded down to a
+// multiple of the items per token so that each block keeps one item for the
+// launch (at least one block per item), each block walking its item's token
+// chunks; its shared memory holds the row stages and, for a quantized cache,
+// the item's reciprocal scales. plan->device_form forces a form (the prefill
+// form then goes down to one head per item, on one block per item).
 // Sets *smem; returns the grid size, or 0 if the grid overflows 32 bits or
-// the table does not fit (the general kernel then serves the call).
+// the shared memory exceeds 48 KB (the general kernel then serves the call).
 static int64_t fast_split(const qkvfuse_plan *plan, const qf_problem *p, int lanes, qf_cu_params *P, size_t *smem,
                           bool *decode) {
   const int64_t sms = plan->device_sm_count > 0 ? plan->device_sm_count : 132;
@@ -225,15 +225,21 @@ static int64_t fast_split(const qkvfuse_plan *plan, const qf_problem *p, int lan
     P->dec_kv = qf_cuda_divisor((uint32_t)p->Nkv);
     return P->dec_blocks_q + P->dec_blocks_k + (v_work ? blocks_kv : 0);
   }
-  if (units >= 0x7fffffffLL) return 0;
-  P->fast_units = (uint32_t)units;
+  if (tchunks >= 0x7fffffffLL) return 0; /* chunk indices (+ the grid stride) stay below 2^32 */
+  P->fast_chunks = (uint32_t)tchunks;
+  /* blocks per item; the forced prefill form takes one, so that on test-sized
+     calls every block walks many chunks through its stages */
+  int64_t per_item = form == 2 ? 1 : sms * 4 / P->fast_ipt;
+  if (per_item < 1) per_item = 1;
+  if (per_item > tchunks) per_item = tchunks;
+  const int64_t grid = per_item * P->fast_ipt;
+  if (grid >= 0x7fffffffLL) return 0;
   const bool quant = (p->k_cache.data && p->desc->k_quant != QKVFUSE_QUANT_NONE) ||
                      (p->v_cache.data && p->desc->v_quant != QKVFUSE_QUANT_NONE);
-  const size_t tab = qf::qtable_bytes((int)(p->Nkv * p->D), (int)p->Nkv, p->k_offset.data || p->v_offset.data);
-  if (quant && tab > 48 * 1024) return 0; /* the default limit of dynamic shared memory */
-  P->fast_qtable = quant;
-  *smem = quant ? tab : 0;
-  const int64_t grid = quant && units > sms * 4 ? sms * 4 : units;
+  const bool offsets = p->k_offset.data || p->v_offset.data;
+  *smem = (size_t)qf::kFastStages * P->fast_hpi * 2 * qf::kFastBlock * 16 +
+          (quant ? sizeof(float) * (offsets ? 2 : 1) * P->fast_hpi * (size_t)p->D : 0);
+  if (*smem > 48 * 1024) return 0; /* the default limit of dynamic shared memory */
   return grid;
 }
 

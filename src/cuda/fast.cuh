@@ -66,6 +66,37 @@ __device__ __forceinline__ void st_stream(void *p, V v) {
   __stcs(reinterpret_cast<V *>(p), v);
 }
 
+// The prefill form stages its rows in shared memory with asynchronous
+// copies (cp.async, sm_80 and later), kFastStages units deep per block, so
+// the next unit's rows stream in while the current one is computed; the
+// copies carry an L2 evict-first policy and ask for 256-byte fetches, like
+// ld_stream. A thread reads back only the vectors it copied itself, so
+// cp.async.wait_group is the only synchronization they need.
+constexpr int kFastStages = 2;
+
+__device__ __forceinline__ uint64_t evict_first_policy() {
+  uint64_t p;
+  asm volatile("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;" : "=l"(p));
+  return p;
+}
+__device__ __forceinline__ void cp_async16(void *dst, const void *src, uint64_t policy) {
+  asm volatile("cp.async.cg.shared.global.L2::cache_hint.L2::256B [%0], [%1], 16, %2;" ::"r"(
+                   (unsigned)__cvta_generic_to_shared(dst)),
+               "l"(src), "l"(policy)
+               : "memory");
+}
+__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;" ::: "memory"); }
+template <int N>
+__device__ __forceinline__ void cp_async_wait() {
+  asm volatile("cp.async.wait_group %0;" ::"n"(N) : "memory");
+}
+
+// An L2 prefetch, issued before the grid dependency wait for inputs the
+// previous kernel may still be writing: it returns no data, and L2 is the
+// point of coherence of device memory, so the loads after the wait still see
+// that kernel's writes; it only starts the DRAM fetch early.
+__device__ __forceinline__ void prefetch_l2(const void *p) { asm volatile("prefetch.global.L2 [%0];" ::"l"(p)); }
+
 // Two 16-bit values of a 32-bit word to and from float32.
 template <typename T>
 struct h16;
@@ -200,43 +231,28 @@ __device__ __forceinline__ uint2 quant_bytes8(int quant, const float *x, const f
   return make_uint2(w[0], w[1]);
 }
 
-// The per-block quantization table, in shared memory (built once per block):
-// reciprocal scales [2][W] (k, v; W = Nkv * D), offsets [2][W] when given,
-// and per (k or v, head) a flag: a scale or offset of the head is bad.
-__host__ __device__ inline size_t qtable_bytes(int W, int Nkv, bool offsets) {
-  return sizeof(float) * (size_t)W * (offsets ? 4 : 2) + sizeof(int) * 2 * (size_t)Nkv;
-}
-
-// The table's flags: [2 * Nkv], (k or v) * Nkv + head.
-__device__ __forceinline__ int *qtable_flags(const qf_cu_params &P, float *tab) {
-  return reinterpret_cast<int *>(tab + (size_t)P.Nkv * P.D * (P.k_offset || P.v_offset ? 4 : 2));
-}
-
-// Fills the channels [i0, i1) of the [2W] (k, then v) table, whole heads
-// (multiples of D); a block that does one unit fills only its item's heads.
-// Reports every bad scale or offset it reads.
-__device__ __forceinline__ void fill_qtable(const qf_cu_params &P, float *tab, int i0, int i1) {
-  const int W = P.Nkv * P.D;
-  const bool offsets = P.k_offset || P.v_offset;
-  int *bad = qtable_flags(P, tab);
-  for (int i = i0 / P.D + (int)threadIdx.x; i < i1 / P.D; i += blockDim.x) bad[i] = 0;
-  __syncthreads();
+// The prefill form's quantization table, in shared memory, built once per
+// block for the block's item (nh heads of kind 1 k or 2 v, from head h0):
+// reciprocal scales [nh * D], then (int8 asymmetric) offsets [nh * D].
+// Returns bit i set when a scale or offset of head h0 + i is bad (each bad
+// value read is reported); the block-wide votes are also the barrier after
+// which every thread may read the table.
+__device__ __forceinline__ unsigned fill_qtable(const qf_cu_params &P, float *tab, int kind, int h0, int nh) {
+  const int D = P.D, n = nh * D;
+  const float *sc = kind == 1 ? P.k_scale : P.v_scale, *of = kind == 1 ? P.k_offset : P.v_offset;
+  const bool pc = (kind == 1 ? P.k_scale_pc : P.v_scale_pc) != 0;
+  unsigned mine = 0;
   // chunks of 8 channels (inside one head: D % 16 == 0), two per thread per
   // round, every load of a round issued before any is used
-  const int chunks = i1 / 8;
-  for (int c0 = i0 / 8 + (int)threadIdx.x; c0 < chunks; c0 += 2 * blockDim.x) {
+  for (int c0 = 8 * (int)threadIdx.x; c0 < n; c0 += 16 * (int)blockDim.x) {
     float s[2][8], o[2][8];
-    bool use[2];
 #pragma unroll
     for (int h = 0; h < 2; h++) {
-      const int c = c0 + h * blockDim.x, i = 8 * c, kv = i >= W;
-      const float *sc = kv ? P.v_scale : P.k_scale, *of = kv ? P.v_offset : P.k_offset;
-      use[h] = c < chunks && sc; /* a cache that is not quantized has no scales */
-      if (!use[h]) continue;
-      const int at = i - kv * W;
-      if ((kv ? P.v_scale_pc : P.k_scale_pc) != 0) {
-        ld_floats<8>(sc, QKVFUSE_DTYPE_FLOAT32, at, s[h]);
-        if (of) ld_floats<8>(of, QKVFUSE_DTYPE_FLOAT32, at, o[h]);
+      const int c = c0 + 8 * h * (int)blockDim.x;
+      if (c >= n) continue;
+      if (pc) {
+        ld_floats<8>(sc, QKVFUSE_DTYPE_FLOAT32, h0 * D + c, s[h]);
+        if (of) ld_floats<8>(of, QKVFUSE_DTYPE_FLOAT32, h0 * D + c, o[h]);
       } else {
         const float s0 = __ldg(sc), o0 = of ? __ldg(of) : 0.0f;
 #pragma unroll
@@ -249,22 +265,24 @@ __device__ __forceinline__ void fill_qtable(const qf_cu_params &P, float *tab, i
     }
 #pragma unroll
     for (int h = 0; h < 2; h++) {
-      if (!use[h]) continue;
-      const int i = 8 * (c0 + h * blockDim.x), kv = i >= W;
+      const int c = c0 + 8 * h * (int)blockDim.x;
+      if (c >= n) continue;
       bool ok = true;
 #pragma unroll
       for (int k = 0; k < 8; k++) {
         ok &= scale_ok(s[h][k]) && offset_ok(o[h][k]);
-        tab[i + k] = rcp_approx(s[h][k]);
-        if (offsets) tab[2 * W + i + k] = o[h][k];
+        tab[c + k] = rcp_approx(s[h][k]);
+        if (of) tab[n + c + k] = o[h][k];
       }
-      if (!ok) {
-        atomicOr(&bad[kv * P.Nkv + (i - kv * W) / P.D], 1);
-        report(P, QKVFUSE_DATA_ERROR_SCALE);
-      }
+      if (!ok) mine |= 1u << (c / D);
     }
   }
-  __syncthreads();
+  if (mine) report(P, QKVFUSE_DATA_ERROR_SCALE);
+  unsigned bad = 0;
+#pragma unroll
+  for (int i = 0; i < kFastHeads; i++)
+    if (__syncthreads_or((int)(mine >> i & 1u))) bad |= 1u << i;
+  return bad;
 }
 
 // a / b for 0 <= a and 0 < b, by a 32-bit division when both fit (a 64-bit
@@ -293,6 +311,11 @@ __device__ __forceinline__ int64_t cache_at(const qf_cu_cache &C, int64_t row0, 
 struct token_ix {
   int64_t pos, slot;
 };
+
+// The address of entry i of an int32 / int64 index vector (ld_index's).
+__device__ __forceinline__ const void *index_at(const void *p, int dt, int64_t i) {
+  return static_cast<const char *>(p) + i * (dt == QKVFUSE_DTYPE_INT64 ? 8 : 4);
+}
 
 __device__ __forceinline__ token_ix load_token_ix(const qf_cu_params &P, int64_t t) {
   token_ix x = {0, -1};
@@ -519,14 +542,13 @@ __device__ __forceinline__ void store_head(const qf_cu_mat &out, const qf_cu_cac
   }
 }
 
-// The prefill form's scales: the block's shared-memory table.
+// The prefill form's scales: the block's shared-memory table (fill_qtable).
 struct table_scales {
-  const float *rtab, *otab; /* the kind's reciprocal scales and offsets, [Nkv * D] */
-  const int *bad;           /* the kind's per-head flags */
-  int ch0, kvh;             /* head kvh's first channel */
+  const float *rtab, *otab; /* the item's reciprocal scales and offsets, [nh * D] */
+  int ch0;                  /* the head's first channel in the table */
+  bool bad, offsets;        /* a scale or offset of the head is bad; int8 asymmetric */
   lane_vecs lv;
-  bool offsets;
-  __device__ bool ok() const { return !bad[kvh]; }
+  __device__ bool ok() const { return !bad; }
   __device__ void get(int v, float *r, float *of) const {
     const int ch = ch0 + 8 * (v ? lv.b : lv.a);
     ld_shared8(rtab + ch, r);
@@ -557,88 +579,111 @@ __device__ __forceinline__ void decode_item(const qf_cu_params &P, unsigned item
   }
 }
 
-// The prefill form: units of (GPB tokens, one item of up to 4 heads), walked
-// grid-stride. SEP: cos/sin given per token at full length (COS_SIN source).
+// The prefill form. Block b owns item slot b % fast_ipt (its kind, heads,
+// norm weights and quantization table are the block's for the whole launch)
+// and walks that item's token chunks (GPB tokens, one per group) from b /
+// fast_ipt with a stride of gridDim.x / fast_ipt. The rows of the next chunk
+// are copied into shared memory (cp.async) while the current chunk is
+// computed, and the next chunk's position and slot are loaded ahead. SEP:
+// cos/sin given per token at full length (COS_SIN source).
 template <typename T, int L, bool INTER, bool SEP>
 __global__ void __launch_bounds__(kFastBlock, 4) fast_kernel(const qf_cu_params P) {
   constexpr int GPB = kFastBlock / L, NH = fast_max_heads(SEP), NCS = fast_ncs(INTER, SEP);
-  extern __shared__ __align__(16) float qtab[];
-  const unsigned units = gridDim.x; /* blocks */
-  const int D = P.D, R = P.R, nl = D >> 4, W = P.Nkv * D;
+  // shared memory: the row stages [kFastStages][hpi][2][kFastBlock] (a
+  // warp's vectors consecutive: no bank conflicts), then the item's
+  // quantization table
+  extern __shared__ __align__(16) uint4 smem[];
+  const int D = P.D, R = P.R, nl = D >> 4, hpi = P.fast_hpi;
   const float rD = 1.0f / (float)D; /* mean of squares: a multiply, off the critical path */
   const int lane = threadIdx.x & (L - 1), grp = threadIdx.x / L;
-  const unsigned ipt = (unsigned)P.fast_ipt;
-
   const lane_vecs lv = lane_layout<INTER>(lane, nl, R);
+  const unsigned ipt = (unsigned)P.fast_ipt, item = blockIdx.x % ipt, stride = gridDim.x / ipt;
+  const unsigned chunks = P.fast_chunks;
+  unsigned c = blockIdx.x / ipt;
 
-  // the setup above reads only parameters; memory waits for the previous kernel
-  grid_dependency_wait();
-  // work units: (GPB consecutive tokens, one item slot), grid-stride; the
-  // next unit's position and slot are loaded while this one runs
-  token_ix next = load_token_ix(P, (int64_t)(blockIdx.x / ipt) * GPB + grp);
-  if (P.fast_qtable) {
-    if (P.fast_units > units) { /* several units per block: every head */
-      fill_qtable(P, qtab, 0, 2 * W);
-    } else { /* one unit: its item's heads, none for q (uniform per block) */
-      int kind, h0, nh;
-      decode_item(P, blockIdx.x % ipt, kind, h0, nh);
-      if (kind > 0) fill_qtable(P, qtab, (kind - 1) * W + h0 * D, (kind - 1) * W + (h0 + nh) * D);
+  // the item: kind (0 q, 1 k, 2 v), first head, heads
+  int kind, h0, nh;
+  decode_item(P, item, kind, h0, nh);
+  const int col0 = (kind == 0 ? 0 : (kind == 1 ? P.Nq : P.Nq + P.Nkv)) * D + h0 * D;
+  const T *rows = reinterpret_cast<const T *>(P.qkv.data) + col0;
+  const qf_cu_mat &out = kind == 0 ? P.q_out : (kind == 1 ? P.k_out : P.v_out);
+  const qf_cu_cache &C = kind == 1 ? P.k_cache : P.v_cache;
+  const bool norm = kind == 0 ? P.q_norm : (kind == 1 && P.k_norm);
+  const bool quant = kind > 0 && C.data && C.quant != QKVFUSE_QUANT_NONE;
+  uint4 *const stage = smem + threadIdx.x;
+  float *const qtab = reinterpret_cast<float *>(smem + kFastStages * hpi * 2 * kFastBlock);
+
+  // the lane's vectors of chunk cc's token, copied into stage st (nothing
+  // past the last token); one commit group per chunk either way
+  const uint64_t policy = evict_first_policy();
+  auto issue = [&](unsigned cc, int st) {
+    const int64_t t = (int64_t)cc * GPB + grp;
+    if (t < P.T && lane < nl) {
+      const T *in = rows + t * P.qkv.ld;
+#pragma unroll
+      for (int i = 0; i < NH; i++) {
+        if (i >= nh) break;
+        cp_async16(stage + ((st * hpi + i) * 2) * kFastBlock, in + i * D + 8 * lv.a, policy);
+        cp_async16(stage + ((st * hpi + i) * 2 + 1) * kFastBlock, in + i * D + 8 * lv.b, policy);
+      }
+    }
+    cp_async_commit();
+  };
+
+  // the first chunk's rows start their way to L2 while the previous kernel finishes
+  {
+    const int64_t t = (int64_t)c * GPB + grp;
+    if (t < P.T && lane < nl) {
+      const T *in = rows + t * P.qkv.ld;
+      for (int i = 0; i < nh; i++) prefetch_l2(in + i * D + 8 * lv.a), prefetch_l2(in + i * D + 8 * lv.b);
     }
   }
+  grid_dependency_wait();
+  issue(c, 0);
+  token_ix next = load_token_ix(P, (int64_t)c * GPB + grp);
 
-  for (unsigned u = blockIdx.x; u < P.fast_units; u += units) {
+  // per block: norm weights, quantization table
+  float g[16];
+  if (norm) load_gamma(P, kind == 0 ? P.q_gamma : P.k_gamma, lv, g);
+  const unsigned bad = quant ? fill_qtable(P, qtab, kind, h0, nh) : 0u;
+  const bool offsets = C.quant == QKVFUSE_QUANT_INT8_ASYM;
+
+  for (int st = 0; c < chunks; c += stride, st ^= 1) {
+    const unsigned cn = c + stride;
+    issue(cn, st ^ 1);
     const token_ix ix = next;
-    const unsigned tc = u / ipt, item = u - tc * ipt;
-    const int64_t t = (int64_t)tc * GPB + grp;
+    if (cn < chunks) next = load_token_ix(P, (int64_t)cn * GPB + grp);
+
+    const int64_t t = (int64_t)c * GPB + grp;
     const bool live = t < P.T;          /* the group has a token */
     const bool act = live && lane < nl; /* the lane holds data */
 
-    // the item: kind (0 q, 1 k, 2 v), first head, heads (uniform per block)
-    int kind, h0, nh;
-    decode_item(P, item, kind, h0, nh);
-
-    // 1. every head's input, in flight at once
-    const int col0 = kind == 0 ? 0 : (kind == 1 ? P.Nq * D : (P.Nq + P.Nkv) * D);
-    const T *in = reinterpret_cast<const T *>(P.qkv.data) + (act ? t : 0) * P.qkv.ld + col0 + h0 * D;
-    uint4 ra[NH], rb[NH];
-#pragma unroll
-    for (int i = 0; i < NH; i++) {
-      ra[i] = rb[i] = make_uint4(0, 0, 0, 0);
-      if (act && i < nh) {
-        ra[i] = ld_stream(in + i * D + 8 * lv.a);
-        rb[i] = ld_stream(in + i * D + 8 * lv.b);
-      }
-    }
-    if (u + units < P.fast_units) next = load_token_ix(P, (int64_t)((u + units) / ipt) * GPB + grp);
-
-    // 2. the token: position and cache destination checked
+    // the token: position and cache destination checked
     const token_dest td = check_token(P, t, ix, kind, live, [&] { return item == 0 && lane == 0; });
     const bool ok = td.ok, dest = td.dest;
     const int64_t row0 = td.row0;
 
-    // 3. per-item constants: norm weights, cos/sin of the lane's elements
-    const bool norm = kind == 0 ? P.q_norm : (kind == 1 && P.k_norm);
-    float g[16];
-    if (norm) load_gamma(P, kind == 0 ? P.q_gamma : P.k_gamma, lv, g);
+    // cos/sin of the lane's elements
     const bool rope = kind < 2 && R > 0 && ok && act && (lv.rot_a || lv.rot_b);
     float cs[NCS][8];
     load_cos_sin<INTER, SEP>(P, t, (int)ix.pos /* < max_pos <= 2^31 when used */, lv, rope, cs);
 
-    // 4. the heads
-    const qf_cu_mat &out = kind == 0 ? P.q_out : (kind == 1 ? P.k_out : P.v_out);
-    const qf_cu_cache &C = kind == 1 ? P.k_cache : P.v_cache;
+    // the heads, from this chunk's stage
+    cp_async_wait<1>();
     const bool to_cache = kind > 0 && dest && C.data;
-    const float *rtab = qtab + (kind == 2 ? W : 0), *otab = qtab + 2 * W + (kind == 2 ? W : 0);
-    const int *badtab = qtable_flags(P, qtab) + (kind == 2 ? P.Nkv : 0);
 #pragma unroll
     for (int i = 0; i < NH; i++) {
       if (i >= nh) break; /* uniform per block */
+      uint4 ra = make_uint4(0, 0, 0, 0), rb = ra;
+      if (act) {
+        ra = stage[((st * hpi + i) * 2) * kFastBlock];
+        rb = stage[((st * hpi + i) * 2 + 1) * kFastBlock];
+      }
       float x[16];
-      norm_rope<T, L, INTER, NCS>(ra[i], rb[i], norm, g, rD, P.eps, rope, cs, lv, x);
+      norm_rope<T, L, INTER, NCS>(ra, rb, norm, g, rD, P.eps, rope, cs, lv, x);
       if (!(ok && act)) continue;
-      const int kvh = h0 + i;
-      store_head<T>(out, C, to_cache, t, row0, kvh, D, lv, x,
-                    table_scales{rtab, otab, badtab, kvh * D, kvh, lv, C.quant == QKVFUSE_QUANT_INT8_ASYM});
+      store_head<T>(out, C, to_cache, t, row0, h0 + i, D, lv, x,
+                    table_scales{qtab, qtab + nh * D, i * D, (bad >> i & 1u) != 0, offsets, lv});
     }
   }
 }
@@ -680,15 +725,23 @@ __global__ void __launch_bounds__(kFastBlock) decode_kernel(const qf_cu_params P
   const float *sc = kind == 1 ? P.k_scale : P.v_scale, *so = kind == 1 ? P.k_offset : P.v_offset;
   const bool quant = kind > 0 && C.data && C.quant != QKVFUSE_QUANT_NONE && sc;
   const bool pc = (kind == 1 ? P.k_scale_pc : P.v_scale_pc) != 0;
+  const int col0 = kind == 0 ? 0 : (kind == 1 ? P.Nq * D : (P.Nq + P.Nkv) * D);
+  const T *in = reinterpret_cast<const T *>(P.qkv.data) + (act ? t : 0) * P.qkv.ld + col0 + h * D;
 
-  // the setup above reads only parameters; memory waits for the previous kernel
+  // the row, position and slot start their way to L2 while the previous
+  // kernel finishes; the setup above reads only parameters; memory waits
+  if (act) prefetch_l2(in + 8 * lv.a), prefetch_l2(in + 8 * lv.b);
+  if (live && lane == 0) {
+    if (P.positions.data) prefetch_l2(index_at(P.positions.data, P.positions.dtype, t));
+    if (P.layout != QKVFUSE_CACHE_NONE)
+      prefetch_l2(index_at(P.slot_mapping.data, P.slot_mapping.dtype,
+                           P.layout == QKVFUSE_CACHE_CONTIGUOUS ? div_small(t, P.S) : t));
+  }
   grid_dependency_wait();
 
   // 1. every independent load at once
-  const int col0 = kind == 0 ? 0 : (kind == 1 ? P.Nq * D : (P.Nq + P.Nkv) * D);
   uint4 ra = make_uint4(0, 0, 0, 0), rb = ra;
   if (act) {
-    const T *in = reinterpret_cast<const T *>(P.qkv.data) + t * P.qkv.ld + col0 + h * D;
     ra = ld_stream(in + 8 * lv.a);
     rb = ld_stream(in + 8 * lv.b);
   }

@@ -47,8 +47,8 @@ typedef struct qf_cu_params {
   /* the streaming kernel (fast.cuh): items (token, up to fast_hpi heads of one kind) */
   int32_t fast_hpi;            /* heads per item: 1..4 */
   int32_t fast_items_q, fast_items_k, fast_ipt; /* items per token: of q, of k, in all */
-  uint32_t fast_units;         /* work units: ceil(T / tokens per block) * fast_ipt, walked grid-stride */
-  int32_t fast_qtable;         /* 1: blocks build the quantization table in shared memory */
+  uint32_t fast_chunks;        /* prefill form: token chunks, ceil(T / tokens per block); block b does item
+                                  b % fast_ipt of chunks b / fast_ipt + k * (blocks / fast_ipt) */
   /* its decode form: one (token, head) per group; blocks of q, then k, then v */
   int32_t dec_blocks_q, dec_blocks_k;
   qf_cu_div dec_q, dec_kv;     /* Nq, Nkv */

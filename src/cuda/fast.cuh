@@ -6,18 +6,16 @@
 // no beta, not unfused-parity mode (the plan checks; fused.cuh does the rest).
 //
 // Work split, in two forms chosen per call (backend.cu: fast_split). A group
-// of L lanes (L = D/16 rounded up to a power of two) does one item with no
-// barrier: two 16-byte vectors per lane per head, streaming loads.
+// of L lanes (L = D/16 rounded up to a power of two) does one item: two
+// 16-byte vectors per lane per head.
 // Prefill form (fast_kernel): an item is (token, up to 4 heads of one kind:
-// q, k or v); the group issues the loads of all its heads at once, reads the
-// token's cos/sin and the norm weights into registers (once per item), then
-// normalizes, rotates and stores head by head. A work unit is kFastBlock / L
-// groups on consecutive tokens of the same item slot, so the kind and head
-// range are uniform per block; consecutive units take the other item slots of
-// the same tokens. Blocks walk the units grid-stride and load the next
-// unit's position and slot ahead; the grid has one block per unit, or, with
-// quantized caches, the resident blocks, each of which first builds the
-// reciprocal scales in shared memory.
+// q, k or v). The grid is the resident blocks; each block keeps one item
+// slot for the launch (kind, heads, norm weights in registers, the item's
+// reciprocal cache scales in a shared-memory table) and walks that item's
+// token chunks (kFastBlock / L tokens, one per group). The rows of the next
+// chunk are copied into shared memory by cp.async while the current chunk is
+// normalized, rotated and stored head by head; its position and slot are
+// loaded a chunk ahead.
 // Decode form (decode_kernel), for calls too small to fill the device with
 // two heads per item: one (token, head) per group, one pass, every
 // independent load (row, position, slot, norm weights, cache scales) issued

@@ -188,7 +188,7 @@ static qf_cu_div qf_cuda_divisor(uint32_t d) {
 // gives about 1024 threads per multiprocessor. Calls too small for that even
 // with two heads per item are decode-sized: they run the decode form (one
 // (token, head) per group, one pass; *decode set). Otherwise the prefill
-// form runs on the resident blocks (4 per multiprocessor), rounded down to a
+// form runs on the resident blocks (kFastBlocksPerSM per multiprocessor), rounded down to a
 // multiple of the items per token so that each block keeps one item for the
 // launch (at least one block per item), each block walking its item's token
 // chunks; its shared memory holds the row stages and, for a quantized cache,
@@ -229,7 +229,7 @@ static int64_t fast_split(const qkvfuse_plan *plan, const qf_problem *p, int lan
   P->fast_chunks = (uint32_t)tchunks;
   /* blocks per item; the forced prefill form takes one, so that on test-sized
      calls every block walks many chunks through its stages */
-  int64_t per_item = form == 2 ? 1 : sms * 4 / P->fast_ipt;
+  int64_t per_item = form == 2 ? 1 : sms * qf::kFastBlocksPerSM / P->fast_ipt;
   if (per_item < 1) per_item = 1;
   if (per_item > tchunks) per_item = tchunks;
   const int64_t grid = per_item * P->fast_ipt;

@@ -43,6 +43,7 @@
 namespace qf {
 
 constexpr int kFastBlock = 128;
+constexpr int kFastBlocksPerSM = 4; /* prefill form: resident blocks per multiprocessor (its launch bound, its grid) */
 constexpr int kFastHeads = 4; /* most heads per item (2 with per-token cos/sin: registers) */
 __host__ __device__ constexpr int fast_max_heads(bool sep) { return sep ? 2 : kFastHeads; }
 
@@ -585,7 +586,7 @@ __device__ __forceinline__ void decode_item(const qf_cu_params &P, unsigned item
 // computed, and the next chunk's position and slot are loaded ahead. SEP:
 // cos/sin given per token at full length (COS_SIN source).
 template <typename T, int L, bool INTER, bool SEP>
-__global__ void __launch_bounds__(kFastBlock, 4) fast_kernel(const qf_cu_params P) {
+__global__ void __launch_bounds__(kFastBlock, kFastBlocksPerSM) fast_kernel(const qf_cu_params P) {
   constexpr int GPB = kFastBlock / L, NH = fast_max_heads(SEP), NCS = fast_ncs(INTER, SEP);
   // shared memory: the row stages [kFastStages][hpi][2][kFastBlock] (a
   // warp's vectors consecutive: no bank conflicts), then the item's

@@ -184,23 +184,34 @@ static qf_cu_div qf_cuda_divisor(uint32_t d) {
 }
 
 // The streaming kernel's work split. Items are (token, hpi heads of one
-// kind); hpi is the largest of 4 (2 with per-token cos/sin), 2 that still
-// gives about 1024 threads per multiprocessor. Calls too small for that even
-// with two heads per item are decode-sized: they run the decode form (one
-// (token, head) per group, one pass; *decode set). Otherwise the prefill
-// form runs on the resident blocks (kFastBlocksPerSM per multiprocessor), rounded down to a
-// multiple of the items per token so that each block keeps one item for the
-// launch (at least one block per item), each block walking its item's token
-// chunks; its shared memory holds the row stages and, for a quantized cache,
-// the item's reciprocal scales. plan->device_form forces a form (the prefill
-// form then goes down to one head per item, on one block per item).
-// Sets *smem; returns the grid size, or 0 if the grid overflows 32 bits or
-// the shared memory exceeds 48 KB (the general kernel then serves the call).
+// kind); hpi is the largest of 4 (2 with per-token cos/sin: registers) and 2
+// that still gives about 1024 threads per multiprocessor. Calls too small
+// for that even with two heads per item are decode-sized: they run the
+// decode form (one (token, head) per group, one pass; *decode set).
+// Otherwise the prefill form runs on the resident blocks (kFastBlocksPerSM
+// per multiprocessor), each block keeping one item for the launch and
+// walking its token chunks (fast.cuh: block_item). Every item gets the same
+// number of blocks, dealt in turn (a chunk takes about the same time
+// whatever its heads and bytes: measured, blocks in proportion to heads or
+// bytes lost 5-30%), except that the k items of a quantized cache, whose
+// chunks also quantize (1.24x the split's instructions in all, ncu), get
+// kFastKCost / 10 times as many blocks, in runs, when every k item has hpi
+// heads (measured: llama, qwen3, gemma, phi-3 +7 to +14% at T >= 4096; GLM-4,
+// 2 kv heads, lost 5-19% and keeps the dealt blocks). Shared memory holds
+// the row stages and, for a quantized cache, the item's reciprocal scales.
+// plan->device_form forces a form (the prefill form then goes down to one
+// head per item, on one block per item).
+// Sets *smem; returns the grid size, or 0 if an index or the shared memory
+// (48 KB) would overflow (the general kernel then serves the call).
+static const int64_t kFastKCost = 15; /* a quantized k chunk against a q chunk, in tenths (measured: 13-15) */
+
 static int64_t fast_split(const qkvfuse_plan *plan, const qf_problem *p, int lanes, qf_cu_params *P, size_t *smem,
                           bool *decode) {
   const int64_t sms = plan->device_sm_count > 0 ? plan->device_sm_count : 132;
   const bool k_work = p->k_out.data || p->desc->cache_layout != QKVFUSE_CACHE_NONE;
   const bool v_work = p->v_out.data || p->desc->cache_layout != QKVFUSE_CACHE_NONE;
+  const bool k_quant = p->k_cache.data && p->desc->k_quant != QKVFUSE_QUANT_NONE;
+  const bool v_quant = p->v_cache.data && p->desc->v_quant != QKVFUSE_QUANT_NONE;
   const int64_t gpb = qf::kFastBlock / lanes, tchunks = (p->T + gpb - 1) / gpb;
   int64_t units = 0;
   const int64_t groups_q = p->T * p->Nq, groups_kv = p->T * p->Nkv;
@@ -210,10 +221,10 @@ static int64_t fast_split(const qkvfuse_plan *plan, const qf_problem *p, int lan
   for (int hpi = qf::fast_max_heads(p->desc->rope_source == QKVFUSE_ROPE_COS_SIN); hpi >= (form == 2 ? 1 : 2);
        hpi >>= 1) {
     P->fast_hpi = hpi;
-    P->fast_items_q = (int32_t)((p->Nq + hpi - 1) / hpi);
-    P->fast_items_k = k_work ? (int32_t)((p->Nkv + hpi - 1) / hpi) : 0;
-    P->fast_ipt = P->fast_items_q + P->fast_items_k + (v_work ? (int32_t)((p->Nkv + hpi - 1) / hpi) : 0);
-    units = tchunks * P->fast_ipt;
+    P->fast_items[0] = (int32_t)((p->Nq + hpi - 1) / hpi);
+    P->fast_items[1] = k_work ? (int32_t)((p->Nkv + hpi - 1) / hpi) : 0;
+    P->fast_items[2] = v_work ? (int32_t)((p->Nkv + hpi - 1) / hpi) : 0;
+    units = tchunks * (P->fast_items[0] + P->fast_items[1] + P->fast_items[2]);
     if (units * qf::kFastBlock >= sms * 1024) break;
   }
   if (form == 0 && units * qf::kFastBlock >= sms * 1024) *decode = false;
@@ -225,20 +236,27 @@ static int64_t fast_split(const qkvfuse_plan *plan, const qf_problem *p, int lan
     P->dec_kv = qf_cuda_divisor((uint32_t)p->Nkv);
     return P->dec_blocks_q + P->dec_blocks_k + (v_work ? blocks_kv : 0);
   }
-  if (tchunks >= 0x7fffffffLL) return 0; /* chunk indices (+ the grid stride) stay below 2^32 */
+  if (tchunks >= 0x7fffffffLL) return 0; /* chunk indices (+ a stride) stay below 2^32 */
   P->fast_chunks = (uint32_t)tchunks;
-  /* blocks per item; the forced prefill form takes one, so that on test-sized
-     calls every block walks many chunks through its stages */
-  int64_t per_item = form == 2 ? 1 : sms * qf::kFastBlocksPerSM / P->fast_ipt;
-  if (per_item < 1) per_item = 1;
-  if (per_item > tchunks) per_item = tchunks;
-  const int64_t grid = per_item * P->fast_ipt;
+  /* blocks per item: a share of the resident blocks by cost (tenths of a q
+     item's); the forced prefill form takes one, so that on test-sized calls
+     every block walks many chunks through its stages (in runs or dealt as
+     the call would be: the tests go through both) */
+  P->fast_runs = k_quant && p->Nkv % P->fast_hpi == 0;
+  const int64_t cost[3] = {10, P->fast_runs ? kFastKCost : 10, 10};
+  int64_t csum = 0, grid = 0;
+  for (int k = 0; k < 3; k++) csum += P->fast_items[k] * cost[k];
+  for (int k = 0; k < 3; k++) {
+    int64_t n = form == 2 ? 1 : sms * qf::kFastBlocksPerSM * cost[k] / csum;
+    if (n < 1) n = 1;
+    if (n > tchunks) n = tchunks;
+    P->fast_bpi[k] = (int32_t)n;
+    grid += P->fast_items[k] * n;
+  }
   if (grid >= 0x7fffffffLL) return 0;
-  const bool quant = (p->k_cache.data && p->desc->k_quant != QKVFUSE_QUANT_NONE) ||
-                     (p->v_cache.data && p->desc->v_quant != QKVFUSE_QUANT_NONE);
   const bool offsets = p->k_offset.data || p->v_offset.data;
   *smem = (size_t)qf::kFastStages * P->fast_hpi * 2 * qf::kFastBlock * 16 +
-          (quant ? sizeof(float) * (offsets ? 2 : 1) * P->fast_hpi * (size_t)p->D : 0);
+          (k_quant || v_quant ? sizeof(float) * (offsets ? 2 : 1) * P->fast_hpi * (size_t)p->D : 0);
   if (*smem > 48 * 1024) return 0; /* the default limit of dynamic shared memory */
   return grid;
 }

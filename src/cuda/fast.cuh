@@ -510,22 +510,25 @@ __device__ __forceinline__ void norm_rope(const uint4 &ra, const uint4 &rb, bool
   }
 }
 
-// Stores a lane's 16 values of head kvh of token t: to `out` (if given) and
-// to the token's cache row (to_cache; row0 from check_token), quantized with
-// the reciprocal scales and offsets of a Scales object: ok() false skips the
-// row (a bad scale or offset of the head), get(v, r, of) gives vector v's
-// (0: A, 1: B; fetched per vector: registers).
+// Stores a lane's 16 values of head kvh of token t (where `write`: the token
+// is valid and the lane holds data): to `out` (if given) and to the token's
+// cache row (to_cache; row0 from check_token), quantized with the reciprocal
+// scales and offsets of a Scales object: ok() false skips the row (a bad
+// scale or offset of the head), get(v, r, of) gives vector v's (0: A, 1: B;
+// fetched per vector: registers); `quant`: the cache is quantized. (The
+// prefill loop passes `write` rather than skipping the call: no spills where
+// skipping spilled 8 bytes.)
 template <typename T, typename Scales>
-__device__ __forceinline__ void store_head(const qf_cu_mat &out, const qf_cu_cache &C, bool to_cache, int64_t t,
-                                           int64_t row0, int kvh, int D, const lane_vecs &lv, const float (&x)[16],
-                                           const Scales &scales) {
-  if (out.data) {
+__device__ __forceinline__ void store_head(const qf_cu_mat &out, const qf_cu_cache &C, bool quant, bool write,
+                                           bool to_cache, int64_t t, int64_t row0, int kvh, int D,
+                                           const lane_vecs &lv, const float (&x)[16], const Scales &scales) {
+  if (write && out.data) {
     T *o = reinterpret_cast<T *>(out.data) + t * out.ld + kvh * D;
     st_stream(o + 8 * lv.a, pack8<T>(x));
     st_stream(o + 8 * lv.b, pack8<T>(x + 8));
   }
-  if (!to_cache) return;
-  if (C.quant == QKVFUSE_QUANT_NONE) {
+  if (!(write && to_cache)) return;
+  if (!quant) {
     T *c = reinterpret_cast<T *>(C.data);
     st_stream(c + cache_at(C, row0, kvh, 8 * lv.a, D), pack8<T>(x));
     st_stream(c + cache_at(C, row0, kvh, 8 * lv.b, D), pack8<T>(x + 8));
@@ -566,23 +569,50 @@ struct lane_scales {
   }
 };
 
-// An item slot of a token: kind (0 q, 1 k, 2 v), first head, heads.
-__device__ __forceinline__ void decode_item(const qf_cu_params &P, unsigned item, int &kind, int &h0, int &nh) {
-  const int hpi = P.fast_hpi;
-  if ((int)item < P.fast_items_q) {
-    kind = 0, h0 = item * hpi, nh = min(hpi, P.Nq - h0);
-  } else if ((int)item < P.fast_items_q + P.fast_items_k) {
-    kind = 1, h0 = (item - P.fast_items_q) * hpi, nh = min(hpi, P.Nkv - h0);
+// The prefill form's item and token chunks of block b. A block keeps its
+// item for the launch and walks the item's chunks from its index among the
+// item's blocks with a stride of their number (fast_bpi of its kind), so
+// that all items go through the tokens together. Two deals (backend.cu:
+// fast_split says which):
+// - dealt in turn (fast_runs 0): every item has the same number of blocks,
+//   block b does item b % items from chunk b / items; neighbouring blocks,
+//   and so each multiprocessor's, hold different items;
+// - in runs (fast_runs 1): the k items of a quantized cache, whose chunks
+//   cost more (they quantize too), have more blocks; blocks come in runs of
+//   one item's blocks, q items first, then k, then v.
+struct prefill_item {
+  int kind, h0, nh;   /* kind (0 q, 1 k, 2 v), first head, heads */
+  unsigned c, stride; /* the first chunk, the chunk stride */
+};
+
+__device__ __forceinline__ prefill_item block_item(const qf_cu_params &P) {
+  unsigned b = blockIdx.x, n = (unsigned)P.fast_bpi[0], j;
+  int kind = 0;
+  if (!P.fast_runs) {
+    const unsigned items = (unsigned)(P.fast_items[0] + P.fast_items[1] + P.fast_items[2]), item = b % items;
+    b /= items; /* the block's index among its item's */
+    j = item;
+    while (kind < 2 && j >= (unsigned)P.fast_items[kind]) j -= P.fast_items[kind], kind++;
   } else {
-    kind = 2, h0 = (item - P.fast_items_q - P.fast_items_k) * hpi, nh = min(hpi, P.Nkv - h0);
+    while (kind < 2 && b >= (unsigned)(P.fast_items[kind] * P.fast_bpi[kind]))
+      b -= P.fast_items[kind] * P.fast_bpi[kind], kind++;
+    n = (unsigned)P.fast_bpi[kind], j = b / n, b -= j * n;
   }
+  prefill_item it;
+  it.kind = kind, it.h0 = (int)j * P.fast_hpi, it.nh = min(P.fast_hpi, (kind == 0 ? P.Nq : P.Nkv) - it.h0);
+  it.c = b, it.stride = n;
+  return it;
 }
 
-// The prefill form. Block b owns item slot b % fast_ipt (its kind, heads,
-// norm weights and quantization table are the block's for the whole launch)
-// and walks that item's token chunks (GPB tokens, one per group) from b /
-// fast_ipt with a stride of gridDim.x / fast_ipt. The rows of the next chunk
-// are copied into shared memory (cp.async) while the current chunk is
+// The first column of head h of a kind (0 q, 1 k, 2 v) in a qkv row.
+__device__ __forceinline__ int head_col(const qf_cu_params &P, int kind, int h) {
+  return ((kind == 0 ? 0 : (kind == 1 ? P.Nq : P.Nq + P.Nkv)) + h) * P.D;
+}
+
+// The prefill form. Block b owns an item (block_item: its kind, heads, norm
+// weights and quantization table are the block's for the whole launch) and
+// walks its token chunks (GPB tokens, one per group). The rows of the next
+// chunk are copied into shared memory (cp.async) while the current chunk is
 // computed, and the next chunk's position and slot are loaded ahead. SEP:
 // cos/sin given per token at full length (COS_SIN source).
 template <typename T, int L, bool INTER, bool SEP>
@@ -596,21 +626,20 @@ __global__ void __launch_bounds__(kFastBlock, kFastBlocksPerSM) fast_kernel(cons
   const float rD = 1.0f / (float)D; /* mean of squares: a multiply, off the critical path */
   const int lane = threadIdx.x & (L - 1), grp = threadIdx.x / L;
   const lane_vecs lv = lane_layout<INTER>(lane, nl, R);
-  const unsigned ipt = (unsigned)P.fast_ipt, item = blockIdx.x % ipt, stride = gridDim.x / ipt;
   const unsigned chunks = P.fast_chunks;
-  unsigned c = blockIdx.x / ipt;
+  const prefill_item it = block_item(P);
+  const int kind = it.kind, h0 = it.h0, nh = it.nh;
+  const unsigned stride = it.stride;
+  unsigned c = it.c;
 
-  // the item: kind (0 q, 1 k, 2 v), first head, heads
-  int kind, h0, nh;
-  decode_item(P, item, kind, h0, nh);
-  const int col0 = (kind == 0 ? 0 : (kind == 1 ? P.Nq : P.Nq + P.Nkv)) * D + h0 * D;
-  const T *rows = reinterpret_cast<const T *>(P.qkv.data) + col0;
+  const T *rows = reinterpret_cast<const T *>(P.qkv.data) + head_col(P, kind, h0);
   const qf_cu_mat &out = kind == 0 ? P.q_out : (kind == 1 ? P.k_out : P.v_out);
   const qf_cu_cache &C = kind == 1 ? P.k_cache : P.v_cache;
   const bool norm = kind == 0 ? P.q_norm : (kind == 1 && P.k_norm);
   const bool quant = kind > 0 && C.data && C.quant != QKVFUSE_QUANT_NONE;
   uint4 *const stage = smem + threadIdx.x;
   float *const qtab = reinterpret_cast<float *>(smem + kFastStages * hpi * 2 * kFastBlock);
+  const bool offsets = C.quant == QKVFUSE_QUANT_INT8_ASYM;
 
   // the lane's vectors of chunk cc's token, copied into stage st (nothing
   // past the last token); one commit group per chunk either way
@@ -645,7 +674,6 @@ __global__ void __launch_bounds__(kFastBlock, kFastBlocksPerSM) fast_kernel(cons
   float g[16];
   if (norm) load_gamma(P, kind == 0 ? P.q_gamma : P.k_gamma, lv, g);
   const unsigned bad = quant ? fill_qtable(P, qtab, kind, h0, nh) : 0u;
-  const bool offsets = C.quant == QKVFUSE_QUANT_INT8_ASYM;
 
   for (int st = 0; c < chunks; c += stride, st ^= 1) {
     const unsigned cn = c + stride;
@@ -657,19 +685,18 @@ __global__ void __launch_bounds__(kFastBlock, kFastBlocksPerSM) fast_kernel(cons
     const bool live = t < P.T;          /* the group has a token */
     const bool act = live && lane < nl; /* the lane holds data */
 
-    // the token: position and cache destination checked
-    const token_dest td = check_token(P, t, ix, kind, live, [&] { return item == 0 && lane == 0; });
-    const bool ok = td.ok, dest = td.dest;
-    const int64_t row0 = td.row0;
+    // the token: position and cache destination checked (reported by the
+    // first q item's blocks: one per token)
+    const token_dest td = check_token(P, t, ix, kind, live, [&] { return kind == 0 && h0 == 0 && lane == 0; });
 
     // cos/sin of the lane's elements
-    const bool rope = kind < 2 && R > 0 && ok && act && (lv.rot_a || lv.rot_b);
+    const bool rope = kind < 2 && R > 0 && td.ok && act && (lv.rot_a || lv.rot_b);
     float cs[NCS][8];
     load_cos_sin<INTER, SEP>(P, t, (int)ix.pos /* < max_pos <= 2^31 when used */, lv, rope, cs);
 
     // the heads, from this chunk's stage
     cp_async_wait<1>();
-    const bool to_cache = kind > 0 && dest && C.data;
+    const bool to_cache = kind > 0 && td.dest && C.data;
 #pragma unroll
     for (int i = 0; i < NH; i++) {
       if (i >= nh) break; /* uniform per block */
@@ -680,8 +707,7 @@ __global__ void __launch_bounds__(kFastBlock, kFastBlocksPerSM) fast_kernel(cons
       }
       float x[16];
       norm_rope<T, L, INTER, NCS>(ra, rb, norm, g, rD, P.eps, rope, cs, lv, x);
-      if (!(ok && act)) continue;
-      store_head<T>(out, C, to_cache, t, row0, h0 + i, D, lv, x,
+      store_head<T>(out, C, quant, td.ok && act, to_cache, t, td.row0, h0 + i, D, lv, x,
                     table_scales{qtab, qtab + nh * D, i * D, (bad >> i & 1u) != 0, offsets, lv});
     }
   }
@@ -809,7 +835,8 @@ __global__ void __launch_bounds__(kFastBlock) decode_kernel(const qf_cu_params P
   norm_rope<T, L, INTER, NCS>(ra, rb, norm, g, 1.0f / (float)D, P.eps, rope, cs, lv, x);
   if (!(ok && act)) return;
   const qf_cu_mat &out = kind == 0 ? P.q_out : (kind == 1 ? P.k_out : P.v_out);
-  store_head<T>(out, C, kind > 0 && dest && C.data, t, row0, h, D, lv, x, lane_scales{r, of, bad});
+  store_head<T>(out, C, C.quant != QKVFUSE_QUANT_NONE, true, kind > 0 && dest && C.data, t, row0, h, D, lv, x,
+                lane_scales{r, of, bad});
 }
 
 }  // namespace qf

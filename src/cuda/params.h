@@ -46,9 +46,8 @@ typedef struct qf_cu_params {
   int32_t head_tiles;          /* blocks per token tile: ceil(heads_per_token / hpb) */
   /* the streaming kernel (fast.cuh): items (token, up to fast_hpi heads of one kind) */
   int32_t fast_hpi;            /* heads per item: 1..4 */
-  int32_t fast_items_q, fast_items_k, fast_ipt; /* items per token: of q, of k, in all */
-  uint32_t fast_chunks;        /* prefill form: token chunks, ceil(T / tokens per block); block b does item
-                                  b % fast_ipt of chunks b / fast_ipt + k * (blocks / fast_ipt) */
+  int32_t fast_items[3];       /* items per token of each kind (q, k, v); 0: the kind has no work */
+  uint32_t fast_chunks;        /* prefill form: token chunks, ceil(T / tokens per block) */
   /* its decode form: one (token, head) per group; blocks of q, then k, then v */
   int32_t dec_blocks_q, dec_blocks_k;
   qf_cu_div dec_q, dec_kv;     /* Nq, Nkv */
@@ -75,6 +74,11 @@ typedef struct qf_cu_params {
   uint32_t *error_flags;
 
   int32_t pdl;                  /* host side: launch with programmatic dependent launch (launch.h) */
+
+  /* the streaming kernel's prefill form (fast.cuh: block_item); last, so that
+     the fields before keep their offsets */
+  int32_t fast_bpi[3];          /* blocks per item of each kind */
+  int32_t fast_runs;            /* blocks in runs per item (1) or dealt in turn (0) */
 } qf_cu_params;
 
 #endif /* QKVFUSE_CUDA_PARAMS_H */

@@ -196,8 +196,8 @@ static qf_cu_div qf_cuda_divisor(uint32_t d) {
 // bytes lost 5-30%), except that the k items of a quantized cache, whose
 // chunks also quantize (1.24x the split's instructions in all, ncu), get
 // kFastKCost / 10 times as many blocks, in runs, when every k item has hpi
-// heads (measured: llama, qwen3, gemma, phi-3 +7 to +14% at T >= 4096; GLM-4,
-// 2 kv heads, lost 5-19% and keeps the dealt blocks). Shared memory holds
+// heads (measured: llama, qwen3, gemma, phi-3 7-13% less time at T >= 4096;
+// GLM-4, 2 kv heads, took 5-19% more and keeps the dealt blocks). Shared memory holds
 // the row stages and, for a quantized cache, the item's reciprocal scales.
 // plan->device_form forces a form (the prefill form then goes down to one
 // head per item, on one block per item).

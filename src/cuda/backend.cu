@@ -3,6 +3,7 @@
 // dispatch(). No allocation and no synchronization inside run.
 #include <cuda_runtime.h>
 #include <math.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -187,37 +188,50 @@ static qf_cu_div qf_cuda_divisor(uint32_t d) {
 // kind); hpi is the largest of 4 (2 with per-token cos/sin: registers) and 2
 // that still gives about 1024 threads per multiprocessor. Calls too small
 // for that even with two heads per item are decode-sized: they run the
-// decode form (one (token, head) per group, one pass; *decode set).
-// Otherwise the prefill form runs on the resident blocks (kFastBlocksPerSM
-// per multiprocessor), each block keeping one item for the launch and
-// walking its token chunks (fast.cuh: block_item). Every item gets the same
-// number of blocks, dealt in turn (a chunk takes about the same time
-// whatever its heads and bytes: measured, blocks in proportion to heads or
-// bytes lost 5-30%), except that the k items of a quantized cache, whose
-// chunks also quantize (1.24x the split's instructions in all, ncu), get
-// kFastKCost / 10 times as many blocks, in runs, when every k item has hpi
-// heads (measured: llama, qwen3, gemma, phi-3 7-13% less time at T >= 4096;
-// GLM-4, 2 kv heads, took 5-19% more and keeps the dealt blocks). Shared memory holds
-// the row stages and, for a quantized cache, the item's reciprocal scales.
-// plan->device_form forces a form (the prefill form then goes down to one
-// head per item, on one block per item).
-// Sets *smem; returns the grid size, or 0 if an index or the shared memory
-// (48 KB) would overflow (the general kernel then serves the call).
+// decode form (one (token, head) per group, one pass; one or two vectors per
+// lane). Otherwise the prefill form runs on the resident blocks
+// (kFastBlocksPerSM per multiprocessor), each block keeping one item for the
+// launch and walking its token chunks (fast.cuh: block_item). Every item
+// gets the same number of blocks (a chunk takes about the same time whatever
+// its heads and bytes: measured, blocks in proportion to heads or bytes lost
+// 5-30%), except that the k items of a quantized cache, whose chunks also
+// quantize (1.24x the split's instructions in all, ncu), get kFastKCost / 10
+// times as many when every k item has hpi heads (measured: llama, qwen3,
+// gemma, phi-3 7-13% less time at T >= 4096 in runs of one item's blocks,
+// and 2-3% less again at T = 32768 with the blocks dealt in rounds; GLM-4,
+// 2 kv heads, took 5-19% more with its k items at 1.5x in runs, 4-14% more
+// with blocks in proportion to heads, and keeps equal blocks). Shared memory
+// holds the row stages and, for a quantized cache, the item's reciprocal
+// scales. plan->device_form forces a form (the prefill form then goes down to
+// one head per item, on one block per item).
+// Sets *smem, the launch's variant bits (QF_FAST_DECODE*) and lanes per
+// group; returns the grid size, or 0 if an index or the shared memory (48
+// KB) would overflow (the general kernel then serves the call).
 static const int64_t kFastKCost = 15; /* a quantized k chunk against a q chunk, in tenths (measured: 13-15) */
 
-static int64_t fast_split(const qkvfuse_plan *plan, const qf_problem *p, int lanes, qf_cu_params *P, size_t *smem,
-                          bool *decode) {
+static int64_t fast_split(const qkvfuse_plan *plan, const qf_problem *p, qf_cu_params *P, size_t *smem, int *variant,
+                          int *lanes) {
   const int64_t sms = plan->device_sm_count > 0 ? plan->device_sm_count : 132;
   const bool k_work = p->k_out.data || p->desc->cache_layout != QKVFUSE_CACHE_NONE;
   const bool v_work = p->v_out.data || p->desc->cache_layout != QKVFUSE_CACHE_NONE;
   const bool k_quant = p->k_cache.data && p->desc->k_quant != QKVFUSE_QUANT_NONE;
   const bool v_quant = p->v_cache.data && p->desc->v_quant != QKVFUSE_QUANT_NONE;
-  const int64_t gpb = qf::kFastBlock / lanes, tchunks = (p->T + gpb - 1) / gpb;
-  int64_t units = 0;
+  const int D = (int)p->D;
+  const int64_t gpb = qf::fast_gpb(qf::fast_lanes(D)), tchunks = (p->T + gpb - 1) / gpb;
   const int64_t groups_q = p->T * p->Nq, groups_kv = p->T * p->Nkv;
+  const int64_t heads = p->Nq + (k_work ? p->Nkv : 0) + (v_work ? p->Nkv : 0);
   const int form = plan->device_form;
+  /* the decode form's vectors per lane: one for the smallest calls (at
+     most two warps per multiprocessor; measured on the H200: 13-23% less
+     time for the int8 cache op at T = 1, 5-17% at T = 8, 2-4% more for
+     split at T = 8, 8-27% more at T = 64 and 512), else two */
+  const int l1 = qf::decode_lanes(D, 1);
+  const bool nv1 = l1 && (form == 3 || p->T * heads * l1 <= sms * 64);
+  const int dlanes = nv1 ? l1 : qf::decode_lanes(D, 2);
+  const int64_t dgpb = qf::kFastBlock / dlanes;
+  int64_t units = 0;
   *smem = 0;
-  *decode = form != 2 && groups_q < 0x7fffffffLL - gpb; /* div_fixed: indices below 2^31 */
+  bool decode = form != 2 && groups_q < 0x7fffffffLL - dgpb; /* div_fixed: indices below 2^31 */
   for (int hpi = qf::fast_max_heads(p->desc->rope_source == QKVFUSE_ROPE_COS_SIN); hpi >= (form == 2 ? 1 : 2);
        hpi >>= 1) {
     P->fast_hpi = hpi;
@@ -227,31 +241,47 @@ static int64_t fast_split(const qkvfuse_plan *plan, const qf_problem *p, int lan
     units = tchunks * (P->fast_items[0] + P->fast_items[1] + P->fast_items[2]);
     if (units * qf::kFastBlock >= sms * 1024) break;
   }
-  if (form == 0 && units * qf::kFastBlock >= sms * 1024) *decode = false;
-  if (*decode) {
-    P->dec_blocks_q = (int32_t)((groups_q + gpb - 1) / gpb);
-    const int32_t blocks_kv = (int32_t)((groups_kv + gpb - 1) / gpb);
+  if (form == 0 && units * qf::kFastBlock >= sms * 1024) decode = false;
+  if (decode) {
+    *variant |= QF_FAST_DECODE | (nv1 ? QF_FAST_DECODE1 : 0);
+    *lanes = dlanes;
+    P->dec_blocks_q = (int32_t)((groups_q + dgpb - 1) / dgpb);
+    const int32_t blocks_kv = (int32_t)((groups_kv + dgpb - 1) / dgpb);
     P->dec_blocks_k = k_work ? blocks_kv : 0;
     P->dec_q = qf_cuda_divisor((uint32_t)p->Nq);
     P->dec_kv = qf_cuda_divisor((uint32_t)p->Nkv);
     return P->dec_blocks_q + P->dec_blocks_k + (v_work ? blocks_kv : 0);
   }
+  *lanes = qf::fast_lanes(D);
   if (tchunks >= 0x7fffffffLL) return 0; /* chunk indices (+ a stride) stay below 2^32 */
   P->fast_chunks = (uint32_t)tchunks;
-  /* blocks per item: a share of the resident blocks by cost (tenths of a q
-     item's); the forced prefill form takes one, so that on test-sized calls
-     every block walks many chunks through its stages (in runs or dealt as
-     the call would be: the tests go through both) */
-  P->fast_runs = k_quant && p->Nkv % P->fast_hpi == 0;
-  const int64_t cost[3] = {10, P->fast_runs ? kFastKCost : 10, 10};
-  int64_t csum = 0, grid = 0;
+  /* blocks per item: a share of the resident blocks by the cost of a chunk
+     (tenths of a q chunk's); the forced prefill form takes one, so that on
+     test-sized calls every block walks many chunks through its stages */
+  const int64_t cost[3] = {10, k_quant && p->Nkv % P->fast_hpi == 0 ? kFastKCost : 10, 10};
+  int64_t csum = 0, n[3], grid = 0;
   for (int k = 0; k < 3; k++) csum += P->fast_items[k] * cost[k];
   for (int k = 0; k < 3; k++) {
-    int64_t n = form == 2 ? 1 : sms * qf::kFastBlocksPerSM * cost[k] / csum;
-    if (n < 1) n = 1;
-    if (n > tchunks) n = tchunks;
-    P->fast_bpi[k] = (int32_t)n;
-    grid += P->fast_items[k] * n;
+    n[k] = form == 2 ? 1 : sms * qf::kFastBlocksPerSM * cost[k] / csum;
+    if (n[k] < 1) n[k] = 1;
+    if (n[k] > tchunks) n[k] = tchunks;
+    P->fast_bpi[k] = (int32_t)n[k];
+    grid += P->fast_items[k] * n[k];
+  }
+  /* the rounds' segments (fast.cuh: block_item): the distinct counts in
+     ascending order; a segment's rounds have every item of the kinds with
+     at least its count */
+  int64_t prev = 0;
+  for (int s = 0; s < 3; s++) {
+    int64_t next = 0;
+    for (int k = 0; k < 3; k++)
+      if (P->fast_items[k] && n[k] > prev && (next == 0 || n[k] < next)) next = n[k];
+    int64_t width = 0;
+    for (int k = 0; k < 3; k++)
+      if (next && n[k] >= next) width += P->fast_items[k];
+    P->fast_seg_end[s] = (int32_t)(next ? next : prev);
+    P->fast_seg_width[s] = (int32_t)width;
+    if (next) prev = next;
   }
   if (grid >= 0x7fffffffLL) return 0;
   const bool offsets = p->k_offset.data || p->v_offset.data;
@@ -268,13 +298,11 @@ static qkvfuse_status qf_cuda_run(const qkvfuse_plan *plan, const qf_problem *p,
   if (g.err != cudaSuccess) return cuda_fail(g.err, "cudaSetDevice");
   const qkvfuse_dtype in = p->qkv.dtype;
   if (fast_ok(p, P)) {
-    const int lanes = pow2_ceil((int)(p->D / 16));
     size_t smem = 0;
-    bool decode = false;
-    const int64_t blocks = fast_split(plan, p, lanes, &P, &smem, &decode);
-    const int variant = (p->desc->rope_style == QKVFUSE_ROPE_INTERLEAVED ? QF_FAST_INTERLEAVED : 0) |
-                        (p->desc->rope_source == QKVFUSE_ROPE_COS_SIN ? QF_FAST_SEPARATE : 0) |
-                        (decode ? QF_FAST_DECODE : 0);
+    int variant = (p->desc->rope_style == QKVFUSE_ROPE_INTERLEAVED ? QF_FAST_INTERLEAVED : 0) |
+                  (p->desc->rope_source == QKVFUSE_ROPE_COS_SIN ? QF_FAST_SEPARATE : 0);
+    int lanes = 0;
+    const int64_t blocks = fast_split(plan, p, &P, &smem, &variant, &lanes);
     if (blocks > 0) return qf_cuda_launch(in, 0, 0, lanes, variant, &P, (unsigned)blocks, smem, (cudaStream_t)stream);
   }
   const int in_bytes = (int)qkvfuse_dtype_size(in);
@@ -314,7 +342,11 @@ extern "C" qkvfuse_status qf_cuda_plan(qkvfuse_plan *plan) {
   // the streaming kernel's form: by size, unless QKVFUSE_CUDA_FORM says
   // decode or prefill (tests run each form over every shape)
   const char *form = getenv("QKVFUSE_CUDA_FORM");
-  plan->device_form = form && strcmp(form, "decode") == 0 ? 1 : (form && strcmp(form, "prefill") == 0 ? 2 : 0);
+  plan->device_form = !form                           ? 0
+                      : strcmp(form, "decode") == 0   ? 1
+                      : strcmp(form, "prefill") == 0  ? 2
+                      : strcmp(form, "decode1") == 0 ? 3
+                                                      : 0;
   plan->backend = QKVFUSE_BACKEND_CUDA;
   plan->backend_name = "cuda";
   plan->run = qf_cuda_run;

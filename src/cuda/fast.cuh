@@ -5,23 +5,25 @@
 // of the input's dtype or int8/fp8, RoPE tables readable as aligned vectors,
 // no beta, not unfused-parity mode (the plan checks; fused.cuh does the rest).
 //
-// Work split, in two forms chosen per call (backend.cu: fast_split). A group
-// of L lanes (L = D/16 rounded up to a power of two) does one item: two
-// 16-byte vectors per lane per head.
-// Prefill form (fast_kernel): an item is (token, up to 4 heads of one kind:
+// Work split, in two forms chosen per call (backend.cu: fast_split).
+// Prefill form (fast_kernel): a group of L = fast_lanes(D) lanes (D/16
+// rounded up to a power of two, or 6 for D = 96) does one item, two 16-byte
+// vectors per lane per head; an item is (token, up to 4 heads of one kind:
 // q, k or v). The grid is the resident blocks; each block keeps one item
 // slot for the launch (kind, heads, norm weights in registers, the item's
 // reciprocal cache scales in a shared-memory table) and walks that item's
-// token chunks (kFastBlock / L tokens, one per group). The rows of the next
+// token chunks (fast_gpb(L) tokens, one per group). The rows of the next
 // chunk are copied into shared memory by cp.async while the current chunk is
 // normalized, rotated and stored head by head; its position and slot are
 // loaded a chunk ahead.
 // Decode form (decode_kernel), for calls too small to fill the device with
 // two heads per item: one (token, head) per group, one pass, every
 // independent load (row, position, slot, norm weights, cache scales) issued
-// at once, the scales read per lane (no table, no barrier).
+// at once, the scales read per lane (no table, no barrier); the smallest
+// calls (D <= 256) with one 16-byte vector per lane (the shortest
+// instruction chain: the call's latency), the others with two.
 //
-// Lane layout. Lane l holds two vectors of 8 elements, A = [8a, 8a+8) and
+// Prefill lane layout. Lane l holds two vectors of 8 elements, A = [8a, 8a+8) and
 // B = [8b, 8b+8): neox with R = D: a = l, b = l + D/16, so a rotation pair
 // (i, i + R/2) sits in one lane; neox with R < D: lanes l < R/16 hold pairs
 // (a = l, b = l + R/16), the others two unrotated vectors past R;
@@ -46,6 +48,22 @@ constexpr int kFastBlock = 128;
 constexpr int kFastBlocksPerSM = 4; /* prefill form: resident blocks per multiprocessor (its launch bound, its grid) */
 constexpr int kFastHeads = 4; /* most heads per item (2 with per-token cos/sin: registers) */
 __host__ __device__ constexpr int fast_max_heads(bool sep) { return sep ? 2 : kFastHeads; }
+
+__host__ __device__ constexpr int pow2_at_least(int n) { return n <= 1 ? 1 : 2 * pow2_at_least((n + 1) / 2); }
+
+// The prefill form's lanes per group: D / 16 (two vectors per lane) where
+// that count has its own instantiation although it is not a power of two
+// (6: D = 96, five groups in 30 of a warp's 32 lanes, where 8-lane groups
+// would leave a quarter of the lanes idle), else the next power of two.
+__host__ __device__ constexpr int fast_lanes(int D) { return D / 16 == 6 ? 6 : pow2_at_least(D / 16); }
+// Groups per block: 32 / L per warp (L need not divide 32; the warp's
+// remaining lanes are idle).
+__host__ __device__ constexpr int fast_gpb(int L) { return kFastBlock / 32 * (32 / L); }
+// The decode form's lanes per group with NV vectors per lane (decode_kernel):
+// one (D <= 256; else 0: none) or two.
+__host__ __device__ constexpr int decode_lanes(int D, int nv) {
+  return nv == 1 ? (D > 256 ? 0 : pow2_at_least(D / 8)) : pow2_at_least(D / 16);
+}
 
 // The input rows are read once and the outputs written once: streaming
 // loads and stores (evict-first) keep them from displacing the tables and
@@ -368,6 +386,43 @@ __device__ __forceinline__ token_dest check_token(const qf_cu_params &P, int64_t
   return d;
 }
 
+// A thread's lane in its group and its group in the block. L a power of two:
+// consecutive L-thread groups. Otherwise a warp holds 32 / L groups from its
+// lane 0, and its last 32 % L lanes are idle (no token; lane numbers that
+// keep their table reads in bounds).
+struct group_lane {
+  int lane, grp;
+  bool idle;
+};
+
+template <int L>
+__device__ __forceinline__ group_lane group_lane_of(int tid) {
+  if ((L & (L - 1)) == 0) return group_lane{tid & (L - 1), tid / L, false};
+  const int u = tid & 31, gi = u / L;
+  return group_lane{u - gi * L, (tid >> 5) * (32 / L) + gi, gi >= 32 / L};
+}
+
+// The sum of v over the calling lane's group of L lanes, bit-identical on
+// every lane of the group (every lane of the warp calls it: shuffles). L = P2
+// * M (P2 a power of two, M odd): a butterfly inside each aligned P2 lanes,
+// then the M partial sums added in one order.
+template <int L>
+__device__ __forceinline__ float group_sum(float v) {
+  if ((L & (L - 1)) == 0) {
+#pragma unroll
+    for (int off = L >> 1; off > 0; off >>= 1) v += __shfl_xor_sync(0xffffffffu, v, off, L);
+    return v;
+  }
+  constexpr int P2 = L & -L, M = L / P2;
+#pragma unroll
+  for (int off = P2 >> 1; off > 0; off >>= 1) v += __shfl_xor_sync(0xffffffffu, v, off);
+  const int base = (int)(threadIdx.x & 31) / L * L; /* idle lanes: sources past 31 wrap (harmless) */
+  float s = __shfl_sync(0xffffffffu, v, base);
+#pragma unroll
+  for (int j = 1; j < M; j++) s += __shfl_sync(0xffffffffu, v, base + j * P2);
+  return s;
+}
+
 // The lane's two vectors (A = [8a, 8a+8), B = [8b, 8b+8), see "Lane layout")
 // and whether it rotates each.
 struct lane_vecs {
@@ -479,9 +534,7 @@ __device__ __forceinline__ void norm_rope(const uint4 &ra, const uint4 &rb, bool
     float s4[4] = {0.0f, 0.0f, 0.0f, 0.0f}; /* four chains: latency */
 #pragma unroll
     for (int k = 0; k < 16; k++) s4[k & 3] = fmaf(x[k], x[k], s4[k & 3]);
-    float ss = (s4[0] + s4[1]) + (s4[2] + s4[3]);
-#pragma unroll
-    for (int off = L >> 1; off > 0; off >>= 1) ss += __shfl_xor_sync(0xffffffffu, ss, off, L);
+    const float ss = group_sum<L>((s4[0] + s4[1]) + (s4[2] + s4[3]));
     const float inv = rsqrtf(fmaf(ss, rD, eps));
 #pragma unroll
     for (int k = 0; k < 16; k++) x[k] = x[k] * inv * g[k];
@@ -510,37 +563,38 @@ __device__ __forceinline__ void norm_rope(const uint4 &ra, const uint4 &rb, bool
   }
 }
 
-// Stores a lane's 16 values of head kvh of token t (where `write`: the token
-// is valid and the lane holds data): to `out` (if given) and to the token's
-// cache row (to_cache; row0 from check_token), quantized with the reciprocal
-// scales and offsets of a Scales object: ok() false skips the row (a bad
-// scale or offset of the head), get(v, r, of) gives vector v's (0: A, 1: B;
-// fetched per vector: registers); `quant`: the cache is quantized. (The
-// prefill loop passes `write` rather than skipping the call: no spills where
-// skipping spilled 8 bytes.)
-template <typename T, typename Scales>
+// Stores a lane's NV vectors (8 values each, vector v at element 8 w[v] of
+// the head) of head kvh of token t (where `write`: the token is valid and the
+// lane holds data): to `out` (if given) and to the token's cache row
+// (to_cache; row0 from check_token), quantized with the reciprocal scales and
+// offsets of a Scales object: ok() false skips the row (a bad scale or offset
+// of the head), get(v, r, of) gives vector v's (fetched per vector:
+// registers); `quant`: the cache is quantized. (The prefill loop passes
+// `write` rather than skipping the call: no spills where skipping spilled 8
+// bytes.)
+template <typename T, int NV, typename Scales>
 __device__ __forceinline__ void store_head(const qf_cu_mat &out, const qf_cu_cache &C, bool quant, bool write,
                                            bool to_cache, int64_t t, int64_t row0, int kvh, int D,
-                                           const lane_vecs &lv, const float (&x)[16], const Scales &scales) {
+                                           const int (&w)[NV], const float (&x)[8 * NV], const Scales &scales) {
   if (write && out.data) {
     T *o = reinterpret_cast<T *>(out.data) + t * out.ld + kvh * D;
-    st_stream(o + 8 * lv.a, pack8<T>(x));
-    st_stream(o + 8 * lv.b, pack8<T>(x + 8));
+#pragma unroll
+    for (int v = 0; v < NV; v++) st_stream(o + 8 * w[v], pack8<T>(x + 8 * v));
   }
   if (!(write && to_cache)) return;
   if (!quant) {
     T *c = reinterpret_cast<T *>(C.data);
-    st_stream(c + cache_at(C, row0, kvh, 8 * lv.a, D), pack8<T>(x));
-    st_stream(c + cache_at(C, row0, kvh, 8 * lv.b, D), pack8<T>(x + 8));
+#pragma unroll
+    for (int v = 0; v < NV; v++) st_stream(c + cache_at(C, row0, kvh, 8 * w[v], D), pack8<T>(x + 8 * v));
     return;
   }
   if (!scales.ok()) return;
   uint8_t *c = static_cast<uint8_t *>(C.data);
 #pragma unroll
-  for (int v = 0; v < 2; v++) {
+  for (int v = 0; v < NV; v++) {
     float r[8], of[8];
     scales.get(v, r, of);
-    st_stream(c + cache_at(C, row0, kvh, 8 * (v ? lv.b : lv.a), D), quant_bytes8(C.quant, x + 8 * v, r, of));
+    st_stream(c + cache_at(C, row0, kvh, 8 * w[v], D), quant_bytes8(C.quant, x + 8 * v, r, of));
   }
 }
 
@@ -558,9 +612,10 @@ struct table_scales {
   }
 };
 
-// The decode form's scales: a lane's 16, in registers.
+// The decode form's scales: a lane's 8 NV, in registers.
+template <int NV>
 struct lane_scales {
-  const float (&r)[16], (&of)[16];
+  const float (&r)[8 * NV], (&of)[8 * NV];
   bool bad; /* a scale or offset of the head is bad */
   __device__ bool ok() const { return !bad; }
   __device__ void get(int v, float *rv, float *ov) const {
@@ -572,35 +627,37 @@ struct lane_scales {
 // The prefill form's item and token chunks of block b. A block keeps its
 // item for the launch and walks the item's chunks from its index among the
 // item's blocks with a stride of their number (fast_bpi of its kind), so
-// that all items go through the tokens together. Two deals (backend.cu:
-// fast_split says which):
-// - dealt in turn (fast_runs 0): every item has the same number of blocks,
-//   block b does item b % items from chunk b / items; neighbouring blocks,
-//   and so each multiprocessor's, hold different items;
-// - in runs (fast_runs 1): the k items of a quantized cache, whose chunks
-//   cost more (they quantize too), have more blocks; blocks come in runs of
-//   one item's blocks, q items first, then k, then v.
+// that all items go through the tokens together. Blocks are dealt in rounds:
+// round r has one block of every item whose kind has more than r blocks per
+// item, q items first, then k, then v; so neighbouring blocks (and each
+// multiprocessor's) hold different items, and kinds whose chunks cost more
+// (backend.cu: fast_split) have more blocks. Rounds come in up to three
+// segments of equal width (fast_seg_end: the segment's last round + 1;
+// fast_seg_width: its blocks per round).
 struct prefill_item {
   int kind, h0, nh;   /* kind (0 q, 1 k, 2 v), first head, heads */
   unsigned c, stride; /* the first chunk, the chunk stride */
 };
 
 __device__ __forceinline__ prefill_item block_item(const qf_cu_params &P) {
-  unsigned b = blockIdx.x, n = (unsigned)P.fast_bpi[0], j;
-  int kind = 0;
-  if (!P.fast_runs) {
-    const unsigned items = (unsigned)(P.fast_items[0] + P.fast_items[1] + P.fast_items[2]), item = b % items;
-    b /= items; /* the block's index among its item's */
-    j = item;
-    while (kind < 2 && j >= (unsigned)P.fast_items[kind]) j -= P.fast_items[kind], kind++;
-  } else {
-    while (kind < 2 && b >= (unsigned)(P.fast_items[kind] * P.fast_bpi[kind]))
-      b -= P.fast_items[kind] * P.fast_bpi[kind], kind++;
-    n = (unsigned)P.fast_bpi[kind], j = b / n, b -= j * n;
+  unsigned b = blockIdx.x, r0 = 0, round = 0, j = 0;
+#pragma unroll
+  for (int s = 0; s < 3; s++) {
+    const unsigned w = (unsigned)P.fast_seg_width[s], n = (unsigned)P.fast_seg_end[s] - r0;
+    if (b < n * w) {
+      round = r0 + b / w, j = b - (round - r0) * w;
+      break;
+    }
+    b -= n * w, r0 = (unsigned)P.fast_seg_end[s];
+  }
+  int kind = 0; /* item j of the round's: the kinds with more than `round` blocks per item */
+  while (kind < 2 && (round >= (unsigned)P.fast_bpi[kind] || j >= (unsigned)P.fast_items[kind])) {
+    if (round < (unsigned)P.fast_bpi[kind]) j -= P.fast_items[kind];
+    kind++;
   }
   prefill_item it;
   it.kind = kind, it.h0 = (int)j * P.fast_hpi, it.nh = min(P.fast_hpi, (kind == 0 ? P.Nq : P.Nkv) - it.h0);
-  it.c = b, it.stride = n;
+  it.c = round, it.stride = (unsigned)P.fast_bpi[kind];
   return it;
 }
 
@@ -617,14 +674,16 @@ __device__ __forceinline__ int head_col(const qf_cu_params &P, int kind, int h) 
 // cos/sin given per token at full length (COS_SIN source).
 template <typename T, int L, bool INTER, bool SEP>
 __global__ void __launch_bounds__(kFastBlock, kFastBlocksPerSM) fast_kernel(const qf_cu_params P) {
-  constexpr int GPB = kFastBlock / L, NH = fast_max_heads(SEP), NCS = fast_ncs(INTER, SEP);
+  constexpr int GPB = fast_gpb(L), NH = fast_max_heads(SEP), NCS = fast_ncs(INTER, SEP);
   // shared memory: the row stages [kFastStages][hpi][2][kFastBlock] (a
   // warp's vectors consecutive: no bank conflicts), then the item's
   // quantization table
   extern __shared__ __align__(16) uint4 smem[];
   const int D = P.D, R = P.R, nl = D >> 4, hpi = P.fast_hpi;
   const float rD = 1.0f / (float)D; /* mean of squares: a multiply, off the critical path */
-  const int lane = threadIdx.x & (L - 1), grp = threadIdx.x / L;
+  const group_lane gl = group_lane_of<L>(threadIdx.x);
+  const int lane = gl.lane, grp = gl.grp;
+  const bool idle = gl.idle; /* a lane in no group (L not a power of two) */
   const lane_vecs lv = lane_layout<INTER>(lane, nl, R);
   const unsigned chunks = P.fast_chunks;
   const prefill_item it = block_item(P);
@@ -646,7 +705,7 @@ __global__ void __launch_bounds__(kFastBlock, kFastBlocksPerSM) fast_kernel(cons
   const uint64_t policy = evict_first_policy();
   auto issue = [&](unsigned cc, int st) {
     const int64_t t = (int64_t)cc * GPB + grp;
-    if (t < P.T && lane < nl) {
+    if (!idle && t < P.T && lane < nl) {
       const T *in = rows + t * P.qkv.ld;
 #pragma unroll
       for (int i = 0; i < NH; i++) {
@@ -661,7 +720,7 @@ __global__ void __launch_bounds__(kFastBlock, kFastBlocksPerSM) fast_kernel(cons
   // the first chunk's rows start their way to L2 while the previous kernel finishes
   {
     const int64_t t = (int64_t)c * GPB + grp;
-    if (t < P.T && lane < nl) {
+    if (!idle && t < P.T && lane < nl) {
       const T *in = rows + t * P.qkv.ld;
       for (int i = 0; i < nh; i++) prefetch_l2(in + i * D + 8 * lv.a), prefetch_l2(in + i * D + 8 * lv.b);
     }
@@ -682,7 +741,7 @@ __global__ void __launch_bounds__(kFastBlock, kFastBlocksPerSM) fast_kernel(cons
     if (cn < chunks) next = load_token_ix(P, (int64_t)cn * GPB + grp);
 
     const int64_t t = (int64_t)c * GPB + grp;
-    const bool live = t < P.T;          /* the group has a token */
+    const bool live = !idle && t < P.T; /* the group has a token */
     const bool act = live && lane < nl; /* the lane holds data */
 
     // the token: position and cache destination checked (reported by the
@@ -707,8 +766,9 @@ __global__ void __launch_bounds__(kFastBlock, kFastBlocksPerSM) fast_kernel(cons
       }
       float x[16];
       norm_rope<T, L, INTER, NCS>(ra, rb, norm, g, rD, P.eps, rope, cs, lv, x);
-      store_head<T>(out, C, quant, td.ok && act, to_cache, t, td.row0, h0 + i, D, lv, x,
-                    table_scales{qtab, qtab + nh * D, i * D, (bad >> i & 1u) != 0, offsets, lv});
+      const int w[2] = {lv.a, lv.b};
+      store_head<T, 2>(out, C, quant, td.ok && act, to_cache, t, td.row0, h0 + i, D, w, x,
+                       table_scales{qtab, qtab + nh * D, i * D, (bad >> i & 1u) != 0, offsets, lv});
     }
   }
 }
@@ -719,30 +779,124 @@ __device__ __forceinline__ unsigned div_fixed(unsigned n, const qf_cu_div &d) {
   return (__umulhi(n, d.mul) + n) >> d.shift;
 }
 
-// The streaming kernel for decode-sized calls: one head per group, one pass.
+// cos/sin of the 8 elements of vector w (the one-vector decode form's lane)
+// for token t at position pos, in two phases like the tables' (ld_table /
+// cvt_table): vec_cs_load issues the table loads (where rope: the token is
+// valid and the vector rotates), vec_cs_get converts them (or computes
+// them: COMPUTED), so the row's normalization runs during their round trip.
+// neox: the pair index of element 8w + k is 8w + k in the first half (R/16
+// vectors), 8w + k - R/2 in the second; a first-half vector's sin comes
+// negated, so that both halves rotate as x c + x' s, x' the partner's value.
+// Interleaved: pairs (2i, 2i+1) inside the vector. SEP: per token and
+// element, as given.
+struct vec_cs_raw {
+  table_raw c, s;
+};
+
+template <bool INTER, bool SEP>
+__device__ __forceinline__ vec_cs_raw vec_cs_load(const qf_cu_params &P, int64_t t, int pos, int w, bool rope) {
+  vec_cs_raw r = {};
+  if (!rope) return r;
+  const int R = P.R, hv = R >> 4;
+  const qf_cu_mat &csc = P.cos_sin_cache;
+  if (SEP) {
+    r.c = ld_table<8>(P.cos.data, P.cos.dtype, t * P.cos.ld + 8 * w);
+    r.s = ld_table<8>(P.sin.data, P.sin.dtype, t * P.sin.ld + 8 * w);
+  } else if (P.rope_source == QKVFUSE_ROPE_COS_SIN_CACHE && !INTER) {
+    const int64_t base = (int64_t)pos * csc.ld + 8 * (w < hv ? w : w - hv);
+    r.c = ld_table<8>(csc.data, csc.dtype, base);
+    r.s = ld_table<8>(csc.data, csc.dtype, base + (R >> 1));
+  } else if (P.rope_source == QKVFUSE_ROPE_COS_SIN_CACHE) { /* pairs 4w .. 4w+3 */
+    const int64_t base = (int64_t)pos * csc.ld + 4 * w;
+    r.c = ld_table<4>(csc.data, csc.dtype, base);
+    r.s = ld_table<4>(csc.data, csc.dtype, base + (R >> 1));
+  }
+  return r;
+}
+
+template <bool INTER, bool SEP>
+__device__ __forceinline__ void vec_cs_get(const qf_cu_params &P, const vec_cs_raw &r, int pos, int w, bool rope,
+                                           float (&c)[8], float (&s)[8]) {
+  if (!rope) return;
+  const int hv = P.R >> 4;
+  const bool first = !INTER && w < hv;
+  if (SEP) {
+    cvt_table<8>(r.c, P.cos.dtype, c);
+    cvt_table<8>(r.s, P.sin.dtype, s);
+  } else if (P.rope_source == QKVFUSE_ROPE_COS_SIN_CACHE && !INTER) {
+    cvt_table<8>(r.c, P.cos_sin_cache.dtype, c);
+    cvt_table<8>(r.s, P.cos_sin_cache.dtype, s);
+  } else if (P.rope_source == QKVFUSE_ROPE_COS_SIN_CACHE) {
+    float c4[4], s4[4];
+    cvt_table<4>(r.c, P.cos_sin_cache.dtype, c4);
+    cvt_table<4>(r.s, P.cos_sin_cache.dtype, s4);
+#pragma unroll
+    for (int k = 0; k < 8; k++) c[k] = c4[k >> 1], s[k] = s4[k >> 1];
+  } else { /* COMPUTED */
+#pragma unroll
+    for (int k = 0; k < 8; k += INTER ? 2 : 1) {
+      half_cos_sin(P, pos, INTER ? 4 * w + (k >> 1) : 8 * (first ? w : w - hv) + k, c[k], s[k]);
+      if (INTER) c[k + 1] = c[k], s[k + 1] = s[k];
+    }
+  }
+  if (first) {
+#pragma unroll
+    for (int k = 0; k < 8; k++) s[k] = -s[k];
+  }
+}
+
+// Reads one word of every 64 bytes of the kernel parameters, before the grid
+// dependency wait: a launch's parameters are new to the constant cache, and
+// its misses then overlap the previous kernel instead of the decode form's
+// critical path.
+__device__ __forceinline__ void warm_params(const qf_cu_params &P) {
+  const uint32_t *w = reinterpret_cast<const uint32_t *>(&P);
+#pragma unroll
+  for (int i = 0; i < (int)(sizeof(qf_cu_params) / 4); i += 16) {
+    const uint32_t v = w[i];
+    asm volatile("" ::"r"(v));
+  }
+}
+
+// The streaming kernel for decode-sized calls: one (token, head) per group,
+// one pass, NV 16-byte vectors per lane:
+// - NV = 1 (the smallest calls: the shortest instruction chain per lane):
+//   L = decode_lanes(D) lanes, lane l holds [8l, 8l+8) (lanes past the head
+//   read lane l - D/8's tables and write nothing); a neox lane gets its
+//   rotation partner's normalized vector (R/16 lanes away) by shuffles;
+//   interleaved pairs sit inside a vector;
+// - NV = 2: L = D/16 rounded up to a power of two, the prefill form's lane
+//   layout (lane_layout: rotation pairs inside a lane).
 // Blocks [0, dec_blocks_q) do q, then dec_blocks_k blocks do k, the rest v
-// (the kind is uniform per block); a block's groups take consecutive
-// (token, head) pairs of its kind, token-major. Every load that does not
-// depend on another (the row, the position and slot, the norm weights, the
-// cache scales) is issued at once; only cos/sin wait for the position.
-// Cache scales are read per lane (no shared table): every (k or v) head has a
-// group for token 0, which checks the head's scales and offsets (reported,
-// used or not); a head with a bad one skips its cache rows.
-template <typename T, int L, bool INTER, bool SEP>
-__global__ void __launch_bounds__(kFastBlock) decode_kernel(const qf_cu_params P) {
-  constexpr int GPB = kFastBlock / L, NCS = fast_ncs(INTER, SEP);
-  const int D = P.D, nl = D >> 4;
+// (the kind is uniform per block); a block's groups take consecutive (token,
+// head) pairs of its kind, token-major. Every load that does not depend on
+// another (the row, the position and slot, the norm weights, the cache
+// scales) is issued at once; only cos/sin wait for the position. Cache
+// scales are read per lane (no shared table): every (k or v) head has a group
+// for token 0, which checks the head's scales and offsets (reported, used or
+// not); a head with a bad one skips its cache rows.
+template <typename T, int L, int NV, bool INTER, bool SEP>
+__global__ void __launch_bounds__(kFastBlock) decode_kernel(const __grid_constant__ qf_cu_params P) {
+  constexpr int GPB = kFastBlock / L, NCS = fast_ncs(INTER, SEP), N = 8 * NV;
+  const int D = P.D, R = P.R, nl = D >> (NV == 1 ? 3 : 4); /* lanes with data */
   const int lane = threadIdx.x & (L - 1), grp = threadIdx.x / L;
-  const lane_vecs lv = lane_layout<INTER>(lane, nl, P.R);
+  lane_vecs lv = {0, 0, false, false};
+  int wv[NV]; /* the lane's vectors */
+  if constexpr (NV == 1) {
+    wv[0] = lane < nl ? lane : lane - nl;
+  } else {
+    lv = lane_layout<INTER>(lane, nl, R);
+    wv[0] = lv.a, wv[NV - 1] = lv.b;
+  }
   unsigned b = blockIdx.x;
   int kind = 0;
-  qf_cu_div N = P.dec_q;
+  qf_cu_div Nd = P.dec_q;
   if (b >= (unsigned)P.dec_blocks_q) {
-    b -= P.dec_blocks_q, kind = 1, N = P.dec_kv;
+    b -= P.dec_blocks_q, kind = 1, Nd = P.dec_kv;
     if (b >= (unsigned)P.dec_blocks_k) b -= P.dec_blocks_k, kind = 2;
   }
-  const unsigned idx = b * GPB + grp, tu = div_fixed(idx, N);
-  const int h = (int)(idx - tu * N.d);
+  const unsigned idx = b * GPB + grp, tu = div_fixed(idx, Nd);
+  const int h = (int)(idx - tu * Nd.d);
   const int64_t t = tu;
   const bool live = t < P.T, act = live && lane < nl;
   const bool norm = kind == 0 ? P.q_norm : (kind == 1 && P.k_norm);
@@ -753,9 +907,14 @@ __global__ void __launch_bounds__(kFastBlock) decode_kernel(const qf_cu_params P
   const int col0 = kind == 0 ? 0 : (kind == 1 ? P.Nq * D : (P.Nq + P.Nkv) * D);
   const T *in = reinterpret_cast<const T *>(P.qkv.data) + (act ? t : 0) * P.qkv.ld + col0 + h * D;
 
-  // the row, position and slot start their way to L2 while the previous
-  // kernel finishes; the setup above reads only parameters; memory waits
-  if (act) prefetch_l2(in + 8 * lv.a), prefetch_l2(in + 8 * lv.b);
+  // the parameters, the row, position and slot start their way while the
+  // previous kernel finishes; the setup above reads only parameters; memory
+  // waits
+  warm_params(P);
+  if (act) {
+#pragma unroll
+    for (int v = 0; v < NV; v++) prefetch_l2(in + 8 * wv[v]);
+  }
   if (live && lane == 0) {
     if (P.positions.data) prefetch_l2(index_at(P.positions.data, P.positions.dtype, t));
     if (P.layout != QKVFUSE_CACHE_NONE)
@@ -765,22 +924,20 @@ __global__ void __launch_bounds__(kFastBlock) decode_kernel(const qf_cu_params P
   grid_dependency_wait();
 
   // 1. every independent load at once
-  uint4 ra = make_uint4(0, 0, 0, 0), rb = ra;
-  if (act) {
-    ra = ld_stream(in + 8 * lv.a);
-    rb = ld_stream(in + 8 * lv.b);
-  }
+  uint4 raw[NV];
+#pragma unroll
+  for (int v = 0; v < NV; v++) raw[v] = act ? ld_stream(in + 8 * wv[v]) : make_uint4(0, 0, 0, 0);
   const token_ix ix = load_token_ix(P, t);
-  table_raw graw[2] = {}, sraw[2] = {}, oraw[2] = {};
+  table_raw graw[NV] = {}, sraw[NV] = {}, oraw[NV] = {};
   const qf_cu_vec &gw = kind == 0 ? P.q_gamma : P.k_gamma;
   if (norm && act) {
-    graw[0] = ld_table<8>(gw.data, gw.dtype, 8 * lv.a);
-    graw[1] = ld_table<8>(gw.data, gw.dtype, 8 * lv.b);
+#pragma unroll
+    for (int v = 0; v < NV; v++) graw[v] = ld_table<8>(gw.data, gw.dtype, 8 * wv[v]);
   }
   if (quant && act) {
 #pragma unroll
-    for (int v = 0; v < 2; v++) {
-      const int ch = h * D + 8 * (v ? lv.b : lv.a);
+    for (int v = 0; v < NV; v++) {
+      const int ch = h * D + 8 * wv[v];
       if (pc) {
         sraw[v] = ld_table<8>(sc, QKVFUSE_DTYPE_FLOAT32, ch);
         if (so) oraw[v] = ld_table<8>(so, QKVFUSE_DTYPE_FLOAT32, ch);
@@ -789,38 +946,43 @@ __global__ void __launch_bounds__(kFastBlock) decode_kernel(const qf_cu_params P
         sraw[v].a = sraw[v].b = make_uint4(s0, s0, s0, s0);
         oraw[v].a = oraw[v].b = make_uint4(o0, o0, o0, o0);
       }
-      if (!so) oraw[v].a = oraw[v].b = make_uint4(0, 0, 0, 0);
     }
   }
 
   // 2. the token: position and cache destination checked
   const token_dest td = check_token(P, t, ix, kind, live, [&] { return kind == 0 && h == 0 && lane == 0; });
-  const bool ok = td.ok, dest = td.dest;
-  const int64_t row0 = td.row0;
+  const bool ok = td.ok;
 
-  // 3. cos/sin (after the position), the norm weights, the scales
-  const bool rope = kind < 2 && P.R > 0 && ok && act && (lv.rot_a || lv.rot_b);
+  // 3. cos/sin: issued after the position (NV = 1: converted after the
+  // normalization), the norm weights, the scales
+  const bool rot = NV == 1 ? (INTER ? 8 * wv[0] < R : wv[0] < (R >> 3)) : (lv.rot_a || lv.rot_b);
+  const bool rope = kind < 2 && R > 0 && ok && act && rot;
+  const int pos = (int)ix.pos; /* < max_pos <= 2^31 when used */
   float cs[NCS][8];
-  load_cos_sin<INTER, SEP>(P, t, (int)ix.pos /* < max_pos <= 2^31 when used */, lv, rope, cs);
-  float g[16];
+  vec_cs_raw csraw = {};
+  if constexpr (NV == 1)
+    csraw = vec_cs_load<INTER, SEP>(P, t, pos, wv[0], rope);
+  else
+    load_cos_sin<INTER, SEP>(P, t, pos, lv, rope, cs);
+  float g[N];
   if (norm) {
-    cvt_table<8>(graw[0], gw.dtype, g);
-    cvt_table<8>(graw[1], gw.dtype, g + 8);
+#pragma unroll
+    for (int v = 0; v < NV; v++) cvt_table<8>(graw[v], gw.dtype, g + 8 * v);
     if (P.gamma_offset) {
 #pragma unroll
-      for (int k = 0; k < 16; k++) g[k] += 1.0f;
+      for (int k = 0; k < N; k++) g[k] += 1.0f;
     }
   }
-  float r[16], of[16];
+  float r[N], of[N];
   bool bad = false;
   if (quant && act) {
 #pragma unroll
-    for (int v = 0; v < 2; v++) {
+    for (int v = 0; v < NV; v++) {
       cvt_table<8>(sraw[v], QKVFUSE_DTYPE_FLOAT32, r + 8 * v);
       cvt_table<8>(oraw[v], QKVFUSE_DTYPE_FLOAT32, of + 8 * v);
     }
 #pragma unroll
-    for (int k = 0; k < 16; k++) {
+    for (int k = 0; k < N; k++) {
       bad |= !(scale_ok(r[k]) && offset_ok(of[k]));
       r[k] = rcp_approx(r[k]);
     }
@@ -830,13 +992,44 @@ __global__ void __launch_bounds__(kFastBlock) decode_kernel(const qf_cu_params P
   const unsigned gmask = (L == 32 ? 0xffffffffu : (1u << L) - 1u) << (threadIdx.x & 31 & ~(L - 1));
   bad = (__ballot_sync(0xffffffffu, bad) & gmask) != 0;
 
-  // 4. the head
-  float x[16];
-  norm_rope<T, L, INTER, NCS>(ra, rb, norm, g, 1.0f / (float)D, P.eps, rope, cs, lv, x);
+  // 4. the head: normalized over the group, rotated
+  float x[N];
+  if constexpr (NV == 1) {
+    unpack8<T>(raw[0], x);
+    if (norm) {
+      float s2[2] = {0.0f, 0.0f}; /* two chains: latency */
+#pragma unroll
+      for (int k = 0; k < 8; k++) s2[k & 1] = fmaf(x[k], x[k], s2[k & 1]);
+      const float inv = rsqrtf(fmaf(group_sum<L>(s2[0] + s2[1]), 1.0f / (float)D, P.eps));
+#pragma unroll
+      for (int k = 0; k < 8; k++) x[k] = x[k] * inv * g[k];
+    }
+    float c[8], s[8];
+    vec_cs_get<INTER, SEP>(P, csraw, pos, wv[0], rope, c, s);
+    if (!INTER && kind < 2 && R > 0) { /* uniform per block: the partners' values by shuffles */
+      const int hv = R >> 4, src = rot && act ? (wv[0] < hv ? lane + hv : lane - hv) : lane;
+      float xp[8];
+#pragma unroll
+      for (int k = 0; k < 8; k++) xp[k] = __shfl_sync(0xffffffffu, x[k], src, L);
+      if (rope) {
+#pragma unroll
+        for (int k = 0; k < 8; k++) x[k] = fmaf(x[k], c[k], xp[k] * s[k]);
+      }
+    } else if (INTER && rope) {
+#pragma unroll
+      for (int k = 0; k < 8; k += 2) {
+        const float a = x[k], y = x[k + 1];
+        x[k] = fmaf(a, c[k], -y * s[k]);
+        x[k + 1] = fmaf(y, c[k + 1], a * s[k + 1]);
+      }
+    }
+  } else {
+    norm_rope<T, L, INTER, NCS>(raw[0], raw[NV - 1], norm, g, 1.0f / (float)D, P.eps, rope, cs, lv, x);
+  }
   if (!(ok && act)) return;
   const qf_cu_mat &out = kind == 0 ? P.q_out : (kind == 1 ? P.k_out : P.v_out);
-  store_head<T>(out, C, C.quant != QKVFUSE_QUANT_NONE, true, kind > 0 && dest && C.data, t, row0, h, D, lv, x,
-                lane_scales{r, of, bad});
+  store_head<T, NV>(out, C, C.quant != QKVFUSE_QUANT_NONE, true, kind > 0 && td.dest && C.data, t, td.row0, h, D, wv,
+                    x, lane_scales<NV>{r, of, bad});
 }
 
 }  // namespace qf

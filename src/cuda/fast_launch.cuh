@@ -1,7 +1,8 @@
 // The instantiations of the streaming kernel (fast.cuh) for one 16-bit input
-// type: L = 2 .. 32 lanes per head (D = 32 .. 512), neox or interleaved
-// pairs, cos/sin per pair or given per element, prefill or decode form
-// (launch.h: QF_FAST_*).
+// type: neox or interleaved pairs, cos/sin per pair or given per element,
+// and L lanes per head: the prefill form for L = fast_lanes(D) (2 .. 32 and
+// 6; D = 32 .. 512), the decode form with two vectors per lane for L = 2 ..
+// 32 and with one for L = 4 .. 32 (decode_lanes; launch.h: QF_FAST_*).
 #ifndef QKVFUSE_CUDA_FAST_LAUNCH_CUH
 #define QKVFUSE_CUDA_FAST_LAUNCH_CUH
 
@@ -12,18 +13,27 @@
 namespace qf {
 
 template <typename T, int L, bool INTER, bool SEP>
-static void (*fast_form(bool decode))(const qf_cu_params) {
-  return decode ? decode_kernel<T, L, INTER, SEP> : fast_kernel<T, L, INTER, SEP>;
+static void (*fast_form(int variant))(const qf_cu_params) {
+  constexpr bool pow2 = (L & (L - 1)) == 0;
+  if (!(variant & QF_FAST_DECODE)) return fast_kernel<T, L, INTER, SEP>;
+  if constexpr (pow2 && L >= 4) {
+    if (variant & QF_FAST_DECODE1) return decode_kernel<T, L, 1, INTER, SEP>;
+  }
+  if constexpr (pow2) {
+    if (!(variant & QF_FAST_DECODE1)) return decode_kernel<T, L, 2, INTER, SEP>;
+  }
+  return nullptr;
 }
 
 template <typename T, bool INTER, bool SEP>
-static void (*fast_for(int lanes, bool decode))(const qf_cu_params) {
+static void (*fast_for(int lanes, int variant))(const qf_cu_params) {
   switch (lanes) {
-    case 2: return fast_form<T, 2, INTER, SEP>(decode);
-    case 4: return fast_form<T, 4, INTER, SEP>(decode);
-    case 8: return fast_form<T, 8, INTER, SEP>(decode);
-    case 16: return fast_form<T, 16, INTER, SEP>(decode);
-    case 32: return fast_form<T, 32, INTER, SEP>(decode);
+    case 2: return fast_form<T, 2, INTER, SEP>(variant);
+    case 4: return fast_form<T, 4, INTER, SEP>(variant);
+    case 6: return fast_form<T, 6, INTER, SEP>(variant);
+    case 8: return fast_form<T, 8, INTER, SEP>(variant);
+    case 16: return fast_form<T, 16, INTER, SEP>(variant);
+    case 32: return fast_form<T, 32, INTER, SEP>(variant);
     default: return nullptr;
   }
 }
@@ -32,12 +42,11 @@ template <typename T>
 qkvfuse_status launch_fast(int lanes, int variant, const qf_cu_params *P, unsigned blocks, size_t smem,
                            cudaStream_t stream) {
   void (*kernel)(const qf_cu_params) = nullptr;
-  const bool decode = (variant & QF_FAST_DECODE) != 0;
   switch (variant & (QF_FAST_INTERLEAVED | QF_FAST_SEPARATE)) {
-    case 0: kernel = fast_for<T, false, false>(lanes, decode); break;
-    case QF_FAST_INTERLEAVED: kernel = fast_for<T, true, false>(lanes, decode); break;
-    case QF_FAST_SEPARATE: kernel = fast_for<T, false, true>(lanes, decode); break;
-    default: kernel = fast_for<T, true, true>(lanes, decode); break;
+    case 0: kernel = fast_for<T, false, false>(lanes, variant); break;
+    case QF_FAST_INTERLEAVED: kernel = fast_for<T, true, false>(lanes, variant); break;
+    case QF_FAST_SEPARATE: kernel = fast_for<T, false, true>(lanes, variant); break;
+    default: kernel = fast_for<T, true, true>(lanes, variant); break;
   }
   if (!kernel) return qf_fail(QKVFUSE_ERROR_UNSUPPORTED, "cuda: no streaming kernel for %d lanes per head", lanes);
   return qf_cuda_start(reinterpret_cast<const void *>(kernel), blocks, kFastBlock, smem, stream, P, "streaming");

@@ -78,7 +78,8 @@ typedef struct qf_cu_params {
   /* the streaming kernel's prefill form (fast.cuh: block_item); last, so that
      the fields before keep their offsets */
   int32_t fast_bpi[3];          /* blocks per item of each kind */
-  int32_t fast_runs;            /* blocks in runs per item (1) or dealt in turn (0) */
+  int32_t fast_seg_end[3];      /* blocks are dealt in rounds, in segments: a segment's last round + 1 */
+  int32_t fast_seg_width[3];    /* its blocks per round (0: unused) */
 } qf_cu_params;
 
 #endif /* QKVFUSE_CUDA_PARAMS_H */

@@ -42,12 +42,6 @@ void release_cuda(qkvfuse_plan *plan) {
   }
 }
 
-int pow2_ceil(int n) {
-  int p = 1;
-  while (p < n) p <<= 1;
-  return p;
-}
-
 }  // namespace
 
 void qf_cuda_make_params(const qkvfuse_plan *plan, const qf_problem *p, qf_cu_params *P) {
@@ -309,8 +303,8 @@ static qkvfuse_status qf_cuda_run(const qkvfuse_plan *plan, const qf_problem *p,
   const int vmax = 16 / in_bytes;
   const int vec = qf_cuda_vector_ok(p, vmax) ? vmax : 1;
   P.nvec = (int32_t)(p->D / vec);
-  P.group = pow2_ceil(P.nvec < 32 ? P.nvec : 32);
-  const int nv = pow2_ceil((P.nvec + P.group - 1) / P.group);
+  P.group = qf::pow2_at_least(P.nvec < 32 ? P.nvec : 32);
+  const int nv = qf::pow2_at_least((P.nvec + P.group - 1) / P.group);
   choose_tiles(plan, &P);
   int64_t blocks = (P.T + P.tpb - 1) / P.tpb * P.head_tiles;
   const int64_t resident = (int64_t)(plan->device_sm_count > 0 ? plan->device_sm_count : 132) * 4;

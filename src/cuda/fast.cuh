@@ -522,6 +522,17 @@ __device__ __forceinline__ void load_cos_sin(const qf_cu_params &P, int64_t t, i
   }
 }
 
+// Interleaved RoPE of one vector: pairs (2i, 2i+1) by cos c and sin sn (per
+// element; both elements of a pair carry the pair's).
+__device__ __forceinline__ void rotate_pairs8(float *y, const float *c, const float *sn) {
+#pragma unroll
+  for (int k = 0; k < 8; k += 2) {
+    const float a = y[k], b = y[k + 1];
+    y[k] = fmaf(a, c[k], -b * sn[k]);
+    y[k + 1] = fmaf(b, c[k + 1], a * sn[k + 1]);
+  }
+}
+
 // One head of a lane: its two input vectors unpacked, RMS-normalized over the
 // group's L lanes (every lane of the warp calls it: shuffles) and rotated.
 template <typename T, int L, bool INTER, int NCS>
@@ -549,17 +560,8 @@ __device__ __forceinline__ void norm_rope(const uint4 &ra, const uint4 &rb, bool
     }
   } else {
 #pragma unroll
-    for (int v = 0; v < 2; v++) {
-      if (!(v ? lv.rot_b : lv.rot_a)) continue;
-      float *y = x + 8 * v;
-      const float *c = cs[(2 * v) % NCS], *sn = cs[(2 * v + 1) % NCS];
-#pragma unroll
-      for (int k = 0; k < 8; k += 2) {
-        const float a = y[k], b = y[k + 1];
-        y[k] = fmaf(a, c[k], -b * sn[k]);
-        y[k + 1] = fmaf(b, c[k + 1], a * sn[k + 1]);
-      }
-    }
+    for (int v = 0; v < 2; v++)
+      if (v ? lv.rot_b : lv.rot_a) rotate_pairs8(x + 8 * v, cs[(2 * v) % NCS], cs[(2 * v + 1) % NCS]);
   }
 }
 
@@ -793,17 +795,24 @@ struct vec_cs_raw {
   table_raw c, s;
 };
 
+// The element of a cos/sin cache row (position pos) holding the cos of
+// neox vector w's pairs (the sin: R/2 further).
+__device__ __forceinline__ int64_t neox_cos_at(const qf_cu_mat &csc, int64_t pos, int w, int R) {
+  const int hv = R >> 4;
+  return pos * csc.ld + 8 * (w < hv ? w : w - hv);
+}
+
 template <bool INTER, bool SEP>
 __device__ __forceinline__ vec_cs_raw vec_cs_load(const qf_cu_params &P, int64_t t, int pos, int w, bool rope) {
   vec_cs_raw r = {};
   if (!rope) return r;
-  const int R = P.R, hv = R >> 4;
+  const int R = P.R;
   const qf_cu_mat &csc = P.cos_sin_cache;
   if (SEP) {
     r.c = ld_table<8>(P.cos.data, P.cos.dtype, t * P.cos.ld + 8 * w);
     r.s = ld_table<8>(P.sin.data, P.sin.dtype, t * P.sin.ld + 8 * w);
   } else if (P.rope_source == QKVFUSE_ROPE_COS_SIN_CACHE && !INTER) {
-    const int64_t base = (int64_t)pos * csc.ld + 8 * (w < hv ? w : w - hv);
+    const int64_t base = neox_cos_at(csc, pos, w, R);
     r.c = ld_table<8>(csc.data, csc.dtype, base);
     r.s = ld_table<8>(csc.data, csc.dtype, base + (R >> 1));
   } else if (P.rope_source == QKVFUSE_ROPE_COS_SIN_CACHE) { /* pairs 4w .. 4w+3 */
@@ -945,7 +954,7 @@ __global__ void __launch_bounds__(kFastBlock) decode_kernel(const __grid_constan
     const int64_t hp = position_hint(P, t);
     if (hp >= 0 && hp < P.max_pos) {
       const qf_cu_mat &csc = P.cos_sin_cache;
-      const int64_t e = hp * csc.ld + 8 * (wv[0] < (R >> 4) ? wv[0] : wv[0] - (R >> 4));
+      const int64_t e = neox_cos_at(csc, hp, wv[0], R);
       const int es = csc.dtype == QKVFUSE_DTYPE_FLOAT32 ? 4 : 2;
       prefetch_l2(static_cast<const char *>(csc.data) + e * es);
       prefetch_l2(static_cast<const char *>(csc.data) + (e + (R >> 1)) * es);
@@ -1046,12 +1055,7 @@ __global__ void __launch_bounds__(kFastBlock) decode_kernel(const __grid_constan
         for (int k = 0; k < 8; k++) x[k] = fmaf(x[k], c[k], xp[k] * s[k]);
       }
     } else if (INTER && rope) {
-#pragma unroll
-      for (int k = 0; k < 8; k += 2) {
-        const float a = x[k], y = x[k + 1];
-        x[k] = fmaf(a, c[k], -y * s[k]);
-        x[k + 1] = fmaf(y, c[k + 1], a * s[k + 1]);
-      }
+      rotate_pairs8(x, c, s);
     }
   } else {
     norm_rope<T, L, INTER, NCS>(raw[0], raw[NV - 1], norm, g, 1.0f / (float)D, P.eps, rope, cs, lv, x);

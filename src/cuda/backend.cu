@@ -44,6 +44,19 @@ void release_cuda(qkvfuse_plan *plan) {
 
 }  // namespace
 
+// n / d as a multiply-high and a shift (fast.cuh: div_fixed), for n < 2^31.
+static qf_cu_div qf_cuda_divisor(uint32_t d) {
+  int shift = 0;
+  while (((uint64_t)1 << shift) < d) shift++;
+  const uint64_t mul = (((uint64_t)1 << 32) * (((uint64_t)1 << shift) - d)) / d + 1;
+  return qf_cu_div{d, (uint32_t)mul, shift};
+}
+
+// A divisor for div_by: none (0) where d does not fit 31 bits.
+static qf_cu_div qf_cuda_divisor_or_none(int64_t d) {
+  return d > 0 && d < ((int64_t)1 << 31) ? qf_cuda_divisor((uint32_t)d) : qf_cu_div{0, 0, 0};
+}
+
 void qf_cuda_make_params(const qkvfuse_plan *plan, const qf_problem *p, qf_cu_params *P) {
   const qkvfuse_desc *d = p->desc;
   memset(P, 0, sizeof *P);
@@ -97,6 +110,8 @@ void qf_cuda_make_params(const qkvfuse_plan *plan, const qf_problem *p, qf_cu_pa
   };
   P->k_cache = cache(p->k_cache, d->k_quant);
   P->v_cache = cache(p->v_cache, d->v_quant);
+  P->page_div = qf_cuda_divisor_or_none(p->k_cache.data ? p->k_cache.block_size : 0);
+  P->batch_div = qf_cuda_divisor_or_none(p->S);
   P->error_flags = p->error_flags;
   P->pdl = plan->device_pdl;
 }
@@ -168,14 +183,6 @@ static bool fast_ok(const qf_problem *p, const qf_cu_params &P) {
   for (const qf_mat *m : rows)
     if (m->data && m->rows > 1 && m->ld % 8) return false;
   return true;
-}
-
-// n / d as a multiply-high and a shift (fast.cuh: div_fixed), for n < 2^31.
-static qf_cu_div qf_cuda_divisor(uint32_t d) {
-  int shift = 0;
-  while (((uint64_t)1 << shift) < d) shift++;
-  const uint64_t mul = (((uint64_t)1 << 32) * (((uint64_t)1 << shift) - d)) / d + 1;
-  return qf_cu_div{d, (uint32_t)mul, shift};
 }
 
 // The streaming kernel's work split. Items are (token, hpi heads of one

@@ -315,11 +315,14 @@ __device__ __forceinline__ unsigned div_fixed(unsigned n, const qf_cu_div &d) {
   return (__umulhi(n, d.mul) + n) >> d.shift;
 }
 
-// a / b for 0 <= a and 0 < b, with d = b's divisor (backend.cu:
-// qf_cuda_divisor_or_none; d.d = 0: none): a multiply where a < 2^31 (any
-// result for a < 0).
+// a / b for 0 <= a and 0 < b. FIXED (the decode form): with d = b's divisor
+// (backend.cu: qf_cuda_divisor_or_none; d.d = 0: none), a multiply where a <
+// 2^31 (any result for a < 0). Not in the prefill form, whose token check
+// one chunk ahead is off its critical path: there the multiply's extra code
+// made the quantized-cache calls 1% slower (measured, session 8).
+template <bool FIXED>
 __device__ __forceinline__ int64_t div_by(int64_t a, int64_t b, const qf_cu_div &d) {
-  if (d.d != 0 && (uint64_t)a < 0x80000000ull) return div_fixed((unsigned)a, d);
+  if (FIXED && d.d != 0 && (uint64_t)a < 0x80000000ull) return div_fixed((unsigned)a, d);
   return div_small(a, b);
 }
 
@@ -348,12 +351,13 @@ __device__ __forceinline__ const void *index_at(const void *p, int dt, int64_t i
   return static_cast<const char *>(p) + i * (dt == QKVFUSE_DTYPE_INT64 ? 8 : 4);
 }
 
+template <bool FIXED>
 __device__ __forceinline__ token_ix load_token_ix(const qf_cu_params &P, int64_t t) {
   token_ix x = {0, -1};
   if (t >= P.T) return x;
   if (P.positions.data) x.pos = ld_index(P.positions.data, P.positions.dtype, t);
   if (P.layout != QKVFUSE_CACHE_NONE) {
-    const int64_t at = P.layout == QKVFUSE_CACHE_CONTIGUOUS ? div_by(t, P.S, P.batch_div) : t;
+    const int64_t at = P.layout == QKVFUSE_CACHE_CONTIGUOUS ? div_by<FIXED>(t, P.S, P.batch_div) : t;
     x.slot = ld_index(P.slot_mapping.data, P.slot_mapping.dtype, at);
   }
   return x;
@@ -370,7 +374,7 @@ struct token_dest {
   int64_t row0;
 };
 
-template <typename Reporter>
+template <bool FIXED, typename Reporter>
 __device__ __forceinline__ token_dest check_token(const qf_cu_params &P, int64_t t, const token_ix &ix, int kind,
                                                   bool live, const Reporter &reporter) {
   token_dest d = {live, false, 0};
@@ -383,10 +387,10 @@ __device__ __forceinline__ token_dest check_token(const qf_cu_params &P, int64_t
     int64_t blk, row;
     bool bad;
     if (P.layout == QKVFUSE_CACHE_CONTIGUOUS) {
-      blk = div_by(t, P.S, P.batch_div), row = ix.slot + (t - blk * P.S);
+      blk = div_by<FIXED>(t, P.S, P.batch_div), row = ix.slot + (t - blk * P.S);
       bad = ix.slot < 0 || ix.slot > C0.block_size - P.S;
     } else {
-      blk = div_by(ix.slot, C0.block_size, P.page_div), row = ix.slot - blk * C0.block_size;
+      blk = div_by<FIXED>(ix.slot, C0.block_size, P.page_div), row = ix.slot - blk * C0.block_size;
       bad = ix.slot < 0 || ix.slot >= C0.blocks * C0.block_size;
     }
     if (bad) {
@@ -743,7 +747,7 @@ __global__ void __launch_bounds__(kFastBlock, kFastBlocksPerSM) fast_kernel(cons
   }
   grid_dependency_wait();
   issue(c, 0);
-  token_ix next = load_token_ix(P, (int64_t)c * GPB + grp);
+  token_ix next = load_token_ix<false>(P, (int64_t)c * GPB + grp);
 
   // per block: norm weights, quantization table
   float g[16];
@@ -754,7 +758,7 @@ __global__ void __launch_bounds__(kFastBlock, kFastBlocksPerSM) fast_kernel(cons
     const unsigned cn = c + stride;
     issue(cn, st ^ 1);
     const token_ix ix = next;
-    if (cn < chunks) next = load_token_ix(P, (int64_t)cn * GPB + grp);
+    if (cn < chunks) next = load_token_ix<false>(P, (int64_t)cn * GPB + grp);
 
     const int64_t t = (int64_t)c * GPB + grp;
     const bool live = !idle && t < P.T; /* the group has a token */
@@ -762,7 +766,8 @@ __global__ void __launch_bounds__(kFastBlock, kFastBlocksPerSM) fast_kernel(cons
 
     // the token: position and cache destination checked (reported by the
     // first q item's blocks: one per token)
-    const token_dest td = check_token(P, t, ix, kind, live, [&] { return kind == 0 && h0 == 0 && lane == 0; });
+    const token_dest td =
+        check_token<false>(P, t, ix, kind, live, [&] { return kind == 0 && h0 == 0 && lane == 0; });
 
     // cos/sin of the lane's elements
     const bool rope = kind < 2 && R > 0 && td.ok && act && (lv.rot_a || lv.rot_b);
@@ -953,7 +958,7 @@ __global__ void __launch_bounds__(kFastBlock) decode_kernel(const __grid_constan
     if (P.positions.data) prefetch_l2(index_at(P.positions.data, P.positions.dtype, t));
     if (P.layout != QKVFUSE_CACHE_NONE)
       prefetch_l2(index_at(P.slot_mapping.data, P.slot_mapping.dtype,
-                           P.layout == QKVFUSE_CACHE_CONTIGUOUS ? div_by(t, P.S, P.batch_div) : t));
+                           P.layout == QKVFUSE_CACHE_CONTIGUOUS ? div_by<true>(t, P.S, P.batch_div) : t));
   }
   // NV = 1, neox pairs from the cos/sin cache: the cos/sin lines of the
   // position as it reads now, into L2 (position_hint); the loads after the
@@ -998,7 +1003,7 @@ __global__ void __launch_bounds__(kFastBlock) decode_kernel(const __grid_constan
   uint4 raw[NV];
 #pragma unroll
   for (int v = 0; v < NV; v++) raw[v] = act ? ld_stream(in + 8 * wv[v]) : make_uint4(0, 0, 0, 0);
-  const token_ix ix = load_token_ix(P, t);
+  const token_ix ix = load_token_ix<true>(P, t);
   table_raw graw[NV] = {}, sraw[NV] = {}, oraw[NV] = {};
   const qf_cu_vec &gw = kind == 0 ? P.q_gamma : P.k_gamma;
   if (norm && act) {
@@ -1037,7 +1042,7 @@ __global__ void __launch_bounds__(kFastBlock) decode_kernel(const __grid_constan
 
   // 3. the token: position and cache destination checked; the norm weights,
   // the scales
-  const token_dest td = check_token(P, t, ix, kind, live, [&] { return kind == 0 && h == 0 && lane == 0; });
+  const token_dest td = check_token<true>(P, t, ix, kind, live, [&] { return kind == 0 && h == 0 && lane == 0; });
   const bool ok = td.ok;
   float g[N];
   if (norm) {

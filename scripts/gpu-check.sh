@@ -63,6 +63,7 @@ if has sanitize; then
     "test_cuda_streams --rounds 2"
     "test_concurrency --backend cuda --threads 4 --rounds 1"
     "test_cuda_graph"
+    "test_cuda_pdl"
   )
   [ -n "${SANITIZE_CMD:-}" ] && progs=("$SANITIZE_CMD")
   # the four tools run side by side (one GPU, separate processes), each over

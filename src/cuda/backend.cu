@@ -192,16 +192,8 @@ static bool fast_ok(const qf_problem *p, const qf_cu_params &P) {
 // decode form (one (token, head) per group, one pass; one or two vectors per
 // lane). Otherwise the prefill form runs on the resident blocks
 // (kFastBlocksPerSM per multiprocessor), each block keeping one item for the
-// launch and walking its token chunks (fast.cuh: block_item). Every item
-// gets the same number of blocks (a chunk takes about the same time whatever
-// its heads and bytes: measured, blocks in proportion to heads or bytes lost
-// 5-30%), except that the k items of a quantized cache, whose chunks also
-// quantize (1.24x the split's instructions in all, ncu), get kFastKCost / 10
-// times as many when every k item has hpi heads (measured: llama, qwen3,
-// gemma, phi-3 7-13% less time at T >= 4096 in runs of one item's blocks,
-// and 2-3% less again at T = 32768 with the blocks dealt in rounds; GLM-4,
-// 2 kv heads, took 5-19% more with its k items at 1.5x in runs, 4-14% more
-// with blocks in proportion to heads, and keeps equal blocks). Shared memory
+// launch and walking its token chunks (fast.cuh: block_item); the blocks per
+// item of each kind come from fast_blocks_per_item. Shared memory
 // holds the row stages and, for a quantized cache, the item's reciprocal
 // scales. plan->device_form forces a form (the prefill form then goes down to
 // one head per item, on one block per item).
@@ -209,6 +201,66 @@ static bool fast_ok(const qf_problem *p, const qf_cu_params &P) {
 // group; returns the grid size, or 0 if an index or the shared memory (48
 // KB) would overflow (the general kernel then serves the call).
 static const int64_t kFastKCost = 15; /* a quantized k chunk against a q chunk, in tenths (measured: 13-15) */
+
+// The prefill form's blocks per item of each kind (n[k]; items[k] items of
+// kind k, each of `chunks` token chunks, a chunk of kind k costing cost[k]),
+// for `slots` resident blocks. A chunk costs about the same whatever its
+// heads and bytes (measured: blocks in proportion to heads or bytes lost
+// 5-30%), except that a k chunk of a quantized cache also quantizes (1.24x
+// the split's instructions in all, ncu): cost kFastKCost against 10 where
+// every k item has hpi heads (measured: llama, qwen3, gemma, phi-3 7-13% less
+// time at T >= 4096; GLM-4, 2 kv heads, took 5-19% more with its k items at
+// 1.5x and keeps 10). A block's time is its chunk count, ceil(chunks / n[k]),
+// times cost[k], and the call's time the largest of these: at T = 4096 a
+// block walks only 4 to 10 chunks, so that rounding up decides (Llama's int8
+// cache with blocks in proportion to cost: q blocks 7 chunks (70), k blocks
+// 5 (75), while 4 (60) fit in the slots). So: the smallest such time tau
+// whose counts, the fewest blocks that finish within tau, fit in the slots
+// (binary search: the count falls as tau grows); then the slots left go in
+// whole rounds, one more block for every item, while they fit (more blocks
+// in flight, the same largest time; where equal counts were already best,
+// the counts of the proportional share: unequal ones measured 1% slower in
+// place). Where even one block per item does not fit (more items than
+// slots), one block each.
+static void fast_blocks_per_item(int64_t chunks, const int32_t *items, const int64_t *cost, int64_t slots,
+                                 int64_t *n) {
+  auto fits = [&](int64_t tau, int64_t *cnt) { /* the fewest blocks per item within tau; fit in the slots? */
+    int64_t total = 0;
+    for (int k = 0; k < 3; k++) {
+      cnt[k] = 1;
+      if (!items[k]) continue;
+      const int64_t m = tau / cost[k]; /* chunks a block of kind k may walk */
+      if (m < 1) return false;
+      cnt[k] = (chunks + m - 1) / m;
+      total += items[k] * cnt[k];
+    }
+    return total <= slots;
+  };
+  int64_t lo = 1, hi = 0;
+  for (int k = 0; k < 3; k++) hi = cost[k] * chunks > hi ? cost[k] * chunks : hi;
+  if (!fits(hi, n)) {
+    n[0] = n[1] = n[2] = 1;
+    return;
+  }
+  while (lo < hi) {
+    const int64_t mid = lo + (hi - lo) / 2;
+    int64_t cnt[3];
+    if (fits(mid, cnt))
+      hi = mid;
+    else
+      lo = mid + 1;
+  }
+  fits(lo, n);
+  int64_t used = 0, round = 0;
+  for (int k = 0; k < 3; k++) used += items[k] * n[k], round += items[k];
+  for (;;) { /* whole rounds: one more block for every item */
+    bool room = used + round <= slots;
+    for (int k = 0; k < 3; k++) room = room && (!items[k] || n[k] < chunks);
+    if (!room) break;
+    for (int k = 0; k < 3; k++) n[k] += items[k] ? 1 : 0;
+    used += round;
+  }
+}
 
 static int64_t fast_split(const qkvfuse_plan *plan, const qf_problem *p, qf_cu_params *P, size_t *smem, int *variant,
                           int *lanes) {
@@ -244,7 +296,12 @@ static int64_t fast_split(const qkvfuse_plan *plan, const qf_problem *p, qf_cu_p
   }
   if (form == 0 && units * qf::kFastBlock >= sms * 1024) decode = false;
   if (decode) {
-    *variant |= QF_FAST_DECODE | (nv1 ? QF_FAST_DECODE1 : 0);
+    /* the one-vector form of a call with a quantized cache speculates its
+       norm weights and scales before the grid dependency wait (fast.cuh:
+       decode_kernel, SPEC; measured on the H200: the int8 cache op at T = 1
+       -5 to -7%, T = 8 -6 to -10%; in every one-vector kernel, the split
+       op took 2-8% longer, so its kernels do not) */
+    *variant |= QF_FAST_DECODE | (nv1 ? QF_FAST_DECODE1 : 0) | (nv1 && (k_quant || v_quant) ? QF_FAST_SPEC : 0);
     *lanes = dlanes;
     P->dec_blocks_q = (int32_t)((groups_q + dgpb - 1) / dgpb);
     const int32_t blocks_kv = (int32_t)((groups_kv + dgpb - 1) / dgpb);
@@ -256,16 +313,13 @@ static int64_t fast_split(const qkvfuse_plan *plan, const qf_problem *p, qf_cu_p
   *lanes = qf::fast_lanes(D);
   if (tchunks >= 0x7fffffffLL) return 0; /* chunk indices (+ a stride) stay below 2^32 */
   P->fast_chunks = (uint32_t)tchunks;
-  /* blocks per item: a share of the resident blocks by the cost of a chunk
-     (tenths of a q chunk's); the forced prefill form takes one, so that on
+  /* blocks per item: fast_blocks_per_item, by the cost of a chunk (tenths
+     of a q chunk's); the forced prefill form takes one, so that on
      test-sized calls every block walks many chunks through its stages */
   const int64_t cost[3] = {10, k_quant && p->Nkv % P->fast_hpi == 0 ? kFastKCost : 10, 10};
-  int64_t csum = 0, n[3], grid = 0;
-  for (int k = 0; k < 3; k++) csum += P->fast_items[k] * cost[k];
+  int64_t n[3] = {1, 1, 1}, grid = 0;
+  if (form != 2) fast_blocks_per_item(tchunks, P->fast_items, cost, sms * qf::kFastBlocksPerSM, n);
   for (int k = 0; k < 3; k++) {
-    n[k] = form == 2 ? 1 : sms * qf::kFastBlocksPerSM * cost[k] / csum;
-    if (n[k] < 1) n[k] = 1;
-    if (n[k] > tchunks) n[k] = tchunks;
     P->fast_bpi[k] = (int32_t)n[k];
     grid += P->fast_items[k] * n[k];
   }

@@ -166,10 +166,27 @@ struct table_raw {
   uint4 a, b; /* float32: N floats in a (, b); 16-bit: N halves in a */
 };
 
-template <int N>
+// A 16-byte load through L2 only (ld.global.cg: nothing it reads stays in
+// L1, where a load after the grid dependency wait could find it stale), kept
+// where it is written (volatile: before that wait).
+__device__ __forceinline__ uint4 ld_l2(const void *p) {
+  uint4 v;
+  asm volatile("ld.global.cg.v4.u32 {%0, %1, %2, %3}, [%4];" : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w) : "l"(p));
+  return v;
+}
+
+template <int N, bool L2ONLY = false>
 __device__ __forceinline__ table_raw ld_table(const void *p, int dt, int64_t i) {
   static_assert(N == 4 || N == 8, "4 or 8 elements");
+  static_assert(N == 8 || !L2ONLY, "L2-only loads: 8 elements");
   table_raw r = {make_uint4(0, 0, 0, 0), make_uint4(0, 0, 0, 0)};
+  if (L2ONLY) {
+    const uint4 *q = reinterpret_cast<const uint4 *>(static_cast<const char *>(p) +
+                                                     i * (dt == QKVFUSE_DTYPE_FLOAT32 ? 4 : 2));
+    r.a = ld_l2(q);
+    if (dt == QKVFUSE_DTYPE_FLOAT32) r.b = ld_l2(q + 1);
+    return r;
+  }
   if (dt == QKVFUSE_DTYPE_FLOAT32) {
     const uint4 *q = reinterpret_cast<const uint4 *>(static_cast<const float *>(p) + i);
     r.a = __ldg(q);
@@ -895,6 +912,88 @@ __device__ __forceinline__ void warm_params(const qf_cu_params &P) {
   }
 }
 
+// The decode form's norm weights and cache scales of a lane's NV vectors,
+// raw (as loaded: load_weights) and ready (ready_weights: the norm weights
+// as float32, 1 + g with gamma_offset; the reciprocal scales and the
+// offsets; bad: a scale or offset is bad).
+template <int NV>
+struct weights_raw {
+  table_raw g[NV], s[NV], o[NV];
+};
+template <int NV>
+struct lane_weights {
+  float g[8 * NV], r[8 * NV], of[8 * NV];
+  bool bad;
+};
+
+// Loads the raw weights where norm (the lane's head is normalized, with gw)
+// and quant (its cache is quantized, scales sc / offsets so, per channel: pc,
+// from channel ch0 of the head) ; L2ONLY: through L2 only (before the grid
+// dependency wait: ld_l2).
+template <int NV, bool L2ONLY>
+__device__ __forceinline__ weights_raw<NV> load_weights(const qf_cu_vec &gw, const float *sc, const float *so, bool pc,
+                                                        bool norm, bool quant, int ch0, const int (&wv)[NV]) {
+  weights_raw<NV> w = {};
+#pragma unroll
+  for (int v = 0; v < NV; v++) {
+    if (norm) w.g[v] = ld_table<8, L2ONLY>(gw.data, gw.dtype, 8 * wv[v]);
+    if (quant && pc) {
+      w.s[v] = ld_table<8, L2ONLY>(sc, QKVFUSE_DTYPE_FLOAT32, ch0 + 8 * wv[v]);
+      if (so) w.o[v] = ld_table<8, L2ONLY>(so, QKVFUSE_DTYPE_FLOAT32, ch0 + 8 * wv[v]);
+    } else if (quant) { /* one scale (and offset) for the tensor */
+      uint32_t s0, o0 = 0;
+      if (L2ONLY) {
+        asm volatile("ld.global.cg.u32 %0, [%1];" : "=r"(s0) : "l"(sc));
+        if (so) asm volatile("ld.global.cg.u32 %0, [%1];" : "=r"(o0) : "l"(so));
+      } else {
+        s0 = __float_as_uint(__ldg(sc)), o0 = so ? __float_as_uint(__ldg(so)) : 0u;
+      }
+      w.s[v].a = w.s[v].b = make_uint4(s0, s0, s0, s0);
+      w.o[v].a = w.o[v].b = make_uint4(o0, o0, o0, o0);
+    }
+  }
+  return w;
+}
+
+template <int NV>
+__device__ __forceinline__ void ready_weights(const weights_raw<NV> &w, int gdt, bool gamma_offset, bool norm,
+                                              bool quant, lane_weights<NV> &o) {
+  if (norm) {
+#pragma unroll
+    for (int v = 0; v < NV; v++) cvt_table<8>(w.g[v], gdt, o.g + 8 * v);
+    if (gamma_offset) {
+#pragma unroll
+      for (int k = 0; k < 8 * NV; k++) o.g[k] += 1.0f;
+    }
+  }
+  o.bad = false;
+  if (!quant) return;
+#pragma unroll
+  for (int v = 0; v < NV; v++) {
+    cvt_table<8>(w.s[v], QKVFUSE_DTYPE_FLOAT32, o.r + 8 * v);
+    cvt_table<8>(w.o[v], QKVFUSE_DTYPE_FLOAT32, o.of + 8 * v);
+  }
+#pragma unroll
+  for (int k = 0; k < 8 * NV; k++) {
+    o.bad |= !(scale_ok(o.r[k]) && offset_ok(o.of[k]));
+    o.r[k] = rcp_approx(o.r[k]);
+  }
+}
+
+// Whether two raw loads of the weights read the same bits.
+template <int NV>
+__device__ __forceinline__ bool same_weights(const weights_raw<NV> &a, const weights_raw<NV> &b) {
+  uint32_t d = 0;
+  auto acc = [&](const uint4 &x, const uint4 &y) { d |= (x.x ^ y.x) | (x.y ^ y.y) | (x.z ^ y.z) | (x.w ^ y.w); };
+#pragma unroll
+  for (int v = 0; v < NV; v++) {
+    acc(a.g[v].a, b.g[v].a), acc(a.g[v].b, b.g[v].b);
+    acc(a.s[v].a, b.s[v].a), acc(a.s[v].b, b.s[v].b);
+    acc(a.o[v].a, b.o[v].a), acc(a.o[v].b, b.o[v].b);
+  }
+  return d == 0;
+}
+
 // The streaming kernel for decode-sized calls: one (token, head) per group,
 // one pass, NV 16-byte vectors per lane:
 // - NV = 1 (the smallest calls: the shortest instruction chain per lane):
@@ -913,8 +1012,9 @@ __device__ __forceinline__ void warm_params(const qf_cu_params &P) {
 // issued at once, and cos/sin as soon as the position is in. Cache
 // scales are read per lane (no shared table): every (k or v) head has a group
 // for token 0, which checks the head's scales and offsets (reported, used or
-// not); a head with a bad one skips its cache rows.
-template <typename T, int L, int NV, bool INTER, bool SEP>
+// not); a head with a bad one skips its cache rows. SPEC: the norm weights
+// and scales are also read and readied before the wait, speculatively.
+template <typename T, int L, int NV, bool INTER, bool SEP, bool SPEC>
 __global__ void __launch_bounds__(kFastBlock) decode_kernel(const __grid_constant__ qf_cu_params P) {
   constexpr int GPB = kFastBlock / L, NCS = fast_ncs(INTER, SEP), N = 8 * NV;
   const int D = P.D, R = P.R, nl = D >> (NV == 1 ? 3 : 4); /* lanes with data */
@@ -997,6 +1097,23 @@ __global__ void __launch_bounds__(kFastBlock) decode_kernel(const __grid_constan
       if (so) prefetch_l2(so);
     }
   }
+  // SPEC (one vector per lane and a quantized cache: backend.cu): the norm
+  // weights and cache scales speculated: read (through L2 only) and readied
+  // before the wait (they are the model's, which a previous kernel seldom
+  // writes; their ~130 instructions then overlap it), read again after the
+  // wait, and readied again unless both reads have the same bits
+  // (test_cuda_pdl). The kernels without SPEC keep their inline code: each
+  // form compiles to the SASS that was measured (cuobjdump), and the other
+  // forms tried took longer (BENCHMARKS.md, session 9: the helpers in every
+  // kernel, T = 64 +3-7%; a scales-only speculation, a third of the gain).
+  const qf_cu_vec &gws = kind == 0 ? P.q_gamma : P.k_gamma;
+  const bool wnorm = norm && act, wquant = quant && act;
+  weights_raw<NV> wspec = {};
+  lane_weights<NV> lw;
+  if (SPEC) {
+    wspec = load_weights<NV, true>(gws, sc, so, pc, wnorm, wquant, h * D, wv);
+    ready_weights<NV>(wspec, gws.dtype, P.gamma_offset, norm, wquant, lw);
+  }
   grid_dependency_wait();
 
   // 1. every independent load at once
@@ -1004,13 +1121,15 @@ __global__ void __launch_bounds__(kFastBlock) decode_kernel(const __grid_constan
 #pragma unroll
   for (int v = 0; v < NV; v++) raw[v] = act ? ld_stream(in + 8 * wv[v]) : make_uint4(0, 0, 0, 0);
   const token_ix ix = load_token_ix<true>(P, t);
-  table_raw graw[NV] = {}, sraw[NV] = {}, oraw[NV] = {};
+  const weights_raw<NV> wraw =
+      SPEC ? load_weights<NV, false>(gws, sc, so, pc, wnorm, wquant, h * D, wv) : weights_raw<NV>{};
+  table_raw graw[NV] = {}, sraw[NV] = {}, oraw[NV] = {}; /* !SPEC */
   const qf_cu_vec &gw = kind == 0 ? P.q_gamma : P.k_gamma;
-  if (norm && act) {
+  if (!SPEC && norm && act) {
 #pragma unroll
     for (int v = 0; v < NV; v++) graw[v] = ld_table<8>(gw.data, gw.dtype, 8 * wv[v]);
   }
-  if (quant && act) {
+  if (!SPEC && quant && act) {
 #pragma unroll
     for (int v = 0; v < NV; v++) {
       const int ch = h * D + 8 * wv[v];
@@ -1044,33 +1163,38 @@ __global__ void __launch_bounds__(kFastBlock) decode_kernel(const __grid_constan
   // the scales
   const token_dest td = check_token<true>(P, t, ix, kind, live, [&] { return kind == 0 && h == 0 && lane == 0; });
   const bool ok = td.ok;
-  float g[N];
-  if (norm) {
-#pragma unroll
-    for (int v = 0; v < NV; v++) cvt_table<8>(graw[v], gw.dtype, g + 8 * v);
-    if (P.gamma_offset) {
-#pragma unroll
-      for (int k = 0; k < N; k++) g[k] += 1.0f;
-    }
-  }
-  float r[N], of[N];
+  float g[N], r[N], of[N]; /* !SPEC */
   bool bad = false;
-  if (quant && act) {
+  if (SPEC) {
+    if (!same_weights<NV>(wraw, wspec)) ready_weights<NV>(wraw, gws.dtype, P.gamma_offset, norm, wquant, lw);
+    if (lw.bad) report(P, QKVFUSE_DATA_ERROR_SCALE);
+  } else {
+    if (norm) {
 #pragma unroll
-    for (int v = 0; v < NV; v++) {
-      cvt_table<8>(sraw[v], QKVFUSE_DTYPE_FLOAT32, r + 8 * v);
-      cvt_table<8>(oraw[v], QKVFUSE_DTYPE_FLOAT32, of + 8 * v);
-    }
+      for (int v = 0; v < NV; v++) cvt_table<8>(graw[v], gw.dtype, g + 8 * v);
+      if (P.gamma_offset) {
 #pragma unroll
-    for (int k = 0; k < N; k++) {
-      bad |= !(scale_ok(r[k]) && offset_ok(of[k]));
-      r[k] = rcp_approx(r[k]);
+        for (int k = 0; k < N; k++) g[k] += 1.0f;
+      }
     }
-    if (bad) report(P, QKVFUSE_DATA_ERROR_SCALE);
+    if (quant && act) {
+#pragma unroll
+      for (int v = 0; v < NV; v++) {
+        cvt_table<8>(sraw[v], QKVFUSE_DTYPE_FLOAT32, r + 8 * v);
+        cvt_table<8>(oraw[v], QKVFUSE_DTYPE_FLOAT32, of + 8 * v);
+      }
+#pragma unroll
+      for (int k = 0; k < N; k++) {
+        bad |= !(scale_ok(r[k]) && offset_ok(of[k]));
+        r[k] = rcp_approx(r[k]);
+      }
+      if (bad) report(P, QKVFUSE_DATA_ERROR_SCALE);
+    }
   }
+  const float(&gk)[N] = SPEC ? lw.g : g, (&rk)[N] = SPEC ? lw.r : r, (&ofk)[N] = SPEC ? lw.of : of;
   // a bad scale of any lane skips the head's cache row (the group's lanes)
   const unsigned gmask = (L == 32 ? 0xffffffffu : (1u << L) - 1u) << (threadIdx.x & 31 & ~(L - 1));
-  bad = (__ballot_sync(0xffffffffu, bad) & gmask) != 0;
+  const bool gbad = (__ballot_sync(0xffffffffu, SPEC ? lw.bad : bad) & gmask) != 0;
 
   // 4. the head: normalized over the group, rotated
   float x[N];
@@ -1082,7 +1206,7 @@ __global__ void __launch_bounds__(kFastBlock) decode_kernel(const __grid_constan
       for (int k = 0; k < 8; k++) s2[k & 1] = fmaf(x[k], x[k], s2[k & 1]);
       const float inv = rsqrtf(fmaf(group_sum<L>(s2[0] + s2[1]), 1.0f / (float)D, P.eps));
 #pragma unroll
-      for (int k = 0; k < 8; k++) x[k] = x[k] * inv * g[k];
+      for (int k = 0; k < 8; k++) x[k] = x[k] * inv * gk[k];
     }
     float c[8], s[8];
     vec_cs_get<INTER, SEP>(P, csraw, pos, wv[0], rope, c, s);
@@ -1099,12 +1223,12 @@ __global__ void __launch_bounds__(kFastBlock) decode_kernel(const __grid_constan
       rotate_pairs8(x, c, s);
     }
   } else {
-    norm_rope<T, L, INTER, NCS>(raw[0], raw[NV - 1], norm, g, 1.0f / (float)D, P.eps, rope, cs, lv, x);
+    norm_rope<T, L, INTER, NCS>(raw[0], raw[NV - 1], norm, gk, 1.0f / (float)D, P.eps, rope, cs, lv, x);
   }
   if (!(ok && act)) return;
   const qf_cu_mat &out = kind == 0 ? P.q_out : (kind == 1 ? P.k_out : P.v_out);
   store_head<T, NV>(out, C, C.quant != QKVFUSE_QUANT_NONE, true, kind > 0 && td.dest && C.data, t, td.row0, h, D, wv,
-                    x, lane_scales<NV>{r, of, bad});
+                    x, lane_scales<NV>{rk, ofk, gbad});
 }
 
 }  // namespace qf

@@ -13,7 +13,8 @@ enum {
   QF_FAST_INTERLEAVED = 1, /* RoPE pairs (2i, 2i+1), else neox */
   QF_FAST_SEPARATE = 2,    /* cos/sin given per token at full length (COS_SIN source) */
   QF_FAST_DECODE = 4,      /* the decode form: one (token, head) per group, one pass */
-  QF_FAST_DECODE1 = 8      /* with QF_FAST_DECODE: one 16-byte vector per lane (else two) */
+  QF_FAST_DECODE1 = 8,     /* with QF_FAST_DECODE: one 16-byte vector per lane (else two) */
+  QF_FAST_SPEC = 16        /* with QF_FAST_DECODE1: norm weights and cache scales speculated before the grid wait */
 };
 
 /* The general kernel (fused.cuh) for (input dtype, vector width, vectors per

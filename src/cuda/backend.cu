@@ -12,6 +12,7 @@
 #include "cuda/backend.h"
 #include "cuda/fast.cuh"
 #include "cuda/launch.h"
+#include "cuda/launch_plan.h"
 
 namespace {
 
@@ -45,7 +46,7 @@ void release_cuda(qkvfuse_plan *plan) {
 }  // namespace
 
 // n / d as a multiply-high and a shift (fast.cuh: div_fixed), for n < 2^31.
-static qf_cu_div qf_cuda_divisor(uint32_t d) {
+extern "C" qf_cu_div qf_cuda_divisor(uint32_t d) {
   int shift = 0;
   while (((uint64_t)1 << shift) < d) shift++;
   const uint64_t mul = (((uint64_t)1 << 32) * (((uint64_t)1 << shift) - d)) / d + 1;
@@ -193,7 +194,7 @@ static bool fast_ok(const qf_problem *p, const qf_cu_params &P) {
 // lane). Otherwise the prefill form runs on the resident blocks
 // (kFastBlocksPerSM per multiprocessor), each block keeping one item for the
 // launch and walking its token chunks (fast.cuh: block_item); the blocks per
-// item of each kind come from fast_blocks_per_item. Shared memory
+// item of each kind come from qf_cuda_blocks_per_item. Shared memory
 // holds the row stages and, for a quantized cache, the item's reciprocal
 // scales. plan->device_form forces a form (the prefill form then goes down to
 // one head per item, on one block per item).
@@ -222,8 +223,8 @@ static const int64_t kFastKCost = 15; /* a quantized k chunk against a q chunk, 
 // the counts of the proportional share: unequal ones measured 1% slower in
 // place). Where even one block per item does not fit (more items than
 // slots), one block each.
-static void fast_blocks_per_item(int64_t chunks, const int32_t *items, const int64_t *cost, int64_t slots,
-                                 int64_t *n) {
+extern "C" void qf_cuda_blocks_per_item(int64_t chunks, const int32_t *items, const int64_t *cost, int64_t slots,
+                                        int64_t *n) {
   auto fits = [&](int64_t tau, int64_t *cnt) { /* the fewest blocks per item within tau; fit in the slots? */
     int64_t total = 0;
     for (int k = 0; k < 3; k++) {
@@ -313,12 +314,12 @@ static int64_t fast_split(const qkvfuse_plan *plan, const qf_problem *p, qf_cu_p
   *lanes = qf::fast_lanes(D);
   if (tchunks >= 0x7fffffffLL) return 0; /* chunk indices (+ a stride) stay below 2^32 */
   P->fast_chunks = (uint32_t)tchunks;
-  /* blocks per item: fast_blocks_per_item, by the cost of a chunk (tenths
+  /* blocks per item: qf_cuda_blocks_per_item, by the cost of a chunk (tenths
      of a q chunk's); the forced prefill form takes one, so that on
      test-sized calls every block walks many chunks through its stages */
   const int64_t cost[3] = {10, k_quant && p->Nkv % P->fast_hpi == 0 ? kFastKCost : 10, 10};
   int64_t n[3] = {1, 1, 1}, grid = 0;
-  if (form != 2) fast_blocks_per_item(tchunks, P->fast_items, cost, sms * qf::kFastBlocksPerSM, n);
+  if (form != 2) qf_cuda_blocks_per_item(tchunks, P->fast_items, cost, sms * qf::kFastBlocksPerSM, n);
   for (int k = 0; k < 3; k++) {
     P->fast_bpi[k] = (int32_t)n[k];
     grid += P->fast_items[k] * n[k];

@@ -1,0 +1,31 @@
+/* Host arithmetic of the CUDA backend's launch plans (backend.cu), with C
+ * linkage so that a test checks it on a machine without a GPU
+ * (tests/test_cuda_plan.c). */
+#ifndef QKVFUSE_CUDA_LAUNCH_PLAN_H
+#define QKVFUSE_CUDA_LAUNCH_PLAN_H
+
+#include <stdint.h>
+
+#include "cuda/params.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* n / d as a multiply-high and a shift, for d >= 1 and n < 2^31 (fast.cuh:
+ * div_fixed): (umulhi(n, mul) + n) >> shift. */
+qf_cu_div qf_cuda_divisor(uint32_t d);
+
+/* The prefill form's blocks per item of each kind k (n[k] >= 1): items[k]
+ * items, each of `chunks` token chunks, a chunk of kind k costing cost[k]
+ * (> 0), for `slots` resident blocks. The smallest largest block time
+ * ceil(chunks / n[k]) * cost[k] whose counts fit the slots, then one more
+ * block per item in whole rounds while they fit; one block each where even
+ * that does not fit. */
+void qf_cuda_blocks_per_item(int64_t chunks, const int32_t *items, const int64_t *cost, int64_t slots, int64_t *n);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* QKVFUSE_CUDA_LAUNCH_PLAN_H */

@@ -1,0 +1,154 @@
+/* The CUDA backend's host arithmetic (src/cuda/launch_plan.h), checked on
+ * the CPU, so it runs in CI without a GPU:
+ * - qf_cuda_divisor: (umulhi(n, mul) + n) >> shift == n / d, computed here in
+ *   32-bit unsigned arithmetic as the kernels do, for d in 1..4096, powers of
+ *   two and their neighbours, large and random d, and n at 0, near multiples
+ *   of d, near 2^31 and at random below 2^31;
+ * - qf_cuda_blocks_per_item: against a brute-force search over every
+ *   (n_q, n_k) with n_v as large as the slots allow, on small random and
+ *   edge cases: every n >= 1 and <= max(chunks, 1); the counts fit the slots
+ *   whenever one block per item does (else one each); the largest block time
+ *   ceil(chunks / n) * cost is the smallest any fitting counts reach; and one
+ *   more block for every item would not fit (whole rounds).
+ * This program includes an internal header (the functions are not API).
+ *   test_cuda_plan [--cases N] [--seed S] */
+#include <stdint.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "cuda/launch_plan.h"
+#include "harness.h"
+#include "rng.h"
+
+static int failed;
+
+static void check_divisor(uint32_t d, uint32_t n) {
+  const qf_cu_div q = qf_cuda_divisor(d);
+  const uint32_t hi = (uint32_t)(((uint64_t)n * q.mul) >> 32);
+  const uint32_t got = (uint32_t)(hi + n) >> q.shift;
+  if (q.d != d || got != n / d) {
+    if (failed++ < 10) printf("FAIL test_cuda_plan divisor d=%u n=%u: %u, want %u\n", d, n, got, n / d);
+  }
+}
+
+static void divisors(tk_rng *r) {
+  uint32_t ds[4096 + 96 + 200];
+  int nd = 0;
+  for (uint32_t d = 1; d <= 4096; d++) ds[nd++] = d;
+  for (int s = 12; s <= 31; s++)
+    for (int e = -2; e <= 2; e++) {
+      const int64_t d = ((int64_t)1 << s) + e;
+      if (d >= 1 && d <= 0x7fffffff) ds[nd++] = (uint32_t)d;
+    }
+  for (int i = 0; i < 200; i++) ds[nd++] = 1 + (uint32_t)(tk_rng_next(r) % 0x7fffffffu);
+  for (int i = 0; i < nd; i++) {
+    const uint32_t d = ds[i];
+    const uint32_t top = 0x7fffffffu;
+    for (uint32_t n = 0; n < 64; n++) check_divisor(d, n);
+    for (uint32_t n = top - 64; n < top; n++) check_divisor(d, n);
+    check_divisor(d, top);
+    for (uint64_t m = 1; m <= 64 && m * d <= top; m++)
+      for (int e = -1; e <= 1; e++) {
+        const int64_t n = (int64_t)(m * d) + e;
+        if (n >= 0 && n <= top) check_divisor(d, (uint32_t)n);
+      }
+    const uint64_t q = top / d; /* the largest multiples */
+    for (uint64_t m = q > 3 ? q - 3 : 0; m <= q; m++)
+      for (int e = -1; e <= 1; e++) {
+        const int64_t n = (int64_t)(m * d) + e;
+        if (n >= 0 && n <= top) check_divisor(d, (uint32_t)n);
+      }
+    for (int k = 0; k < 64; k++) check_divisor(d, (uint32_t)(tk_rng_next(r) % ((uint64_t)top + 1)));
+  }
+}
+
+static int64_t block_time(int64_t chunks, int64_t n, int64_t cost) { return (chunks + n - 1) / n * cost; }
+
+/* The smallest largest block time of counts that fit the slots (brute force:
+ * every n_q, n_k; n_v the most the slots leave); -1 if none fits. */
+static int64_t best_time(int64_t chunks, const int32_t *items, const int64_t *cost, int64_t slots) {
+  const int64_t top = chunks > 1 ? chunks : 1;
+  int64_t best = -1;
+  for (int64_t a = 1; a <= (items[0] ? top : 1); a++)
+    for (int64_t b = 1; b <= (items[1] ? top : 1); b++) {
+      const int64_t used = items[0] * a + items[1] * b;
+      int64_t c = 1;
+      if (items[2]) {
+        if (used + items[2] > slots) continue;
+        c = (slots - used) / items[2];
+        if (c > top) c = top;
+      } else if (used > slots) {
+        continue;
+      }
+      const int64_t n[3] = {a, b, c};
+      int64_t t = 0;
+      for (int k = 0; k < 3; k++)
+        if (items[k] && block_time(chunks, n[k], cost[k]) > t) t = block_time(chunks, n[k], cost[k]);
+      if (best < 0 || t < best) best = t;
+    }
+  return best;
+}
+
+static void check_blocks(int64_t chunks, const int32_t *items, const int64_t *cost, int64_t slots) {
+  int64_t n[3] = {-7, -7, -7};
+  qf_cuda_blocks_per_item(chunks, items, cost, slots, n);
+  char what[200] = "";
+  const int64_t top = chunks > 1 ? chunks : 1;
+  int64_t used = 0, round = 0, t = 0;
+  for (int k = 0; k < 3; k++) {
+    if (n[k] < 1 || n[k] > top) snprintf(what, sizeof what, "n[%d] = %lld outside [1, %lld]", k, (long long)n[k],
+                                          (long long)top);
+    used += items[k] * n[k], round += items[k];
+    if (items[k] && block_time(chunks, n[k], cost[k]) > t) t = block_time(chunks, n[k], cost[k]);
+  }
+  const int64_t best = best_time(chunks, items, cost, slots);
+  if (!what[0]) {
+    if (round > slots) {
+      if (n[0] != 1 || n[1] != 1 || n[2] != 1) snprintf(what, sizeof what, "more items than slots, not one block each");
+    } else if (used > slots) {
+      snprintf(what, sizeof what, "%lld blocks for %lld slots", (long long)used, (long long)slots);
+    } else if (t != best) {
+      snprintf(what, sizeof what, "largest block time %lld, the best is %lld", (long long)t, (long long)best);
+    } else if (used + round <= slots && (!items[0] || n[0] < top) && (!items[1] || n[1] < top) &&
+               (!items[2] || n[2] < top)) {
+      snprintf(what, sizeof what, "room for another whole round (%lld of %lld slots used)", (long long)used,
+               (long long)slots);
+    }
+  }
+  if (what[0] && failed++ < 10)
+    printf("FAIL test_cuda_plan blocks_per_item chunks=%lld items=%d,%d,%d cost=%lld,%lld,%lld slots=%lld -> "
+           "%lld,%lld,%lld: %s\n",
+           (long long)chunks, items[0], items[1], items[2], (long long)cost[0], (long long)cost[1], (long long)cost[2],
+           (long long)slots, (long long)n[0], (long long)n[1], (long long)n[2], what);
+}
+
+int main(int argc, char **argv) {
+  const int cases = (int)tk_arg_u64(argc, argv, "--cases", NULL, 3000);
+  tk_rng r;
+  tk_rng_seed(&r, tk_arg_u64(argc, argv, "--seed", NULL, 0x91A4));
+  divisors(&r);
+  /* the shapes of the H200 bench presets at T = 4096 and 32768 (chunks of 16 / 20 / 8 tokens) */
+  static const struct {
+    int64_t chunks;
+    int32_t items[3];
+    int64_t kcost;
+  } fixed[] = {{256, {8, 2, 2}, 15}, {256, {8, 2, 2}, 10}, {256, {8, 2, 0}, 10}, {256, {8, 1, 1}, 10},
+               {256, {8, 1, 0}, 10}, {205, {8, 8, 8}, 15}, {512, {4, 2, 2}, 15}, {2048, {8, 2, 2}, 15},
+               {1639, {8, 8, 8}, 15}, {0, {8, 2, 2}, 15},  {1, {8, 2, 2}, 15},   {3, {600, 2, 2}, 15}};
+  for (size_t i = 0; i < sizeof fixed / sizeof fixed[0]; i++) {
+    const int64_t cost[3] = {10, fixed[i].kcost, 10};
+    if (fixed[i].chunks <= 300) check_blocks(fixed[i].chunks, fixed[i].items, cost, 528);
+  }
+  for (int i = 0; i < cases; i++) {
+    const int64_t chunks = (int64_t)(tk_rng_next(&r) % 41);
+    int32_t items[3];
+    for (int k = 0; k < 3; k++) items[k] = (int32_t)(tk_rng_next(&r) % 6);
+    if (!items[0]) items[0] = 1;
+    const int64_t cost[3] = {10, tk_rng_next(&r) % 2 ? 15 : 10, (int64_t)(5 + tk_rng_next(&r) % 20)};
+    const int64_t slots = (int64_t)(1 + tk_rng_next(&r) % 120);
+    check_blocks(chunks, items, cost, slots);
+  }
+  printf("test_cuda_plan: divisors and %d + %d block counts checked, %d failed\n",
+         (int)(sizeof fixed / sizeof fixed[0]), cases, failed);
+  return failed ? TK_FAIL : TK_PASS;
+}

@@ -1124,6 +1124,8 @@ __global__ void __launch_bounds__(kFastBlock) decode_kernel(const __grid_constan
   const weights_raw<NV> wraw =
       SPEC ? load_weights<NV, false>(gws, sc, so, pc, wnorm, wquant, h * D, wv) : weights_raw<NV>{};
   table_raw graw[NV] = {}, sraw[NV] = {}, oraw[NV] = {}; /* !SPEC */
+  /* !SPEC: gws's twin, declared where the measured code declared it (its
+     place alone changed the non-SPEC kernels' SASS) */
   const qf_cu_vec &gw = kind == 0 ? P.q_gamma : P.k_gamma;
   if (!SPEC && norm && act) {
 #pragma unroll

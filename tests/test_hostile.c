@@ -20,7 +20,9 @@
  *                 are exact, the poisoned bytes around them unchanged, and
  *                 mincore shows no page outside them was touched.
  *   extents       tensors whose extent passes 2^62 bytes or the end of the
- *                 address space: SHAPE/STRIDE errors, nothing written.
+ *                 address space: SHAPE/STRIDE errors, nothing written; a
+ *                 tensor of no element is checked with its zero dims as 1,
+ *                 and a zero-token call accepts any row stride.
  *
  *   test_hostile [--backend reference,auto,cuda] [--no-big] [--only NAME]
  * --no-big leaves out offsets64 (its sparse regions reserve ~100 GiB of
@@ -544,7 +546,7 @@ static void offsets64(qkvfuse_backend be) {
 
 static void extents(qkvfuse_backend be) {
   if (be == QKVFUSE_BACKEND_CUDA) return; /* the same validation; its CPU form is enough */
-  for (int k = 0; k < 5; k++) {
+  for (int k = 0; k < 7; k++) {
     small_call s;
     small_init(&s);
     float before[3 * 16];
@@ -562,18 +564,30 @@ static void extents(qkvfuse_backend be) {
         s.tout.data = (void *)(~(uintptr_t)0 - 63); /* 64 bytes below the top; q_out has 192 */
         what = "q_out at the top of the address space", name = "q_out";
         break;
-      default: /* [B, S, H] whose B*S wraps int64 */
+      case 4: /* [B, S, H] whose B*S wraps int64 */
         s.tq.ndim = 3, s.tq.shape[0] = (int64_t)1 << 32, s.tq.shape[1] = (int64_t)1 << 32, s.tq.shape[2] = 48;
         s.tq.strides[0] = 48, s.tq.strides[1] = 48, s.tq.strides[2] = 1;
         what = "qkv [2^32, 2^32, H] (B*S wraps)", name = "qkv", want = QKVFUSE_ERROR_SHAPE;
+        break;
+      case 5: /* no element, but the other dims hold more than 2^62 */
+        s.tq.ndim = 3, s.tq.shape[0] = (int64_t)1 << 62, s.tq.shape[1] = 0, s.tq.shape[2] = 48;
+        s.tq.strides[0] = 0, s.tq.strides[1] = 48, s.tq.strides[2] = 1;
+        s.tout.shape[0] = 0;
+        what = "qkv [2^62, 0, H] (zero tokens; 2^62 * H elements with the zero as 1)", name = "qkv",
+        want = QKVFUSE_ERROR_SHAPE;
+        break;
+      default: /* zero tokens: the row stride addresses nothing, so any is fine */
+        s.tq.shape[0] = 0, s.tq.strides[0] = INT64_MAX, s.tout.shape[0] = 0, s.tout.strides[0] = INT64_MAX / 3;
+        what = "qkv and q_out [0, *] with row strides near 2^63 (accepted)", want = QKVFUSE_SUCCESS;
         break;
     }
     tk_stats st;
     memset(&st, 0, sizeof st);
     qkvfuse_status rc = run_plan(&s.d, be, &s.a);
     if (rc != want)
-      tk_stats_fail(&st, "status %s, want %s", qkvfuse_status_string(rc), qkvfuse_status_string(want));
-    else if (!tk_names_argument(qkvfuse_last_error(), name))
+      tk_stats_fail(&st, "status %s (%s), want %s", qkvfuse_status_string(rc), qkvfuse_last_error(),
+                    qkvfuse_status_string(want));
+    else if (want != QKVFUSE_SUCCESS && !tk_names_argument(qkvfuse_last_error(), name))
       tk_stats_fail(&st, "message \"%s\" does not name %s", qkvfuse_last_error(), name);
     if (k != 3 && memcmp(before, s.q_out, sizeof before)) tk_stats_fail(&st, "q_out changed");
     report("extents", what, be, &st);

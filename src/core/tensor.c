@@ -119,28 +119,33 @@ const char *qf_shape_str(const qkvfuse_tensor *t, char *buf, size_t n) {
  * extent (offset of the last element + 1, times the element size) are at most
  * QF_MAX_EXTENT, and data + extent does not wrap. Without this, shape and
  * stride products overflow (undefined behavior) and a huge stride can make a
- * write land anywhere. */
+ * write land anywhere. A tensor with a zero dim addresses nothing, but the
+ * views built from it still multiply its other dims and strides: it is checked
+ * with its zero dims counted as 1, and only the address check is skipped. */
 #define QF_MAX_EXTENT ((int64_t)1 << 62)
 static qkvfuse_status check_extent(const char *name, const qkvfuse_tensor *t) {
   char sh[128];
   int64_t n = 1, last = 0;
-  for (int k = 0; k < t->ndim; k++)
-    if (t->shape[k] == 0) return QKVFUSE_SUCCESS; /* no element: nothing is addressed */
+  int empty = 0;
+  for (int k = 0; k < t->ndim; k++) empty |= t->shape[k] == 0;
+  const char *zeros = empty ? " (zero dims counted as 1)" : "";
   for (int k = 0; k < t->ndim; k++) {
-    QF_CHECK(n <= QF_MAX_EXTENT / t->shape[k], QKVFUSE_ERROR_SHAPE, "%s: %s has more than 2^62 elements", name,
-             qf_shape_str(t, sh, sizeof sh));
-    n *= t->shape[k];
+    const int64_t s = t->shape[k] ? t->shape[k] : 1;
+    QF_CHECK(n <= QF_MAX_EXTENT / s, QKVFUSE_ERROR_SHAPE, "%s: %s has more than 2^62 elements%s", name,
+             qf_shape_str(t, sh, sizeof sh), zeros);
+    n *= s;
   }
   for (int k = 0; k < t->ndim; k++) {
-    if (t->shape[k] == 1) continue;
+    if (t->shape[k] <= 1) continue;
     QF_CHECK(t->strides[k] <= (QF_MAX_EXTENT - last) / (t->shape[k] - 1), QKVFUSE_ERROR_STRIDE,
-             "%s: strides[%d] = %lld with shape %s spans more than 2^62 elements", name, k, (long long)t->strides[k],
-             qf_shape_str(t, sh, sizeof sh));
+             "%s: strides[%d] = %lld with shape %s spans more than 2^62 elements%s", name, k, (long long)t->strides[k],
+             qf_shape_str(t, sh, sizeof sh), zeros);
     last += (t->shape[k] - 1) * t->strides[k];
   }
   const int64_t es = (int64_t)qkvfuse_dtype_size(t->dtype);
-  QF_CHECK(last < QF_MAX_EXTENT / es, QKVFUSE_ERROR_STRIDE, "%s: shape %s spans more than 2^62 bytes", name,
-           qf_shape_str(t, sh, sizeof sh));
+  QF_CHECK(last < QF_MAX_EXTENT / es, QKVFUSE_ERROR_STRIDE, "%s: shape %s spans more than 2^62 bytes%s", name,
+           qf_shape_str(t, sh, sizeof sh), zeros);
+  if (empty) return QKVFUSE_SUCCESS; /* no element: no address to check */
   const uintptr_t bytes = (uintptr_t)((last + 1) * es);
   QF_CHECK((uintptr_t)t->data <= UINTPTR_MAX - bytes, QKVFUSE_ERROR_STRIDE,
            "%s: %zu bytes from address %p run past the end of the address space", name, (size_t)bytes, t->data);
@@ -205,7 +210,9 @@ qkvfuse_status qf_view_mat(const char *name, const char *what, const qkvfuse_ten
       expect *= t->shape[j];
     }
   }
-  if (ld < 0) ld = cols; /* at most one row */
+  /* at most one row, or none: the stride of a dim of size 0 is unchecked
+   * (check_extent), and a view of no element needs none */
+  if (ld < 0 || rows == 0) ld = cols;
   QF_CHECK(rows <= 1 || ld >= cols, QKVFUSE_ERROR_STRIDE, "%s: row stride must be >= %lld (a row); got %lld", name,
            (long long)cols, (long long)ld);
   out->data = t->data;
@@ -237,9 +244,8 @@ qkvfuse_status qf_view_vec(const char *name, const char *what, const qkvfuse_ten
 
 qf_span qf_span_of_mat(const char *name, const qf_mat *m) {
   int64_t es = (int64_t)qkvfuse_dtype_size(m->dtype);
-  qf_span s = {name, (uintptr_t)m->data, m->rows, m->ld * es, m->cols * es};
-  if (m->rows == 0 || m->data == NULL) s.count = 0;
-  return s;
+  if (m->rows == 0 || m->data == NULL) return (qf_span){name, (uintptr_t)m->data, 0, 0, 0};
+  return (qf_span){name, (uintptr_t)m->data, m->rows, m->ld * es, m->cols * es};
 }
 
 qf_span qf_span_of_vec(const char *name, const qf_vec *v) {

@@ -91,8 +91,13 @@ for t in $targets; do
   if [ $rc -ne 0 ]; then
     status=1
     echo "fuzz.sh: fuzz_$t FOUND A VIOLATION (rc $rc) after ${runs:-?} inputs:"
-    grep -E "INVARIANT|ERROR: |runtime error|^case:|^[a-z_]+(\.|:| =)|Test unit written" "$log" | head -40
+    grep -E "INVARIANT|ERROR: |runtime error|^case:|^[a-z_]+(\.|:| =)|Test unit written|^Base64: " "$log" |
+      awk '!seen[$0]++' | head -40
     echo "fuzz.sh: replay: $build/bin/fuzz_$t <the artifact above>   (or fuzz_${t}_replay in any build)"
+    # the artifact stays on the machine that ran this; the log line below recreates it anywhere (CI)
+    b64=$(sed -n 's/^Base64: //p' "$log" | head -1)
+    [ -n "$b64" ] && echo "fuzz.sh: the input, anywhere: echo $b64 | base64 -d > crash; a sanitizer finding" \
+      "needs this script's build to show (scripts/fuzz.sh builds build-fuzz/bin/fuzz_$t; run it on crash)"
   else
     echo "fuzz.sh: fuzz_$t: ${runs:-?} inputs in ${seconds} s under ASan+UBSan, invariant held ($(ls "$work" | wc -l) inputs in the working corpus)"
   fi

@@ -190,6 +190,14 @@ static wide extent_bytes(const qkvfuse_tensor *t) {
   return (last + 1) * (wide)es;
 }
 
+/* Element count of t (shapes >= 0), capped above 2^64: stride-0 dims can make
+ * it far larger than the extent. */
+static wide numel_capped(const qkvfuse_tensor *t) {
+  wide n = 1;
+  for (int k = 0; k < t->ndim && n <= ((wide)1 << 64); k++) n *= t->shape[k];
+  return n;
+}
+
 static int is_output_slot(int slot) {
   return slot == TK_Q_OUT || slot == TK_K_OUT || slot == TK_V_OUT || slot == TK_K_CACHE || slot == TK_V_CACHE;
 }
@@ -655,6 +663,12 @@ static int back_tensors(fz_call *f, fz_src *s, int *data_unbacked) {
     if (!t || !t->data) continue;
     wide bytes = extent_bytes(t);
     if (bytes <= 0) continue;
+    if (numel_capped(t) > FZ_MAX_BACK) { /* repeated elements (stride 0): too many to fill or compute */
+      unbacked = 1;
+      if (is_data_slot(slot)) *data_unbacked = 1;
+      fz_log(f, "backing: %s has %g elements: validation only\n", slot_name(slot), (double)numel_capped(t));
+      continue;
+    }
     int b = buf_of(f, t->data);
     if (b >= 0 && (wide)((uint8_t *)t->data - f->buf[b].run) + bytes <= (wide)f->buf[b].bytes) {
       /* an input whose view changed reads other bytes, or the same bytes as another dtype: give those

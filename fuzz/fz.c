@@ -663,10 +663,11 @@ static int back_tensors(fz_call *f, fz_src *s, int *data_unbacked) {
     if (!t || !t->data) continue;
     wide bytes = extent_bytes(t);
     if (bytes <= 0) continue;
-    if (numel_capped(t) > FZ_MAX_BACK) { /* repeated elements (stride 0): too many to fill or compute */
+    const wide n = numel_capped(t);
+    if (n > FZ_MAX_BACK) { /* repeated elements (stride 0): too many to fill or compute */
       unbacked = 1;
       if (is_data_slot(slot)) *data_unbacked = 1;
-      fz_log(f, "backing: %s has %g elements: validation only\n", slot_name(slot), (double)numel_capped(t));
+      fz_log(f, "backing: %s has %g elements: validation only\n", slot_name(slot), (double)n);
       continue;
     }
     int b = buf_of(f, t->data);

@@ -244,8 +244,9 @@ qkvfuse_status qf_view_vec(const char *name, const char *what, const qkvfuse_ten
 
 qf_span qf_span_of_mat(const char *name, const qf_mat *m) {
   int64_t es = (int64_t)qkvfuse_dtype_size(m->dtype);
-  if (m->rows == 0 || m->data == NULL) return (qf_span){name, (uintptr_t)m->data, 0, 0, 0};
-  return (qf_span){name, (uintptr_t)m->data, m->rows, m->ld * es, m->cols * es};
+  qf_span s = {name, (uintptr_t)m->data, m->rows, m->ld * es, m->cols * es};
+  if (m->rows == 0 || m->data == NULL) s.count = 0;
+  return s;
 }
 
 qf_span qf_span_of_vec(const char *name, const qf_vec *v) {

@@ -315,10 +315,12 @@ static int64_t fast_split(const qkvfuse_plan *plan, const qf_problem *p, qf_cu_p
   if (tchunks >= 0x7fffffffLL) return 0; /* chunk indices (+ a stride) stay below 2^32 */
   P->fast_chunks = (uint32_t)tchunks;
   /* blocks per item: qf_cuda_blocks_per_item, by the cost of a chunk (tenths
-     of a q chunk's); the forced prefill form takes one, so that on
-     test-sized calls every block walks many chunks through its stages */
+     of a q chunk's); the forced prefill form takes three (at most one per
+     chunk), so that on test-sized calls every block walks many chunks
+     through its stages and most calls end in a shared remainder step */
   const int64_t cost[3] = {10, k_quant && p->Nkv % P->fast_hpi == 0 ? kFastKCost : 10, 10};
-  int64_t n[3] = {1, 1, 1}, grid = 0;
+  const int64_t nf = tchunks < 3 ? (tchunks > 0 ? tchunks : 1) : 3;
+  int64_t n[3] = {nf, nf, nf}, grid = 0;
   if (form != 2) qf_cuda_blocks_per_item(tchunks, P->fast_items, cost, sms * qf::kFastBlocksPerSM, n);
   for (int k = 0; k < 3; k++) {
     P->fast_bpi[k] = (int32_t)n[k];

@@ -1,25 +1,40 @@
 /* Host tensors, random fills (see tensors.h). */
+#define _POSIX_C_SOURCE 200809L /* sysconf under -std=c11 */
 #include "tensors.h"
 
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "core/dtype.h"
 
+#define RNG_GAMMA 0x9e3779b97f4a7c15ull
+
 cli_rng cli_rng_make(uint64_t seed) {
-  cli_rng r = {seed ^ 0x9e3779b97f4a7c15ull};
+  cli_rng r = {seed ^ RNG_GAMMA};
   return r;
 }
 
-uint64_t cli_rng_u64(cli_rng *r) {
-  uint64_t z = (r->state += 0x9e3779b97f4a7c15ull);
+/* splitmix64: draw k (k >= 1) of a generator whose state was s0 is a
+ * function of s0 + k * gamma alone, so any draw can be made on its own. */
+static uint64_t rng_draw(uint64_t s0, uint64_t k) {
+  uint64_t z = s0 + k * RNG_GAMMA;
   z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
   z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
   return z ^ (z >> 31);
 }
 
-double cli_rng_uniform(cli_rng *r) { return (double)(cli_rng_u64(r) >> 11) * (1.0 / 9007199254740992.0); }
+uint64_t cli_rng_u64(cli_rng *r) {
+  const uint64_t z = rng_draw(r->state, 1);
+  r->state += RNG_GAMMA;
+  return z;
+}
+
+static double unit_of(uint64_t z) { return (double)(z >> 11) * (1.0 / 9007199254740992.0); }
+
+double cli_rng_uniform(cli_rng *r) { return unit_of(cli_rng_u64(r)); }
 
 double cli_rng_range(cli_rng *r, double lo, double hi) { return lo + (hi - lo) * cli_rng_uniform(r); }
 
@@ -96,15 +111,60 @@ double cli_get(const cli_tensor *x, int64_t i) {
   return (double)qf_load(x->t.data, x->t.dtype, i);
 }
 
-void cli_fill_signed(cli_tensor *x, cli_rng *r, double lo, double hi) {
-  const int64_t n = cli_tensor_numel(x);
-  for (int64_t i = 0; i < n; i++) cli_set(x, i, cli_rng_signed(r, lo, hi));
+/* A fill: element i takes draws (i * per + 1 ..) of the generator as it was
+ * (per = 2 with a random sign, else 1), exactly what one cli_rng_signed or
+ * cli_rng_range call per element in order would take; so the elements can
+ * be filled in any order, and large tensors are filled by several threads
+ * (the benchmark fills hundreds of MB per case) with the same values. */
+typedef struct fill_job {
+  cli_tensor *x;
+  uint64_t s0;
+  double lo, hi;
+  int sign;
+  int64_t begin, end;
+} fill_job;
+
+static void *fill_range_of(void *arg) {
+  const fill_job *j = arg;
+  const uint64_t per = j->sign ? 2 : 1;
+  for (int64_t i = j->begin; i < j->end; i++) {
+    const uint64_t k = (uint64_t)i * per;
+    double v = j->lo + (j->hi - j->lo) * unit_of(rng_draw(j->s0, k + 1));
+    if (j->sign && (rng_draw(j->s0, k + 2) & 1u)) v = -v;
+    cli_set(j->x, i, v);
+  }
+  return NULL;
 }
 
-void cli_fill_range(cli_tensor *x, cli_rng *r, double lo, double hi) {
+enum { kFillThreads = 8, kFillMinPerThread = 1 << 20 };
+
+static void fill(cli_tensor *x, cli_rng *r, double lo, double hi, int sign) {
   const int64_t n = cli_tensor_numel(x);
-  for (int64_t i = 0; i < n; i++) cli_set(x, i, cli_rng_range(r, lo, hi));
+  fill_job jobs[kFillThreads];
+  pthread_t tid[kFillThreads];
+  long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+  int64_t nt = n / kFillMinPerThread;
+  if (nt > kFillThreads) nt = kFillThreads;
+  if (nt > cpus) nt = cpus;
+  if (nt < 1) nt = 1;
+  int started = 0;
+  for (int64_t t = 0; t < nt; t++) {
+    jobs[t] = (fill_job){x, r->state, lo, hi, sign, n * t / nt, n * (t + 1) / nt};
+    if (t > 0 && pthread_create(&tid[t], NULL, fill_range_of, &jobs[t]) == 0) {
+      started |= 1 << t;
+      continue;
+    }
+    if (t > 0) fill_range_of(&jobs[t]); /* no thread: this one */
+  }
+  fill_range_of(&jobs[0]);
+  for (int64_t t = 1; t < nt; t++)
+    if (started >> t & 1) pthread_join(tid[t], NULL);
+  r->state += (uint64_t)n * (sign ? 2 : 1) * RNG_GAMMA;
 }
+
+void cli_fill_signed(cli_tensor *x, cli_rng *r, double lo, double hi) { fill(x, r, lo, hi, 1); }
+
+void cli_fill_range(cli_tensor *x, cli_rng *r, double lo, double hi) { fill(x, r, lo, hi, 0); }
 
 void cli_fill_bytes(cli_tensor *x, cli_rng *r) {
   unsigned char *b = x->t.data;

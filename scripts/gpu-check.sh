@@ -1,7 +1,11 @@
 #!/usr/bin/env bash
 # One call on the GPU machine: build with CUDA, run the test suite (GPU tests
 # included), compute-sanitizer over the GPU tests, and the CUDA benchmark.
-# Logs go under $OUT (default /tmp/qkvfuse-gpu); a short summary goes to stdout.
+# Results go under $OUT (default /tmp/qkvfuse-gpu): summary.txt, bench.txt,
+# bench.json, demo.txt, and the detailed logs (configure, build, ctest, each
+# sanitizer run) packed at the end into logs.tgz, so that a device call,
+# which returns at most 8 files, brings all of it back; a short summary goes
+# to stdout.
 #
 #   scripts/gpu-check.sh [build] [test] [sanitize] [bench] [demo]   (default: all)
 #
@@ -16,7 +20,8 @@ cd "$(dirname "$0")/.."
 OUT=${OUT:-/tmp/qkvfuse-gpu}
 BUILD=${BUILD:-build-gpu}
 JOBS=${JOBS:-$(nproc)}
-mkdir -p "$OUT"
+LOGS=$OUT/logs
+mkdir -p "$OUT" "$LOGS"
 steps=("$@")
 [ ${#steps[@]} -eq 0 ] && steps=(build test sanitize bench demo)
 has() { local s; for s in "${steps[@]}"; do [ "$s" = "$1" ] && return 0; done; return 1; }
@@ -31,17 +36,17 @@ if has build; then
   t0=$(date +%s)
   if [ ! -f "$BUILD/CMakeCache.txt" ]; then
     cmake -S . -B "$BUILD" -DCMAKE_BUILD_TYPE=Release -DQKVFUSE_CUDA=ON \
-      -DCMAKE_CUDA_ARCHITECTURES="${CUDA_ARCHS:-80;90}" >"$OUT/configure.log" 2>&1 || { note "configure FAILED"; tail -20 "$OUT/configure.log"; exit 1; }
+      -DCMAKE_CUDA_ARCHITECTURES="${CUDA_ARCHS:-80;90}" >"$LOGS/configure.log" 2>&1 || { note "configure FAILED"; tail -20 "$LOGS/configure.log"; exit 1; }
   fi
-  cmake --build "$BUILD" -j "$JOBS" >"$OUT/build.log" 2>&1 || { note "build FAILED"; grep -E "error|Error" "$OUT/build.log" | head -30; exit 1; }
+  cmake --build "$BUILD" -j "$JOBS" >"$LOGS/build.log" 2>&1 || { note "build FAILED"; grep -E "error|Error" "$LOGS/build.log" | head -30; exit 1; }
   note "build ok ($(( $(date +%s) - t0 )) s)"
 fi
 
 if has test; then
-  (cd "$BUILD" && ctest --output-on-failure -j 4 --timeout 900 ${CTEST_ARGS:-}) >"$OUT/ctest.log" 2>&1
+  (cd "$BUILD" && ctest --output-on-failure -j 4 --timeout 900 ${CTEST_ARGS:-}) >"$LOGS/ctest.log" 2>&1
   rc=$?
-  note "ctest rc=$rc: $(grep -E 'tests passed|tests failed' "$OUT/ctest.log" | tail -1)"
-  grep -E "Passed|Failed|Skipped|\*\*\*" "$OUT/ctest.log" | sed 's/^ *//' | tail -40
+  note "ctest rc=$rc: $(grep -E 'tests passed|tests failed' "$LOGS/ctest.log" | tail -1)"
+  grep -E "Passed|Failed|Skipped|\*\*\*" "$LOGS/ctest.log" | sed 's/^ *//' | tail -40
   [ $rc -ne 0 ] && status=1
 fi
 
@@ -75,7 +80,7 @@ if has sanitize; then
       bin="$BUILD/bin/$1"
       shift
       [ -x "$bin" ] || { echo "   compute-sanitizer $tool: $(basename "$bin") not built"; trc=1; continue; }
-      log="$OUT/sanitize-$tool-$(basename "$bin").log"
+      log="$LOGS/sanitize-$tool-$(basename "$bin").log"
       extra=()
       [ "$tool" = memcheck ] && extra=(--leak-check full)
       [ "$tool" = racecheck ] && extra=(--racecheck-report hazard)
@@ -95,20 +100,19 @@ if has sanitize; then
   }
   pids=()
   for tool in memcheck racecheck initcheck synccheck; do
-    sanitize_tool "$tool" >"$OUT/sanitize-$tool.txt" 2>&1 &
+    sanitize_tool "$tool" >"$LOGS/sanitize-$tool.txt" 2>&1 &
     pids+=($!)
   done
   for pid in "${pids[@]}"; do wait "$pid" || status=1; done
-  for tool in memcheck racecheck initcheck synccheck; do tee -a "$OUT/summary.txt" <"$OUT/sanitize-$tool.txt"; done
+  for tool in memcheck racecheck initcheck synccheck; do tee -a "$OUT/summary.txt" <"$LOGS/sanitize-$tool.txt"; done
 fi
 
 if has bench; then
-  "$BUILD/bin/qkvfuse" bench --device cuda ${BENCH_ARGS:-} >"$OUT/bench.txt" 2>"$OUT/bench.err"
+  "$BUILD/bin/qkvfuse" bench --device cuda --json-out "$OUT/bench.json" ${BENCH_ARGS:-} >"$OUT/bench.txt" 2>"$LOGS/bench.err"
   rc=$?
-  "$BUILD/bin/qkvfuse" bench --device cuda --json ${BENCH_ARGS:-} >"$OUT/bench.json" 2>/dev/null
   note "bench rc=$rc"
   cat "$OUT/bench.txt"
-  [ $rc -ne 0 ] && { status=1; tail -5 "$OUT/bench.err"; }
+  [ $rc -ne 0 ] && { status=1; tail -5 "$LOGS/bench.err"; }
 fi
 
 if has demo; then
@@ -118,4 +122,5 @@ if has demo; then
   tail -25 "$OUT/demo.txt"
   [ $rc -ne 0 ] && status=1
 fi
+tar czf "$OUT/logs.tgz" -C "$OUT" logs && rm -rf "$LOGS"
 exit $status

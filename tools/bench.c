@@ -1,5 +1,6 @@
 /* qkvfuse bench: the fused operator against the unfused stage-by-stage path
  * and a memcpy of the same bytes, measured in one run with one thread count. */
+#include <errno.h>
 #include <inttypes.h>
 #include <math.h>
 #include <stdio.h>
@@ -58,6 +59,8 @@ void cli_bench_usage(FILE *f) {
           "  --reference       also time the scalar reference backend on the same tensors (columns ref us and\n"
           "                    vs ref: reference / fused); CPU device only\n"
           "  --json            one JSON object per result line instead of the table\n"
+          "  --json-out FILE   also write the JSON lines to FILE (with the table or --json on stdout:\n"
+          "                    one run gives both)\n"
           "  --help            this text\n",
           cli_preset_names());
 }
@@ -83,7 +86,9 @@ typedef struct bench_options {
   uint64_t seed;
   int page_slots;
   int json;
-  int reference; /* also time the reference backend */
+  const char *json_out; /* --json-out FILE */
+  FILE *json_file;      /* its stream, open while the cases run */
+  int reference;        /* also time the reference backend */
 } bench_options;
 
 /* ---- the three subjects ----------------------------------------------------------- */
@@ -164,9 +169,9 @@ static void print_row(const bench_case *c, const bench_row *r) {
   fflush(stdout);
 }
 
-static void print_json(const bench_case *c, const bench_row *r) {
+static void print_json(FILE *f, const bench_case *c, const bench_row *r) {
   cli_json j;
-  cli_json_begin(&j, stdout);
+  cli_json_begin(&j, f);
   cli_json_str(&j, "op", bench_op_name(c->spec.op));
   cli_json_str(&j, "preset", c->spec.preset->name);
   cli_json_str(&j, "device", c->dev->name);
@@ -229,9 +234,10 @@ static int bench_one(const bench_options *o, const cli_device *dev, const bench_
     r.unfused_us = unfused.median_s * 1e6;
     r.ref_us = ref.median_s * 1e6;
     if (o->json)
-      print_json(&c, &r);
+      print_json(stdout, &c, &r);
     else
       print_row(&c, &r);
+    if (o->json_file) print_json(o->json_file, &c, &r);
   }
   bench_case_free(&c);
   return failed;
@@ -277,6 +283,9 @@ static int parse_options(int argc, char **argv, bench_options *o, int *exit_code
       return *exit_code = 0, -1;
     } else if (cli_args_flag(&a, "--json")) {
       o->json = 1;
+    } else if (cli_args_option(&a, "--json-out")) {
+      if (a.missing_value || a.value[0] == '\0') return *exit_code = usage_error("--json-out needs a file name", NULL), -1;
+      o->json_out = a.value;
     } else if (cli_args_flag(&a, "--reference")) {
       o->reference = 1;
     } else if (cli_args_option(&a, "--preset")) {
@@ -364,6 +373,10 @@ int cli_bench(int argc, char **argv) {
   }
   qkvfuse_plan_destroy(plan);
 
+  if (o.json_out && (o.json_file = fopen(o.json_out, "w")) == NULL) {
+    fprintf(stderr, "qkvfuse bench: --json-out: cannot open %s: %s\n", o.json_out, strerror(errno));
+    return 1;
+  }
   int npresets, failures = 0;
   const cli_preset *presets = cli_presets(&npresets);
   if (!o.json) {
@@ -396,5 +409,9 @@ int cli_bench(int argc, char **argv) {
         "%s",
         o.reference ? "ref us: the scalar reference backend (single-threaded) on the same tensors. vs ref: ref / fused.\n"
                     : "");
+  if (o.json_file && fclose(o.json_file) != 0) {
+    fprintf(stderr, "qkvfuse bench: --json-out: cannot write %s: %s\n", o.json_out, strerror(errno));
+    return 1;
+  }
   return failures ? 1 : 0;
 }

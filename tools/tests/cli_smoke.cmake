@@ -84,3 +84,21 @@ run_cli(0 out bench --tokens 1,64 --min-time 0.01 --json --rotate-mb 8)
 check_json_lines("qkvfuse bench --json" "${out}"
   "op;preset;device;tokens;dtype;us;gbps;copy_gbps;pct_of_copy;unfused_us;speedup_vs_unfused;threads;backend"
   "tokens;us;gbps;copy_gbps;pct_of_copy;unfused_us;speedup_vs_unfused;threads")
+
+# --json-out: the table on stdout and, from the same run, the JSON lines in the file
+set(json_file "${CMAKE_CURRENT_BINARY_DIR}/cli_smoke_bench.jsonl")
+file(REMOVE "${json_file}")
+run_cli(0 out bench --preset phi-3-mini --op split --tokens 1 --min-time 0.01 --rotate-mb 8 --json-out "${json_file}")
+if(NOT out MATCHES "split +phi-3-mini +1 ")
+  message(FATAL_ERROR "qkvfuse bench --json-out: no table row on stdout:\n${out}")
+endif()
+file(READ "${json_file}" jout)
+check_json_lines("qkvfuse bench --json-out" "${jout}" "op;preset;tokens;us;pct_of_copy" "tokens;us;pct_of_copy")
+string(REGEX MATCHALL "\n" jlines "${jout}")
+list(LENGTH jlines njson)
+if(NOT njson EQUAL 1)
+  message(FATAL_ERROR "qkvfuse bench --json-out: ${njson} lines, expected 1:\n${jout}")
+endif()
+file(REMOVE "${json_file}")
+run_cli(1 out bench --preset phi-3-mini --op split --tokens 1 --json-out "${CMAKE_CURRENT_BINARY_DIR}/no/such/dir/x.jsonl")
+run_cli(2 out bench --json-out)

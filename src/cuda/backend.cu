@@ -317,7 +317,8 @@ static int64_t fast_split(const qkvfuse_plan *plan, const qf_problem *p, qf_cu_p
   /* blocks per item: qf_cuda_blocks_per_item, by the cost of a chunk (tenths
      of a q chunk's); the forced prefill form takes three (at most one per
      chunk), so that on test-sized calls every block walks many chunks
-     through its stages and most calls end in a shared remainder step */
+     through its stages with a chunk stride above one, and the last round
+     of chunks is mostly part-filled, as in real prefill calls */
   const int64_t cost[3] = {10, k_quant && p->Nkv % P->fast_hpi == 0 ? kFastKCost : 10, 10};
   const int64_t nf = tchunks < 3 ? (tchunks > 0 ? tchunks : 1) : 3;
   int64_t n[3] = {nf, nf, nf}, grid = 0;

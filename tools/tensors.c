@@ -17,24 +17,14 @@ cli_rng cli_rng_make(uint64_t seed) {
   return r;
 }
 
-/* splitmix64: draw k (k >= 1) of a generator whose state was s0 is a
- * function of s0 + k * gamma alone, so any draw can be made on its own. */
-static uint64_t rng_draw(uint64_t s0, uint64_t k) {
-  uint64_t z = s0 + k * RNG_GAMMA;
+uint64_t cli_rng_u64(cli_rng *r) {
+  uint64_t z = (r->state += RNG_GAMMA);
   z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
   z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
   return z ^ (z >> 31);
 }
 
-uint64_t cli_rng_u64(cli_rng *r) {
-  const uint64_t z = rng_draw(r->state, 1);
-  r->state += RNG_GAMMA;
-  return z;
-}
-
-static double unit_of(uint64_t z) { return (double)(z >> 11) * (1.0 / 9007199254740992.0); }
-
-double cli_rng_uniform(cli_rng *r) { return unit_of(cli_rng_u64(r)); }
+double cli_rng_uniform(cli_rng *r) { return (double)(cli_rng_u64(r) >> 11) * (1.0 / 9007199254740992.0); }
 
 double cli_rng_range(cli_rng *r, double lo, double hi) { return lo + (hi - lo) * cli_rng_uniform(r); }
 
@@ -111,11 +101,13 @@ double cli_get(const cli_tensor *x, int64_t i) {
   return (double)qf_load(x->t.data, x->t.dtype, i);
 }
 
-/* A fill: element i takes draws (i * per + 1 ..) of the generator as it was
- * (per = 2 with a random sign, else 1), exactly what one cli_rng_signed or
- * cli_rng_range call per element in order would take; so the elements can
- * be filled in any order, and large tensors are filled by several threads
- * (the benchmark fills hundreds of MB per case) with the same values. */
+/* A fill: splitmix64's state is a counter (each draw adds gamma), so the
+ * generator as element i finds it, after i elements of per = 2 draws (with a
+ * random sign) or 1, is the start state + i * per * gamma; each element is
+ * drawn from that, with the same cli_rng_signed / cli_rng_range call as a
+ * fill in order. So the elements can be filled in any order, and large
+ * tensors are filled by several threads (the benchmark fills hundreds of MB
+ * per case) with the same values. */
 typedef struct fill_job {
   cli_tensor *x;
   uint64_t s0;
@@ -128,10 +120,8 @@ static void *fill_range_of(void *arg) {
   const fill_job *j = arg;
   const uint64_t per = j->sign ? 2 : 1;
   for (int64_t i = j->begin; i < j->end; i++) {
-    const uint64_t k = (uint64_t)i * per;
-    double v = j->lo + (j->hi - j->lo) * unit_of(rng_draw(j->s0, k + 1));
-    if (j->sign && (rng_draw(j->s0, k + 2) & 1u)) v = -v;
-    cli_set(j->x, i, v);
+    cli_rng g = {j->s0 + (uint64_t)i * per * RNG_GAMMA}; /* the generator as element i finds it */
+    cli_set(j->x, i, j->sign ? cli_rng_signed(&g, j->lo, j->hi) : cli_rng_range(&g, j->lo, j->hi));
   }
   return NULL;
 }

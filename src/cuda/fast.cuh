@@ -1012,8 +1012,9 @@ __device__ __forceinline__ bool same_weights(const weights_raw<NV> &a, const wei
 // issued at once, and cos/sin as soon as the position is in. Cache
 // scales are read per lane (no shared table): every (k or v) head has a group
 // for token 0, which checks the head's scales and offsets (reported, used or
-// not); a head with a bad one skips its cache rows. SPEC: the norm weights
-// and scales are also read and readied before the wait, speculatively.
+// not); a head with a bad one skips its cache rows. SPEC: the k and v
+// blocks also read and ready their norm weights and scales before the wait,
+// speculatively.
 template <typename T, int L, int NV, bool INTER, bool SEP, bool SPEC>
 __global__ void __launch_bounds__(kFastBlock) decode_kernel(const __grid_constant__ qf_cu_params P) {
   constexpr int GPB = kFastBlock / L, NCS = fast_ncs(INTER, SEP), N = 8 * NV;
@@ -1102,15 +1103,18 @@ __global__ void __launch_bounds__(kFastBlock) decode_kernel(const __grid_constan
   // before the wait (they are the model's, which a previous kernel seldom
   // writes; their ~130 instructions then overlap it), read again after the
   // wait, and readied again unless both reads have the same bits
-  // (test_cuda_pdl). The kernels without SPEC keep their inline code: each
+  // (test_cuda_pdl). Only the k and v blocks speculate (spec): the q
+  // blocks' weights are a norm's alone, converted in a few instructions, and
+  // speculated they cost more than they saved (measured: int8 cache T = 1
+  // 3-4% less time without). The kernels without SPEC keep their inline code: each
   // form compiles to the SASS that was measured (cuobjdump), and the other
   // forms tried took longer (BENCHMARKS.md, session 9: the helpers in every
   // kernel, T = 64 +3-7%; a scales-only speculation, a third of the gain).
   const qf_cu_vec &gws = kind == 0 ? P.q_gamma : P.k_gamma;
-  const bool wnorm = norm && act, wquant = quant && act;
+  const bool wnorm = norm && act, wquant = quant && act, spec = SPEC && kind > 0;
   weights_raw<NV> wspec = {};
   lane_weights<NV> lw;
-  if (SPEC) {
+  if (spec) {
     wspec = load_weights<NV, true>(gws, sc, so, pc, wnorm, wquant, h * D, wv);
     ready_weights<NV>(wspec, gws.dtype, P.gamma_offset, norm, wquant, lw);
   }
@@ -1168,7 +1172,7 @@ __global__ void __launch_bounds__(kFastBlock) decode_kernel(const __grid_constan
   float g[N], r[N], of[N]; /* !SPEC */
   bool bad = false;
   if (SPEC) {
-    if (!same_weights<NV>(wraw, wspec)) ready_weights<NV>(wraw, gws.dtype, P.gamma_offset, norm, wquant, lw);
+    if (!spec || !same_weights<NV>(wraw, wspec)) ready_weights<NV>(wraw, gws.dtype, P.gamma_offset, norm, wquant, lw);
     if (lw.bad) report(P, QKVFUSE_DATA_ERROR_SCALE);
   } else {
     if (norm) {

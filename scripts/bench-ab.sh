@@ -13,7 +13,10 @@
 # Environment: AB_DEVICE (cuda, default, or cpu), CUDA_ARCHS (default 90),
 # ROUNDS (default 2), JOBS, AB_NEW_BUILD (a build directory of this tree to
 # use instead of building it again), AB_VARIANTS (more builds of this tree,
-# "name:flag,flag name2:flag", run as further sides), BASE_FLAGS / NEW_FLAGS (extra CMAKE_CUDA_FLAGS and
+# "name:flag,flag name2:flag", run as further sides), AB_VARIANT_SRC (the
+# source tree the variants build from instead of this one, e.g. a copy made
+# by `prepare` with experiment switches patched in, so that the switches
+# never enter this tree), BASE_FLAGS / NEW_FLAGS (extra CMAKE_CUDA_FLAGS and
 # CMAKE_C_FLAGS of each side, e.g. -DSOME_EXPERIMENT), NEW_ENV (environment of
 # the new side's runs, e.g. QKVFUSE_CUDA_PDL=0), OUT (logs; default
 # /tmp/qkvfuse-ab). Output: one line per result, "base" or "new" first, then
@@ -33,7 +36,7 @@ case $mode in
     ;;
   run) ;;
   *)
-    sed -n '2,22p' "$0" | sed 's/^# \{0,1\}//'
+    awk 'NR > 1 && /^#/ { sub(/^# ?/, ""); print; next } NR > 1 { exit }' "$0"
     exit 2
     ;;
 esac
@@ -70,7 +73,7 @@ sides=(base new)
 vpids=()
 for v in ${AB_VARIANTS:-}; do
   name=${v%%:*}
-  build "$name" . "$(echo "${v#*:}" | tr ',' ' ')" &
+  build "$name" "${AB_VARIANT_SRC:-.}" "$(echo "${v#*:}" | tr ',' ' ')" &
   vpids+=($!)
   sides+=("$name")
 done

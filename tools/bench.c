@@ -409,9 +409,12 @@ int cli_bench(int argc, char **argv) {
         "%s",
         o.reference ? "ref us: the scalar reference backend (single-threaded) on the same tensors. vs ref: ref / fused.\n"
                     : "");
-  if (o.json_file && fclose(o.json_file) != 0) {
-    fprintf(stderr, "qkvfuse bench: --json-out: cannot write %s: %s\n", o.json_out, strerror(errno));
-    return 1;
+  if (o.json_file) { /* a write that failed during the run, or the last flush */
+    const int lost = ferror(o.json_file);
+    if (fclose(o.json_file) != 0 || lost) {
+      fprintf(stderr, "qkvfuse bench: --json-out: cannot write %s: %s\n", o.json_out, strerror(errno));
+      return 1;
+    }
   }
   return failures ? 1 : 0;
 }

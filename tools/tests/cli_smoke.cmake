@@ -102,3 +102,6 @@ endif()
 file(REMOVE "${json_file}")
 run_cli(1 out bench --preset phi-3-mini --op split --tokens 1 --json-out "${CMAKE_CURRENT_BINARY_DIR}/no/such/dir/x.jsonl")
 run_cli(2 out bench --json-out)
+if(EXISTS /dev/full) # every write fails (ENOSPC): exit 1, not a silent empty file
+  run_cli(1 out bench --preset phi-3-mini --op split --tokens 1 --min-time 0.01 --rotate-mb 8 --json-out /dev/full)
+endif()

@@ -298,10 +298,11 @@ static int64_t fast_split(const qkvfuse_plan *plan, const qf_problem *p, qf_cu_p
   if (form == 0 && units * qf::kFastBlock >= sms * 1024) decode = false;
   if (decode) {
     /* the one-vector form of a call with a quantized cache speculates its
-       k and v blocks' norm weights and scales before the grid dependency wait (fast.cuh:
-       decode_kernel, SPEC; measured on the H200: the int8 cache op 5-11%
-       less time at T = 1, 11-13% at T = 8; in every one-vector kernel, the
-       split op took 2-8% longer, so its kernels do not) */
+       k and v blocks' norm weights and scales before the grid dependency
+       wait (fast.cuh: decode_kernel, SPEC; measured on the H200: the int8
+       cache op 5-11% less time at T = 1, 11-13% at T = 8; in every
+       one-vector kernel, the split op took 2-8% longer, so its kernels do
+       not) */
     *variant |= QF_FAST_DECODE | (nv1 ? QF_FAST_DECODE1 : 0) | (nv1 && (k_quant || v_quant) ? QF_FAST_SPEC : 0);
     *lanes = dlanes;
     P->dec_blocks_q = (int32_t)((groups_q + dgpb - 1) / dgpb);

@@ -1106,9 +1106,9 @@ __global__ void __launch_bounds__(kFastBlock) decode_kernel(const __grid_constan
   // (test_cuda_pdl). Only the k and v blocks speculate (spec): the q
   // blocks' weights are a norm's alone, converted in a few instructions, and
   // speculated they cost more than they saved (measured: int8 cache T = 1
-  // 3-4% less time without). The kernels without SPEC keep their inline code: each
-  // form compiles to the SASS that was measured (cuobjdump), and the other
-  // forms tried took longer (BENCHMARKS.md, session 9: the helpers in every
+  // 3-5% less time without). The kernels without SPEC keep their inline
+  // code: each form compiles to the SASS that was measured (cuobjdump), and
+  // the other forms tried took longer (BENCHMARKS.md, session 9: the helpers in every
   // kernel, T = 64 +3-7%; a scales-only speculation, a third of the gain).
   const qf_cu_vec &gws = kind == 0 ? P.q_gamma : P.k_gamma;
   const bool wnorm = norm && act, wquant = quant && act, spec = SPEC && kind > 0;

@@ -1,18 +1,24 @@
-/* Weights written by the kernel just before qkvfuse_run on its stream, while
- * the call's kernel already runs. qkvfuse_run launches with programmatic
- * dependent launch, so its kernel may start before the previous one ends;
- * the one-vector decode form of a call with a quantized cache even reads the
- * norm weights and cache scales before its grid dependency wait,
- * speculatively, and must use what it reads after it.
- * Each case runs three times on one stream: with its weights (want); with
- * stale weights (q/k gamma, k/v scales and offsets changed; the outputs must
- * differ from want, or the case could not tell); and with the stale weights
- * in memory while a kernel (pdl_writer.cu) that lets its dependents start at
- * once writes the case's weights ~30 us later: every output and cache byte
- * must equal want's. Cases: decode-sized (one vector per lane, the
- * speculating form), mid-sized and prefill-sized calls, int8 (symmetric,
- * asymmetric) and fp8 caches, per-channel and per-tensor scales, float32
- * and bfloat16 norm weights.
+/* Weights and positions written by the kernel just before qkvfuse_run on
+ * its stream, while the call's kernel already runs. qkvfuse_run launches with
+ * programmatic dependent launch, so its kernel may start before the previous
+ * one ends; the one-vector decode form reads every token's position before
+ * its grid dependency wait and loads cos/sin at it as soon as the wait is
+ * over, and a call with a quantized cache even reads the norm weights and
+ * cache scales before the wait, speculatively: each must use what it reads
+ * after the wait.
+ * Each case runs three times on one stream: with its weights and positions
+ * (want); with stale ones (q/k gamma, k/v scales and offsets, positions
+ * changed; the outputs must differ from want, or the case could not tell);
+ * and with the stale ones in memory while a kernel (pdl_writer.cu) that lets
+ * its dependents start at once writes the case's ~30 us later: every output
+ * and cache byte and the error flags must equal want's. Cases: decode-sized
+ * (one vector per lane: the position-hinted and the speculating forms),
+ * mid-sized and prefill-sized calls, with and without a cache, int8
+ * (symmetric, asymmetric) and fp8 caches, per-channel and per-tensor scales,
+ * float32 and bfloat16 norm weights, neox and interleaved pairs, full and
+ * partial RoPE, int32 and int64 positions, and a position outside the table
+ * (its stale value inside: the hint is good, the position read after the
+ * wait is not).
  *   test_cuda_pdl   (exit 77 without a GPU) */
 #include <cuda_runtime_api.h>
 #include <stdio.h>
@@ -25,47 +31,69 @@
 #include "tview.h"
 
 typedef struct variant {
-  int64_t Nq, Nkv, D, T;
+  int64_t Nq, Nkv, D, R, T; /* R = 0: D */
   qkvfuse_dtype dt, gamma_dt;
   int gamma_offset;
-  qkvfuse_quant_mode kq, vq;
+  qkvfuse_quant_mode kq, vq; /* NONE and NONE: no cache (split) */
   int k_scale_kind, v_scale_kind; /* tk_spec: 0 [1], 2 [Nkv, D] */
+  qkvfuse_rope_style style;
+  qkvfuse_dtype pos_dt;
+  int bad_pos; /* the last token's position outside the table */
 } variant;
 
 #define BF16 QKVFUSE_DTYPE_BFLOAT16
 #define F16 QKVFUSE_DTYPE_FLOAT16
 #define F32 QKVFUSE_DTYPE_FLOAT32
+#define I32 QKVFUSE_DTYPE_INT32
+#define I64 QKVFUSE_DTYPE_INT64
+#define NOQ QKVFUSE_QUANT_NONE
 #define I8S QKVFUSE_QUANT_INT8_SYM
 #define I8A QKVFUSE_QUANT_INT8_ASYM
 #define FP8 QKVFUSE_QUANT_FP8_E4M3
+#define NEOX QKVFUSE_ROPE_NEOX
+#define INTER QKVFUSE_ROPE_INTERLEAVED
 static const variant variants[] = {
-    /* Nq, Nkv, D, T, qkv, gamma, 1 + g, k and v quant, k and v scale kinds */
-    {32, 8, 128, 1, BF16, F32, 0, I8S, I8S, 2, 2},
-    {8, 2, 64, 3, F16, BF16, 1, I8A, FP8, 2, 0},
-    {4, 4, 96, 2, BF16, BF16, 0, FP8, I8S, 0, 2},
-    {16, 8, 256, 1, BF16, F32, 1, I8S, I8A, 2, 2},
-    {32, 8, 128, 48, BF16, F32, 0, I8S, I8S, 2, 2},   /* the two-vector decode form */
-    {32, 8, 128, 600, BF16, BF16, 0, I8A, I8S, 2, 0}, /* the prefill form */
+    /* Nq, Nkv, D, R, T, qkv, gamma, 1 + g, k and v quant, k and v scale kinds, pairs, positions, bad */
+    {32, 8, 128, 0, 1, BF16, F32, 0, I8S, I8S, 2, 2, NEOX, I32, 0},
+    {8, 2, 64, 0, 3, F16, BF16, 1, I8A, FP8, 2, 0, NEOX, I64, 0},
+    {4, 4, 96, 0, 2, BF16, BF16, 0, FP8, I8S, 0, 2, NEOX, I32, 0},
+    {16, 8, 256, 0, 1, BF16, F32, 1, I8S, I8A, 2, 2, NEOX, I32, 0},
+    {32, 2, 128, 64, 2, BF16, F32, 0, I8S, I8S, 2, 2, INTER, I32, 0}, /* GLM-4's pairs */
+    {32, 8, 128, 0, 1, BF16, F32, 0, NOQ, NOQ, 0, 0, NEOX, I32, 0},   /* split */
+    {16, 2, 128, 64, 3, BF16, BF16, 0, NOQ, NOQ, 0, 0, INTER, I64, 0},
+    {8, 4, 64, 32, 4, F16, F32, 0, NOQ, NOQ, 0, 0, NEOX, I32, 1},
+    {8, 4, 128, 0, 2, BF16, F32, 0, I8S, FP8, 2, 0, INTER, I32, 1},
+    {32, 8, 128, 0, 48, BF16, F32, 0, I8S, I8S, 2, 2, NEOX, I32, 0},   /* the two-vector decode form */
+    {32, 8, 128, 0, 600, BF16, BF16, 0, I8A, I8S, 2, 0, NEOX, I64, 0}, /* the prefill form */
 };
 
-static const int weight_slots[] = {TK_Q_GAMMA, TK_K_GAMMA, TK_K_SCALE, TK_V_SCALE, TK_K_OFFSET, TK_V_OFFSET};
-#define NWEIGHTS ((int)(sizeof weight_slots / sizeof weight_slots[0]))
+static const int late_slots[] = {TK_Q_GAMMA,  TK_K_GAMMA,  TK_K_SCALE,  TK_V_SCALE,
+                                 TK_K_OFFSET, TK_V_OFFSET, TK_POSITIONS};
+#define NLATE ((int)(sizeof late_slots / sizeof late_slots[0]))
+#define MAX_POS 4096
 
 static void make_spec(const variant *v, tk_spec *s) {
   tk_spec_default(s);
-  s->Nq = v->Nq, s->Nkv = v->Nkv, s->D = v->D, s->R = v->D, s->T = v->T, s->B = v->T;
+  s->Nq = v->Nq, s->Nkv = v->Nkv, s->D = v->D, s->R = v->R ? v->R : v->D, s->T = v->T, s->B = v->T;
   s->qkv_dt = s->q_out_dt = v->dt;
   s->q_norm = s->k_norm = 1, s->q_gamma_dt = s->k_gamma_dt = v->gamma_dt, s->gamma_offset = v->gamma_offset;
-  s->rope_source = QKVFUSE_ROPE_COS_SIN_CACHE, s->rope_dt = v->dt, s->max_pos = 4096, s->pos_hi = 4095;
-  s->layout = QKVFUSE_CACHE_PAGED, s->block_size = 16, s->blocks = (v->T + 15) / 16 + 2;
-  s->slot_dt = QKVFUSE_DTYPE_INT32;
-  s->k_quant = v->kq, s->v_quant = v->vq, s->k_scale_kind = v->k_scale_kind, s->v_scale_kind = v->v_scale_kind;
+  s->rope_source = QKVFUSE_ROPE_COS_SIN_CACHE, s->rope_style = v->style, s->rope_dt = v->dt;
+  s->max_pos = MAX_POS, s->pos_hi = MAX_POS - 1, s->pos_dt = v->pos_dt;
+  if (v->kq != NOQ || v->vq != NOQ) {
+    s->layout = QKVFUSE_CACHE_PAGED, s->block_size = 16, s->blocks = (v->T + 15) / 16 + 2;
+    s->slot_dt = QKVFUSE_DTYPE_INT32;
+    s->k_quant = v->kq, s->v_quant = v->vq, s->k_scale_kind = v->k_scale_kind, s->v_scale_kind = v->v_scale_kind;
+  } else {
+    s->k_out_dt = s->v_out_dt = v->dt; /* split: q, k and v out */
+  }
   s->error_flags = 1;
   tk_spec_fixup(s);
 }
 
-/* Stale weights: gamma -> 0.5 - gamma, scale -> 2 scale, offset -> offset + 3,
- * written into a copy of the case's initial bytes of the slot's buffer. */
+/* Stale values, written into a copy of the case's initial bytes of the
+ * slot's buffer: gamma -> 0.5 - gamma, scale -> 2 scale, offset -> offset +
+ * 3, position p -> MAX_POS - 1 - p (never p: MAX_POS is even), or 7 where p
+ * is outside the table. */
 static void make_stale(const tk_case *c, int slot, uint8_t *stale) {
   const tk_view *w = &c->view[slot];
   qkvfuse_tensor t = w->t;
@@ -75,6 +103,7 @@ static void make_stale(const tk_case *c, int slot, uint8_t *stale) {
     const double x = tk_get(&t, i);
     const double y = slot == TK_K_SCALE || slot == TK_V_SCALE     ? 2.0 * x
                      : slot == TK_K_OFFSET || slot == TK_V_OFFSET ? x + 3.0
+                     : slot == TK_POSITIONS                       ? (x >= 0 && x < MAX_POS ? MAX_POS - 1 - x : 7)
                                                                   : 0.5 - x;
     tk_encode(t.dtype, stale + (w->off + tk_elem_offset(&t, i)) * (int64_t)tk_size(t.dtype), y);
   }
@@ -129,6 +158,11 @@ int main(void) {
       failed++;
       continue;
     }
+    if (variants[vi].bad_pos) { /* the last token's position: MAX_POS + 5 */
+      const tk_view *w = &c.view[TK_POSITIONS];
+      tk_encode(w->t.dtype, c.buf[w->buf].init + (w->off + tk_elem_offset(&w->t, sp.T - 1)) * (int64_t)tk_size(w->t.dtype),
+                MAX_POS + 5);
+    }
     qkvfuse_desc d = c.desc;
     d.backend = QKVFUSE_BACKEND_CUDA, d.device_type = QKVFUSE_DEVICE_CUDA, d.device_id = 0;
     if (qkvfuse_plan_create(&d, &plan) != QKVFUSE_SUCCESS) {
@@ -137,22 +171,22 @@ int main(void) {
       tk_case_free(&c);
       continue;
     }
-    /* 1. the case's weights */
+    /* 1. the case's weights and positions */
     if (tk_case_upload(&c, dev) || run_on(&c, plan, stream, 1)) bad = 1;
     for (int b = 0; b <= TK_NSLOT && !bad; b++)
       if (c.buf[b].bytes) {
         want[b] = (uint8_t *)malloc(c.buf[b].bytes);
         memcpy(want[b], c.buf[b].got, c.buf[b].bytes);
       }
-    /* 2. stale weights: other outputs */
-    for (int i = 0; i < NWEIGHTS && !bad; i++) {
-      const int s = weight_slots[i], b = c.view[s].buf;
+    /* 2. stale weights and positions: other outputs */
+    for (int i = 0; i < NLATE && !bad; i++) {
+      const int s = late_slots[i], b = c.view[s].buf;
       if (!c.view[s].present || stale[b]) continue;
       stale[b] = (uint8_t *)malloc(c.buf[b].bytes);
       memcpy(stale[b], c.buf[b].init, c.buf[b].bytes);
-      for (int j = i; j < NWEIGHTS; j++)
-        if (c.view[weight_slots[j]].present && c.view[weight_slots[j]].buf == b)
-          make_stale(&c, weight_slots[j], stale[b]);
+      for (int j = i; j < NLATE; j++)
+        if (c.view[late_slots[j]].present && c.view[late_slots[j]].buf == b)
+          make_stale(&c, late_slots[j], stale[b]);
     }
     if (!bad && tk_case_upload(&c, dev)) bad = 1;
     for (int b = 0; b <= TK_NSLOT && !bad; b++)
@@ -160,11 +194,11 @@ int main(void) {
         bad = 1;
     if (!bad && run_on(&c, plan, stream, 1)) bad = 1;
     if (!bad && !differs(&c, want, &which)) {
-      printf("FAIL test_cuda_pdl case %d: the stale weights give the same outputs; the case cannot tell (%s)\n", vi,
+      printf("FAIL test_cuda_pdl case %d: the stale values give the same outputs; the case cannot tell (%s)\n", vi,
              desc);
       failed++;
     }
-    /* 3. stale weights in memory, the case's written by the kernel before the call, late */
+    /* 3. stale values in memory, the case's written by the kernel before the call, late */
     tk_late_copies lc;
     memset(&lc, 0, sizeof lc);
     if (!bad && tk_case_upload(&c, dev)) bad = 1;
@@ -185,7 +219,8 @@ int main(void) {
       failed++;
     } else if (differs(&c, want, &which)) {
       printf(
-          "FAIL test_cuda_pdl case %d: weights written by the previous kernel: %s differs from the run with them "
+          "FAIL test_cuda_pdl case %d: weights and positions written by the previous kernel: %s differs from the run "
+          "with them "
           "in place (%s)\n",
           vi, which, desc);
       failed++;
@@ -199,6 +234,7 @@ int main(void) {
     tk_case_free(&c);
   }
   cudaStreamDestroy(stream);
-  printf("test_cuda_pdl: %d cases (weights written late by the previous kernel), %d failed\n", nv, failed);
+  printf("test_cuda_pdl: %d cases (weights and positions written late by the previous kernel), %d failed\n", nv,
+         failed);
   return failed ? 1 : 0;
 }

@@ -826,10 +826,12 @@ struct vec_cs_raw {
 };
 
 // The element of a cos/sin cache row (position pos) holding the cos of
-// neox vector w's pairs (the sin: R/2 further).
-__device__ __forceinline__ int64_t neox_cos_at(const qf_cu_mat &csc, int64_t pos, int w, int R) {
+// vector w's pairs (the sin: R/2 further): neox, the vector's 8 pairs;
+// interleaved, its 4 (pairs 4w .. 4w+3).
+template <bool INTER>
+__device__ __forceinline__ int64_t vec_cos_at(const qf_cu_mat &csc, int64_t pos, int w, int R) {
   const int hv = R >> 4;
-  return pos * csc.ld + 8 * (w < hv ? w : w - hv);
+  return pos * csc.ld + (INTER ? 4 * w : 8 * (w < hv ? w : w - hv));
 }
 
 template <bool INTER, bool SEP>
@@ -841,14 +843,10 @@ __device__ __forceinline__ vec_cs_raw vec_cs_load(const qf_cu_params &P, int64_t
   if (SEP) {
     r.c = ld_table<8>(P.cos.data, P.cos.dtype, t * P.cos.ld + 8 * w);
     r.s = ld_table<8>(P.sin.data, P.sin.dtype, t * P.sin.ld + 8 * w);
-  } else if (P.rope_source == QKVFUSE_ROPE_COS_SIN_CACHE && !INTER) {
-    const int64_t base = neox_cos_at(csc, pos, w, R);
-    r.c = ld_table<8>(csc.data, csc.dtype, base);
-    r.s = ld_table<8>(csc.data, csc.dtype, base + (R >> 1));
-  } else if (P.rope_source == QKVFUSE_ROPE_COS_SIN_CACHE) { /* pairs 4w .. 4w+3 */
-    const int64_t base = (int64_t)pos * csc.ld + 4 * w;
-    r.c = ld_table<4>(csc.data, csc.dtype, base);
-    r.s = ld_table<4>(csc.data, csc.dtype, base + (R >> 1));
+  } else if (P.rope_source == QKVFUSE_ROPE_COS_SIN_CACHE) {
+    const int64_t base = vec_cos_at<INTER>(csc, pos, w, R);
+    r.c = ld_table<INTER ? 4 : 8>(csc.data, csc.dtype, base);
+    r.s = ld_table<INTER ? 4 : 8>(csc.data, csc.dtype, base + (R >> 1));
   }
   return r;
 }
@@ -1061,16 +1059,20 @@ __global__ void __launch_bounds__(kFastBlock) decode_kernel(const __grid_constan
       prefetch_l2(index_at(P.slot_mapping.data, P.slot_mapping.dtype,
                            P.layout == QKVFUSE_CACHE_CONTIGUOUS ? div_by<true>(t, P.S, P.batch_div) : t));
   }
-  // NV = 1, neox pairs from the cos/sin cache: the cos/sin lines of the
+  // NV = 1, pairs from the cos/sin cache: the cos/sin lines of the
   // position as it reads now, into L2 (position_hint); the loads after the
-  // wait then find them there (measured: T = 1 -0.03 to -0.07 us, T = 8 -4
-  // to -6%)
-  if (NV == 1 && !SEP && !INTER && kind < 2 && R > 0 && act && wv[0] < (R >> 3) &&
-      P.rope_source == QKVFUSE_ROPE_COS_SIN_CACHE && P.positions.data) {
+  // wait then find them there (measured: neox, T = 1 -0.03 to -0.07 us, T =
+  // 8 -4 to -6%; interleaved, GLM-4: split and in place T = 1 -4%, T = 8
+  // -9%, int8 cache T = 8 -6%). Loading them there at the hint's position
+  // at once, after the wait, did not pay: their round trip is already
+  // hidden behind the normalization (BENCHMARKS.md, session 13)
+  const bool rot = NV == 1 ? (INTER ? 8 * wv[0] < R : wv[0] < (R >> 3)) : (lv.rot_a || lv.rot_b);
+  if (NV == 1 && !SEP && kind < 2 && R > 0 && act && rot && P.rope_source == QKVFUSE_ROPE_COS_SIN_CACHE &&
+      P.positions.data) {
     const int64_t hp = position_hint(P, t);
     if (hp >= 0 && hp < P.max_pos) {
       const qf_cu_mat &csc = P.cos_sin_cache;
-      const int64_t e = neox_cos_at(csc, hp, wv[0], R);
+      const int64_t e = vec_cos_at<INTER>(csc, hp, wv[0], R);
       const int es = csc.dtype == QKVFUSE_DTYPE_FLOAT32 ? 4 : 2;
       prefetch_l2(static_cast<const char *>(csc.data) + e * es);
       prefetch_l2(static_cast<const char *>(csc.data) + (e + (R >> 1)) * es);
@@ -1154,7 +1156,6 @@ __global__ void __launch_bounds__(kFastBlock) decode_kernel(const __grid_constan
   // slot's check and page come after, during their round trip; a token with a
   // bad slot writes nothing either way); NV = 1: converted after the
   // normalization
-  const bool rot = NV == 1 ? (INTER ? 8 * wv[0] < R : wv[0] < (R >> 3)) : (lv.rot_a || lv.rot_b);
   const bool pos_ok = !P.positions.data || (ix.pos >= 0 && ix.pos < P.max_pos);
   const bool rope = kind < 2 && R > 0 && pos_ok && act && rot;
   const int pos = (int)ix.pos; /* < max_pos <= 2^31 when used */

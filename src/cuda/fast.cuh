@@ -897,19 +897,6 @@ __device__ __forceinline__ int64_t position_hint(const qf_cu_params &P, int64_t 
   return v;
 }
 
-// Reads one word of every 64 bytes of the kernel parameters, before the grid
-// dependency wait: a launch's parameters are new to the constant cache, and
-// its misses then overlap the previous kernel instead of the decode form's
-// critical path.
-__device__ __forceinline__ void warm_params(const qf_cu_params &P) {
-  const uint32_t *w = reinterpret_cast<const uint32_t *>(&P);
-#pragma unroll
-  for (int i = 0; i < (int)(sizeof(qf_cu_params) / 4); i += 16) {
-    const uint32_t v = w[i];
-    asm volatile("" ::"r"(v));
-  }
-}
-
 // The decode form's norm weights and cache scales of a lane's NV vectors,
 // raw (as loaded: load_weights) and ready (ready_weights: the norm weights
 // as float32, 1 + g with gamma_offset; the reciprocal scales and the
@@ -1045,10 +1032,11 @@ __global__ void __launch_bounds__(kFastBlock) decode_kernel(const __grid_constan
   const int col0 = kind == 0 ? 0 : (kind == 1 ? P.Nq * D : (P.Nq + P.Nkv) * D);
   const T *in = reinterpret_cast<const T *>(P.qkv.data) + (act ? t : 0) * P.qkv.ld + col0 + h * D;
 
-  // the parameters, the row, position and slot start their way while the
-  // previous kernel finishes; the setup above reads only parameters; memory
-  // waits
-  warm_params(P);
+  // the row, position and slot start their way while the previous kernel
+  // finishes; the setup above reads only parameters; memory waits. (Reading
+  // one word of every 64 bytes of the parameters here as well, so that the
+  // constant cache holds them after the wait, was measured to do nothing:
+  // BENCHMARKS.md, session 13.)
   if (act) {
 #pragma unroll
     for (int v = 0; v < NV; v++) prefetch_l2(in + 8 * wv[v]);

@@ -2,10 +2,10 @@
  * its stream, while the call's kernel already runs. qkvfuse_run launches with
  * programmatic dependent launch, so its kernel may start before the previous
  * one ends; the one-vector decode form reads every token's position before
- * its grid dependency wait and loads cos/sin at it as soon as the wait is
- * over, and a call with a quantized cache even reads the norm weights and
- * cache scales before the wait, speculatively: each must use what it reads
- * after the wait.
+ * its grid dependency wait (a hint: it prefetches that position's cos/sin
+ * lines into L2), and a call with a quantized cache even reads the norm
+ * weights and cache scales before the wait, speculatively: each must use
+ * what it reads after the wait.
  * Each case runs three times on one stream: with its weights and positions
  * (want); with stale ones (q/k gamma, k/v scales and offsets, positions
  * changed; the outputs must differ from want, or the case could not tell);
@@ -160,8 +160,8 @@ int main(void) {
     }
     if (variants[vi].bad_pos) { /* the last token's position: MAX_POS + 5 */
       const tk_view *w = &c.view[TK_POSITIONS];
-      tk_encode(w->t.dtype, c.buf[w->buf].init + (w->off + tk_elem_offset(&w->t, sp.T - 1)) * (int64_t)tk_size(w->t.dtype),
-                MAX_POS + 5);
+      const int64_t at = w->off + tk_elem_offset(&w->t, sp.T - 1);
+      tk_encode(w->t.dtype, c.buf[w->buf].init + at * (int64_t)tk_size(w->t.dtype), MAX_POS + 5);
     }
     qkvfuse_desc d = c.desc;
     d.backend = QKVFUSE_BACKEND_CUDA, d.device_type = QKVFUSE_DEVICE_CUDA, d.device_id = 0;

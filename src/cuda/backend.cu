@@ -113,6 +113,13 @@ void qf_cuda_make_params(const qkvfuse_plan *plan, const qf_problem *p, qf_cu_pa
   P->v_cache = cache(p->v_cache, d->v_quant);
   P->page_div = qf_cuda_divisor_or_none(p->k_cache.data ? p->k_cache.block_size : 0);
   P->batch_div = qf_cuda_divisor_or_none(p->S);
+  if (p->k_cache.data) {
+    const qf_cache &k = p->k_cache, &v = p->v_cache;
+    const int64_t starts = k.block_size - p->S + 1; /* contiguous: start indices 0 .. block_size - S */
+    P->slot_lim = d->cache_layout == QKVFUSE_CACHE_CONTIGUOUS ? (starts > 0 ? starts : 0) : k.blocks * k.block_size;
+    P->slot_lin = d->cache_layout != QKVFUSE_CACHE_CONTIGUOUS && k.s_block == k.block_size * k.s_row &&
+                  v.s_block == v.block_size * v.s_row;
+  }
   P->error_flags = p->error_flags;
   P->pdl = plan->device_pdl;
 }

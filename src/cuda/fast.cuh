@@ -383,9 +383,17 @@ __device__ __forceinline__ token_ix load_token_ix(const qf_cu_params &P, int64_t
 // A token's position and slot checked: ok is false if the group has no
 // token (live false) or either is outside its table (reported where
 // reporter() is true: one lane per token); dest says whether the token has a
-// cache row (slot -1: none) and row0 is its element offset in the cache of
-// `kind` (1 k, 2 v). The reporter is a callable so that it is evaluated only
-// on the error path (the prefill loop's code stays as it was inline).
+// cache row (kind 1 k or 2 v and a slot other than -1) and row0 is its
+// element offset in that cache. The slot's range check is one unsigned
+// compare (slot_lim: backend.cu), and a cache of whole rows (slot_lin) places
+// slot s at s * s_row without a division (measured on the H200, with the
+// four-chain weight compare: the int8 cache op at T = 1 and 8 2-7% less
+// time, GLM-4's split and in place 6-8%; BENCHMARKS.md, session 14). The
+// position's check stays two signed compares: as one unsigned compare (here
+// and for the decode form's rope flag) it took the split op 1-3% longer at T
+// = 1 (the signed form tells the compiler the position is not negative); the
+// slot's as two signed compares measured the same as one. The reporter is a
+// callable so that it is evaluated only on the error path.
 struct token_dest {
   bool ok, dest;
   int64_t row0;
@@ -400,21 +408,19 @@ __device__ __forceinline__ token_dest check_token(const qf_cu_params &P, int64_t
     if (reporter()) report(P, QKVFUSE_DATA_ERROR_POSITION);
   }
   if (live && P.layout != QKVFUSE_CACHE_NONE && ix.slot != -1) {
-    const qf_cu_cache &C0 = P.k_cache;
-    int64_t blk, row;
-    bool bad;
-    if (P.layout == QKVFUSE_CACHE_CONTIGUOUS) {
-      blk = div_by<FIXED>(t, P.S, P.batch_div), row = ix.slot + (t - blk * P.S);
-      bad = ix.slot < 0 || ix.slot > C0.block_size - P.S;
-    } else {
-      blk = div_by<FIXED>(ix.slot, C0.block_size, P.page_div), row = ix.slot - blk * C0.block_size;
-      bad = ix.slot < 0 || ix.slot >= C0.blocks * C0.block_size;
-    }
-    if (bad) {
+    if ((uint64_t)ix.slot >= (uint64_t)P.slot_lim) {
       d.ok = false;
       if (reporter()) report(P, QKVFUSE_DATA_ERROR_SLOT);
-    } else {
+    } else if (kind > 0) {
       const qf_cu_cache &CC = kind == 1 ? P.k_cache : P.v_cache;
+      int64_t blk, row;
+      if (P.slot_lin) {
+        blk = 0, row = ix.slot;
+      } else if (P.layout == QKVFUSE_CACHE_CONTIGUOUS) {
+        blk = div_by<FIXED>(t, P.S, P.batch_div), row = ix.slot + (t - blk * P.S);
+      } else {
+        blk = div_by<FIXED>(ix.slot, CC.block_size, P.page_div), row = ix.slot - blk * CC.block_size;
+      }
       d.dest = true, d.row0 = blk * CC.s_block + row * CC.s_row;
     }
   }
@@ -889,11 +895,15 @@ __device__ __forceinline__ void vec_cs_get(const qf_cu_params &P, const vec_cs_r
 __device__ __forceinline__ int64_t position_hint(const qf_cu_params &P, int64_t t) {
   if (P.positions.dtype == QKVFUSE_DTYPE_INT64) {
     long long v;
-    asm volatile("ld.relaxed.gpu.global.s64 %0, [%1];" : "=l"(v) : "l"(static_cast<const long long *>(P.positions.data) + t));
+    asm volatile("ld.relaxed.gpu.global.s64 %0, [%1];"
+                 : "=l"(v)
+                 : "l"(static_cast<const long long *>(P.positions.data) + t));
     return v;
   }
   int v;
-  asm volatile("ld.relaxed.gpu.global.s32 %0, [%1];" : "=r"(v) : "l"(static_cast<const int32_t *>(P.positions.data) + t));
+  asm volatile("ld.relaxed.gpu.global.s32 %0, [%1];"
+               : "=r"(v)
+               : "l"(static_cast<const int32_t *>(P.positions.data) + t));
   return v;
 }
 
@@ -965,18 +975,22 @@ __device__ __forceinline__ void ready_weights(const weights_raw<NV> &w, int gdt,
   }
 }
 
-// Whether two raw loads of the weights read the same bits.
+// Whether two raw loads of the weights read the same bits: the words'
+// differences ORed into four independent chains (after the wait, on the k
+// and v warps' path: one chain of 24 dependent ORs was ~100 cycles).
 template <int NV>
 __device__ __forceinline__ bool same_weights(const weights_raw<NV> &a, const weights_raw<NV> &b) {
-  uint32_t d = 0;
-  auto acc = [&](const uint4 &x, const uint4 &y) { d |= (x.x ^ y.x) | (x.y ^ y.y) | (x.z ^ y.z) | (x.w ^ y.w); };
+  uint32_t d[4] = {0, 0, 0, 0};
+  auto acc = [&](const uint4 &x, const uint4 &y) {
+    d[0] |= x.x ^ y.x, d[1] |= x.y ^ y.y, d[2] |= x.z ^ y.z, d[3] |= x.w ^ y.w;
+  };
 #pragma unroll
   for (int v = 0; v < NV; v++) {
     acc(a.g[v].a, b.g[v].a), acc(a.g[v].b, b.g[v].b);
     acc(a.s[v].a, b.s[v].a), acc(a.s[v].b, b.s[v].b);
     acc(a.o[v].a, b.o[v].a), acc(a.o[v].b, b.o[v].b);
   }
-  return d == 0;
+  return ((d[0] | d[1]) | (d[2] | d[3])) == 0;
 }
 
 // The streaming kernel for decode-sized calls: one (token, head) per group,

@@ -358,7 +358,7 @@ __global__ void __launch_bounds__(kBlock, 4) fused_kernel(const qf_cu_params P) 
           const int64_t bb = t / P.S, i = t - bb * P.S;
           const int64_t start = ld_index(P.slot_mapping.data, P.slot_mapping.dtype, bb);
           if (start != -1) {
-            if (start < 0 || start > C.block_size - P.S) {
+            if ((uint64_t)start >= (uint64_t)P.slot_lim) { /* start in [0, block_size - S] */
               tt.ok = 0;
               if (h0 == 0) report(P, QKVFUSE_DATA_ERROR_SLOT);
             } else {
@@ -368,7 +368,7 @@ __global__ void __launch_bounds__(kBlock, 4) fused_kernel(const qf_cu_params P) 
         } else {
           const int64_t sl = ld_index(P.slot_mapping.data, P.slot_mapping.dtype, t);
           if (sl != -1) {
-            if (sl < 0 || sl >= C.blocks * C.block_size) {
+            if ((uint64_t)sl >= (uint64_t)P.slot_lim) { /* sl in [0, blocks * block_size) */
               tt.ok = 0;
               if (h0 == 0) report(P, QKVFUSE_DATA_ERROR_SLOT);
             } else {

@@ -83,8 +83,9 @@ typedef struct qf_cu_params {
   /* a slot's page (slot / block_size) and a contiguous token's batch (t / S)
      as multiplies (fast.cuh: div_by); d = 0 where the divisor is >= 2^31 */
   qf_cu_div page_div, batch_div;
-  /* a token's cache row (fast.cuh: check_token): its slot s (contiguous
-     layout: its batch's start index) is in range iff (uint64) s < slot_lim;
+  /* a token's cache row (fast.cuh: check_token; fused.cuh: the range): its
+     slot s (contiguous layout: its batch's start index) is in range iff
+     (uint64) s < slot_lim;
      slot_lin: both caches have s_block = block_size * s_row (a paged cache
      of whole rows, vLLM's), so that the row of slot s starts at s * s_row */
   int64_t slot_lim;

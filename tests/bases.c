@@ -35,6 +35,17 @@ void tk_base_spec(int which, tk_spec *s) {
       s->k_quant = s->v_quant = QKVFUSE_QUANT_FP8_E4M3, s->k_scale_kind = 1, s->v_scale_kind = 0, s->kv_interleaved = 1;
       s->qkv_pad = 16;
       break;
+    case TK_BASE_E:
+      s->Nq = 8, s->Nkv = 2, s->D = 64, s->R = 64, s->T = 6;
+      s->qkv_dt = s->q_out_dt = QKVFUSE_DTYPE_BFLOAT16;
+      s->q_norm = s->k_norm = 1, s->q_gamma_dt = s->k_gamma_dt = QKVFUSE_DTYPE_BFLOAT16;
+      s->rope_source = QKVFUSE_ROPE_COS_SIN_CACHE, s->rope_dt = QKVFUSE_DTYPE_BFLOAT16, s->max_pos = 16, s->pos_hi = 15;
+      s->pos_dt = s->slot_dt = QKVFUSE_DTYPE_INT64;
+      s->layout = QKVFUSE_CACHE_PAGED, s->block_size = 4, s->blocks = 3;
+      s->k_quant = QKVFUSE_QUANT_INT8_SYM, s->k_scale_kind = 2;
+      s->v_quant = QKVFUSE_QUANT_FP8_E4M3, s->v_scale_kind = 0;
+      s->error_flags = 1;
+      break;
     default:
       s->Nq = 1, s->Nkv = 1, s->D = 16, s->T = 3;
       break;

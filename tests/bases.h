@@ -9,7 +9,9 @@ enum {
   TK_BASE_A = 1, /* f16 in, norm+beta, cos_sin_cache (partial R), paged, k int8 asym [Nkv,D], v fp8 [1], k_out/v_out */
   TK_BASE_B = 2, /* int32 in (weight/act scale, bf16 bias), per-token cos/sin, contiguous, k f32, v int8 sym flat, parity */
   TK_BASE_C = 4, /* bf16 in, computed yarn rope (interleaved), gamma offset, in-place q/k, nz interleaved fp8 caches */
-  TK_BASE_D = 8  /* f32 in, nothing but q_out */
+  TK_BASE_D = 8, /* f32 in, nothing but q_out */
+  TK_BASE_E = 16 /* an engine's decode call: bf16 in, norm, bf16 cos_sin_cache, int64 positions and slots, a paged
+                    cache of whole rows, k int8 sym [Nkv,D], v fp8 [1] (CUDA: the decode kernel's QF_FAST_HOT form) */
 };
 
 void tk_base_spec(int which, tk_spec *s);

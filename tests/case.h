@@ -70,6 +70,14 @@ typedef struct tk_limits {
 void tk_spec_default(tk_spec *s);
 /* A random valid spec; every option value appears with non-negligible probability. */
 void tk_spec_random(tk_spec *s, tk_rng *r, const tk_limits *lim);
+/* Turns a random spec into the call an inference engine makes (vLLM, SGLang):
+ * 16-bit input and outputs, RoPE from a cos_sin_cache of the input's dtype by
+ * int64 positions, norm weights of that dtype and no beta, fused rounding,
+ * and a paged cache of whole rows (NHD, unpadded) with int8-symmetric or fp8
+ * k and v and int64 slots; D, R multiples of 16, rows of whole 16-byte
+ * vectors. The rest (shapes, T, pairs,
+ * scale kinds, skipped slots) stays as drawn. */
+void tk_spec_engine(tk_spec *s, tk_rng *r);
 /* Make derived fields consistent (cache sizes, in-place legality...). Tests
  * call it after editing a spec. */
 void tk_spec_fixup(tk_spec *s);

@@ -203,6 +203,36 @@ void tk_spec_random(tk_spec *s, tk_rng *r, const tk_limits *lim) {
   tk_spec_fixup(s);
 }
 
+void tk_spec_engine(tk_spec *s, tk_rng *r) {
+  static const int64_t Ds[] = {32, 64, 96, 128, 256};
+  static const qkvfuse_quant_mode qms[] = {QKVFUSE_QUANT_INT8_SYM, QKVFUSE_QUANT_FP8_E4M3};
+  if (s->D % 16 || s->D > 256) s->D = TK_PICK(r, Ds);
+  s->qkv_dt = tk_rng_chance(r, 0.5) ? BF16 : F16;
+  s->q_out_dt = s->qkv_dt;
+  s->k_out_dt = s->k_out_dt != NONE ? s->qkv_dt : NONE;
+  s->v_out_dt = s->v_out_dt != NONE ? s->qkv_dt : NONE;
+  s->rope_source = QKVFUSE_ROPE_COS_SIN_CACHE;
+  s->rope_dt = s->qkv_dt;
+  s->R = tk_rng_chance(r, 0.6) ? s->D : 16 * tk_rng_range(r, 1, s->D / 16);
+  s->pos_dt = s->slot_dt = I64;
+  s->pos_lo = 0;
+  s->pos_hi = s->max_pos - 1;
+  s->q_gamma_dt = s->k_gamma_dt = s->qkv_dt;
+  s->q_beta_dt = s->k_beta_dt = NONE;
+  s->rounding = QKVFUSE_ROUNDING_FUSED;
+  s->layout = QKVFUSE_CACHE_PAGED;
+  s->k_quant = TK_PICK(r, qms);
+  s->v_quant = TK_PICK(r, qms);
+  s->cache_perm = 0;
+  s->cache_pad = 0;
+  s->kv_interleaved = 0;
+  s->in3d = 0;
+  s->qkv_pad -= s->qkv_pad % 8; /* rows of whole 16-byte vectors */
+  s->out_pad -= s->out_pad % 8;
+  s->rope_pad -= s->rope_pad % 8;
+  tk_spec_fixup(s);
+}
+
 static int64_t nz_c(qkvfuse_dtype dt) { return 32 / (int64_t)tk_size(dt); }
 
 void tk_spec_fixup(tk_spec *s) {

@@ -104,6 +104,12 @@ int main(void) {
       {"a NaN per-tensor v_scale", TK_BASE_A, TK_V_SCALE, {0, -1}, {NAN, 0}, QKVFUSE_DATA_ERROR_SCALE, 0, 2},
       {"an Inf k_offset (head 0)", TK_BASE_A, TK_K_OFFSET, {7, -1}, {INFINITY, 0}, QKVFUSE_DATA_ERROR_SCALE, 0, 1},
       {"a zero v_scale channel (flat, head 1)", TK_BASE_B, TK_V_SCALE, {32 + 3, -1}, {0, 0}, QKVFUSE_DATA_ERROR_SCALE, 0, 2},
+      /* an engine's call (the decode kernel's constant-geometry form) */
+      {"engine: positions out of range", TK_BASE_E, TK_POSITIONS, {1, 4}, {16, -3}, QKVFUSE_DATA_ERROR_POSITION, 1, 0},
+      {"engine: slots outside the cache", TK_BASE_E, TK_SLOT_MAPPING, {0, 5}, {12, -2}, QKVFUSE_DATA_ERROR_SLOT, 1, 0},
+      {"engine: a NaN k_scale channel (head 1)", TK_BASE_E, TK_K_SCALE, {64 + 9, -1}, {NAN, 0}, QKVFUSE_DATA_ERROR_SCALE,
+       0, 1},
+      {"engine: a zero per-tensor v_scale", TK_BASE_E, TK_V_SCALE, {0, -1}, {0, 0}, QKVFUSE_DATA_ERROR_SCALE, 0, 2},
   };
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) one(&cases[i], dev);
   printf("test_cuda_data: %d cases, %d failed\n", ran, failed);

@@ -65,7 +65,7 @@ int main(int argc, char **argv) {
   int ran = 0, failed = 0;
   tk_stats all;
   memset(&all, 0, sizeof all);
-  static const int bases[] = {TK_BASE_A, TK_BASE_B, TK_BASE_C, TK_BASE_D};
+  static const int bases[] = {TK_BASE_A, TK_BASE_B, TK_BASE_C, TK_BASE_D, TK_BASE_E};
   const int nbases = (int)(sizeof bases / sizeof bases[0]);
   for (int i = 0; i < nbases + (int)ncases; i++) {
     tk_spec sp;

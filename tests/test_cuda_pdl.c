@@ -16,7 +16,8 @@
  * mid-sized and prefill-sized calls, with and without a cache, int8
  * (symmetric, asymmetric) and fp8 caches, per-channel and per-tensor scales,
  * float32 and bfloat16 norm weights, neox and interleaved pairs, full and
- * partial RoPE, int32 and int64 positions, and a position outside the table
+ * partial RoPE, int32 and int64 positions and slots, an engine's call (bf16
+ * tables, int64 indices: the constant-geometry kernel), and a position outside the table
  * (its stale value inside: the hint is good, the position read after the
  * wait is not).
  *   test_cuda_pdl   (exit 77 without a GPU) */
@@ -65,6 +66,9 @@ static const variant variants[] = {
     {8, 4, 128, 0, 2, BF16, F32, 0, I8S, FP8, 2, 0, INTER, I32, 1},
     {32, 8, 128, 0, 48, BF16, F32, 0, I8S, I8S, 2, 2, NEOX, I32, 0},   /* the two-vector decode form */
     {32, 8, 128, 0, 600, BF16, BF16, 0, I8A, I8S, 2, 0, NEOX, I64, 0}, /* the prefill form */
+    /* an engine's calls: the speculating form with constant dtypes and geometry (QF_FAST_HOT) */
+    {32, 8, 128, 0, 1, BF16, BF16, 0, I8S, I8S, 2, 2, NEOX, I64, 0},
+    {32, 2, 128, 64, 3, BF16, BF16, 0, FP8, I8S, 0, 2, INTER, I64, 1},
 };
 
 static const int late_slots[] = {TK_Q_GAMMA,  TK_K_GAMMA,  TK_K_SCALE,  TK_V_SCALE,
@@ -81,7 +85,7 @@ static void make_spec(const variant *v, tk_spec *s) {
   s->max_pos = MAX_POS, s->pos_hi = MAX_POS - 1, s->pos_dt = v->pos_dt;
   if (v->kq != NOQ || v->vq != NOQ) {
     s->layout = QKVFUSE_CACHE_PAGED, s->block_size = 16, s->blocks = (v->T + 15) / 16 + 2;
-    s->slot_dt = QKVFUSE_DTYPE_INT32;
+    s->slot_dt = v->pos_dt; /* int64 slots with int64 positions, as engines pass them */
     s->k_quant = v->kq, s->v_quant = v->vq, s->k_scale_kind = v->k_scale_kind, s->v_scale_kind = v->v_scale_kind;
   } else {
     s->k_out_dt = s->v_out_dt = v->dt; /* split: q, k and v out */

@@ -1,7 +1,10 @@
 /* Oracle vs library on many random shapes and option sets, per backend.
  *
  *   test_ops [--backend reference,auto,cpu] [--seed S] [--cases N] [--only I]
- *            [--max-elems E] [--verbose]
+ *            [--max-elems E] [--engine] [--verbose]
+ * --engine: every case the call an inference engine makes (tk_spec_engine),
+ * which the CUDA backend's decode form serves with its dtypes and cache
+ * geometry as constants (QF_FAST_HOT).
  * (env: QKVFUSE_TEST_BACKENDS, QKVFUSE_TEST_SEED, QKVFUSE_TEST_CASES).
  * Case i of seed S is fully determined by (S, i): a failure prints the
  * command line that reruns exactly that case. Exit 77 (skip) when no
@@ -20,7 +23,7 @@ int main(int argc, char **argv) {
   uint64_t only = tk_arg_u64(argc, argv, "--only", NULL, UINT64_MAX);
   if (only != UINT64_MAX && ncases <= only) ncases = only + 1;
   tk_limits lim = {(int64_t)tk_arg_u64(argc, argv, "--max-elems", NULL, 250000)};
-  int verbose = tk_arg_has(argc, argv, "--verbose");
+  int verbose = tk_arg_has(argc, argv, "--verbose"), engine = tk_arg_has(argc, argv, "--engine");
   int failed_total = 0, ran_total = 0;
   for (int b = 0; b < nbe; b++) {
     tk_stats all;
@@ -44,6 +47,7 @@ int main(int argc, char **argv) {
       tk_rng_seed(&r, cs);
       tk_spec sp;
       tk_spec_random(&sp, &r, &lim);
+      if (engine) tk_spec_engine(&sp, &r);
       tk_case c;
       char desc[1024];
       tk_spec_describe(&sp, desc, sizeof desc);

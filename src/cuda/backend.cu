@@ -270,6 +270,23 @@ extern "C" void qf_cuda_blocks_per_item(int64_t chunks, const int32_t *items, co
   }
 }
 
+// The call the speculating one-vector decode kernel serves with its
+// dtypes and cache geometry as constants (QF_FAST_HOT; fast.cuh:
+// decode_kernel): what vLLM and SGLang pass. cos/sin from a cos_sin_cache,
+// int64 positions and slots, the cos/sin cache and the norm weights of the
+// input's dtype, a paged cache of whole rows (slot_lin) with a head's D
+// channels contiguous, no int8 offsets.
+static bool fast_hot(const qf_problem *p, const qf_cu_params &P) {
+  const qkvfuse_dtype in = p->qkv.dtype;
+  const qf_cache *caches[] = {&p->k_cache, &p->v_cache};
+  for (const qf_cache *c : caches)
+    if (c->data && c->chunk != p->D) return false;
+  return p->desc->rope_source == QKVFUSE_ROPE_COS_SIN_CACHE && p->positions.dtype == QKVFUSE_DTYPE_INT64 &&
+         p->slot_mapping.dtype == QKVFUSE_DTYPE_INT64 && p->cos_sin_cache.dtype == in &&
+         (!p->q_gamma.data || p->q_gamma.dtype == in) && (!p->k_gamma.data || p->k_gamma.dtype == in) &&
+         P.slot_lin && !p->k_offset.data && !p->v_offset.data;
+}
+
 static int64_t fast_split(const qkvfuse_plan *plan, const qf_problem *p, qf_cu_params *P, size_t *smem, int *variant,
                           int *lanes) {
   const int64_t sms = plan->device_sm_count > 0 ? plan->device_sm_count : 132;
@@ -310,7 +327,9 @@ static int64_t fast_split(const qkvfuse_plan *plan, const qf_problem *p, qf_cu_p
        cache op 5-11% less time at T = 1, 11-13% at T = 8; in every
        one-vector kernel, the split op took 2-8% longer, so its kernels do
        not) */
-    *variant |= QF_FAST_DECODE | (nv1 ? QF_FAST_DECODE1 : 0) | (nv1 && (k_quant || v_quant) ? QF_FAST_SPEC : 0);
+    const bool spec = nv1 && (k_quant || v_quant);
+    *variant |= QF_FAST_DECODE | (nv1 ? QF_FAST_DECODE1 : 0) | (spec ? QF_FAST_SPEC : 0) |
+                (spec && fast_hot(p, *P) ? QF_FAST_HOT : 0);
     *lanes = dlanes;
     P->dec_blocks_q = (int32_t)((groups_q + dgpb - 1) / dgpb);
     const int32_t blocks_kv = (int32_t)((groups_kv + dgpb - 1) / dgpb);

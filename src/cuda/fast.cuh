@@ -119,6 +119,7 @@ template <typename T>
 struct h16;
 template <>
 struct h16<__nv_bfloat16> {
+  static constexpr int dtype = QKVFUSE_DTYPE_BFLOAT16;
   __device__ static void unpack(uint32_t w, float &lo, float &hi) {
     lo = __uint_as_float(w << 16);
     hi = __uint_as_float(w & 0xffff0000u);
@@ -130,6 +131,7 @@ struct h16<__nv_bfloat16> {
 };
 template <>
 struct h16<__half> {
+  static constexpr int dtype = QKVFUSE_DTYPE_FLOAT16;
   __device__ static void unpack(uint32_t w, float &lo, float &hi) {
     const float2 f = __half22float2(*reinterpret_cast<const __half2 *>(&w));
     lo = f.x;
@@ -351,8 +353,9 @@ __device__ __forceinline__ void ld_shared8(const float *p, float *o) {
 
 // Element offset of channel jj (a multiple of 8) of a token's row in a cache:
 // chunk = D (paged, paged_hnd, contiguous) or a power of two (nz).
+template <bool HOT = false>
 __device__ __forceinline__ int64_t cache_at(const qf_cu_cache &C, int64_t row0, int kvh, int e, int D) {
-  if (C.chunk == D) return row0 + kvh * C.s_chunk + e;
+  if (HOT || C.chunk == D) return row0 + kvh * C.s_chunk + e;
   const int jj = kvh * D + e, sh = __ffs((int)C.chunk) - 1;
   return row0 + (int64_t)(jj >> sh) * C.s_chunk + (jj & ((int)C.chunk - 1));
 }
@@ -368,14 +371,14 @@ __device__ __forceinline__ const void *index_at(const void *p, int dt, int64_t i
   return static_cast<const char *>(p) + i * (dt == QKVFUSE_DTYPE_INT64 ? 8 : 4);
 }
 
-template <bool FIXED>
+template <bool FIXED, bool HOT = false>
 __device__ __forceinline__ token_ix load_token_ix(const qf_cu_params &P, int64_t t) {
   token_ix x = {0, -1};
   if (t >= P.T) return x;
-  if (P.positions.data) x.pos = ld_index(P.positions.data, P.positions.dtype, t);
-  if (P.layout != QKVFUSE_CACHE_NONE) {
-    const int64_t at = P.layout == QKVFUSE_CACHE_CONTIGUOUS ? div_by<FIXED>(t, P.S, P.batch_div) : t;
-    x.slot = ld_index(P.slot_mapping.data, P.slot_mapping.dtype, at);
+  if (HOT || P.positions.data) x.pos = ld_index(P.positions.data, HOT ? QKVFUSE_DTYPE_INT64 : P.positions.dtype, t);
+  if (HOT || P.layout != QKVFUSE_CACHE_NONE) {
+    const int64_t at = !HOT && P.layout == QKVFUSE_CACHE_CONTIGUOUS ? div_by<FIXED>(t, P.S, P.batch_div) : t;
+    x.slot = ld_index(P.slot_mapping.data, HOT ? QKVFUSE_DTYPE_INT64 : P.slot_mapping.dtype, at);
   }
   return x;
 }
@@ -399,22 +402,22 @@ struct token_dest {
   int64_t row0;
 };
 
-template <bool FIXED, typename Reporter>
+template <bool FIXED, bool HOT = false, typename Reporter>
 __device__ __forceinline__ token_dest check_token(const qf_cu_params &P, int64_t t, const token_ix &ix, int kind,
                                                   bool live, const Reporter &reporter) {
   token_dest d = {live, false, 0};
-  if (live && P.positions.data && (ix.pos < 0 || ix.pos >= P.max_pos)) {
+  if (live && (HOT || P.positions.data) && (ix.pos < 0 || ix.pos >= P.max_pos)) {
     d.ok = false;
     if (reporter()) report(P, QKVFUSE_DATA_ERROR_POSITION);
   }
-  if (live && P.layout != QKVFUSE_CACHE_NONE && ix.slot != -1) {
+  if (live && (HOT || P.layout != QKVFUSE_CACHE_NONE) && ix.slot != -1) {
     if ((uint64_t)ix.slot >= (uint64_t)P.slot_lim) {
       d.ok = false;
       if (reporter()) report(P, QKVFUSE_DATA_ERROR_SLOT);
     } else if (kind > 0) {
       const qf_cu_cache &CC = kind == 1 ? P.k_cache : P.v_cache;
       int64_t blk, row;
-      if (P.slot_lin) {
+      if (HOT || P.slot_lin) {
         blk = 0, row = ix.slot;
       } else if (P.layout == QKVFUSE_CACHE_CONTIGUOUS) {
         blk = div_by<FIXED>(t, P.S, P.batch_div), row = ix.slot + (t - blk * P.S);
@@ -615,7 +618,7 @@ __device__ __forceinline__ void norm_rope(const uint4 &ra, const uint4 &rb, bool
 // registers); `quant`: the cache is quantized. (The prefill loop passes
 // `write` rather than skipping the call: no spills where skipping spilled 8
 // bytes.)
-template <typename T, int NV, typename Scales>
+template <typename T, int NV, bool HOT = false, typename Scales>
 __device__ __forceinline__ void store_head(const qf_cu_mat &out, const qf_cu_cache &C, bool quant, bool write,
                                            bool to_cache, int64_t t, int64_t row0, int kvh, int D,
                                            const int (&w)[NV], const float (&x)[8 * NV], const Scales &scales) {
@@ -628,7 +631,7 @@ __device__ __forceinline__ void store_head(const qf_cu_mat &out, const qf_cu_cac
   if (!quant) {
     T *c = reinterpret_cast<T *>(C.data);
 #pragma unroll
-    for (int v = 0; v < NV; v++) st_stream(c + cache_at(C, row0, kvh, 8 * w[v], D), pack8<T>(x + 8 * v));
+    for (int v = 0; v < NV; v++) st_stream(c + cache_at<HOT>(C, row0, kvh, 8 * w[v], D), pack8<T>(x + 8 * v));
     return;
   }
   if (!scales.ok()) return;
@@ -637,7 +640,9 @@ __device__ __forceinline__ void store_head(const qf_cu_mat &out, const qf_cu_cac
   for (int v = 0; v < NV; v++) {
     float r[8], of[8];
     scales.get(v, r, of);
-    st_stream(c + cache_at(C, row0, kvh, 8 * w[v], D), quant_bytes8(C.quant, x + 8 * v, r, of));
+    /* HOT: no offsets, so int8 is symmetric */
+    const int qm = HOT && C.quant != QKVFUSE_QUANT_FP8_E4M3 ? QKVFUSE_QUANT_INT8_SYM : C.quant;
+    st_stream(c + cache_at<HOT>(C, row0, kvh, 8 * w[v], D), quant_bytes8(qm, x + 8 * v, r, of));
   }
 }
 
@@ -840,39 +845,42 @@ __device__ __forceinline__ int64_t vec_cos_at(const qf_cu_mat &csc, int64_t pos,
   return pos * csc.ld + (INTER ? 4 * w : 8 * (w < hv ? w : w - hv));
 }
 
-template <bool INTER, bool SEP>
+template <bool INTER, bool SEP, int CSDT = 0>
 __device__ __forceinline__ vec_cs_raw vec_cs_load(const qf_cu_params &P, int64_t t, int pos, int w, bool rope) {
   vec_cs_raw r = {};
   if (!rope) return r;
   const int R = P.R;
   const qf_cu_mat &csc = P.cos_sin_cache;
+  const int csdt = CSDT ? CSDT : csc.dtype;
   if (SEP) {
     r.c = ld_table<8>(P.cos.data, P.cos.dtype, t * P.cos.ld + 8 * w);
     r.s = ld_table<8>(P.sin.data, P.sin.dtype, t * P.sin.ld + 8 * w);
-  } else if (P.rope_source == QKVFUSE_ROPE_COS_SIN_CACHE) {
+  } else if (CSDT || P.rope_source == QKVFUSE_ROPE_COS_SIN_CACHE) {
     const int64_t base = vec_cos_at<INTER>(csc, pos, w, R);
-    r.c = ld_table<INTER ? 4 : 8>(csc.data, csc.dtype, base);
-    r.s = ld_table<INTER ? 4 : 8>(csc.data, csc.dtype, base + (R >> 1));
+    r.c = ld_table<INTER ? 4 : 8>(csc.data, csdt, base);
+    r.s = ld_table<INTER ? 4 : 8>(csc.data, csdt, base + (R >> 1));
   }
   return r;
 }
 
-template <bool INTER, bool SEP>
+template <bool INTER, bool SEP, int CSDT = 0>
 __device__ __forceinline__ void vec_cs_get(const qf_cu_params &P, const vec_cs_raw &r, int pos, int w, bool rope,
                                            float (&c)[8], float (&s)[8]) {
   if (!rope) return;
   const int hv = P.R >> 4;
   const bool first = !INTER && w < hv;
+  const bool cache_src = CSDT || P.rope_source == QKVFUSE_ROPE_COS_SIN_CACHE;
+  const int csdt = CSDT ? CSDT : P.cos_sin_cache.dtype;
   if (SEP) {
     cvt_table<8>(r.c, P.cos.dtype, c);
     cvt_table<8>(r.s, P.sin.dtype, s);
-  } else if (P.rope_source == QKVFUSE_ROPE_COS_SIN_CACHE && !INTER) {
-    cvt_table<8>(r.c, P.cos_sin_cache.dtype, c);
-    cvt_table<8>(r.s, P.cos_sin_cache.dtype, s);
-  } else if (P.rope_source == QKVFUSE_ROPE_COS_SIN_CACHE) {
+  } else if (cache_src && !INTER) {
+    cvt_table<8>(r.c, csdt, c);
+    cvt_table<8>(r.s, csdt, s);
+  } else if (cache_src) {
     float c4[4], s4[4];
-    cvt_table<4>(r.c, P.cos_sin_cache.dtype, c4);
-    cvt_table<4>(r.s, P.cos_sin_cache.dtype, s4);
+    cvt_table<4>(r.c, csdt, c4);
+    cvt_table<4>(r.s, csdt, s4);
 #pragma unroll
     for (int k = 0; k < 8; k++) c[k] = c4[k >> 1], s[k] = s4[k >> 1];
   } else { /* COMPUTED */
@@ -892,8 +900,9 @@ __device__ __forceinline__ void vec_cs_get(const qf_cu_params &P, const vec_cs_r
 // the previous kernel may still be writing it, so the value (a relaxed
 // load: a defined result either way) only chooses which cos/sin lines to
 // prefetch into L2; the position used is read again after the wait.
+template <bool HOT>
 __device__ __forceinline__ int64_t position_hint(const qf_cu_params &P, int64_t t) {
-  if (P.positions.dtype == QKVFUSE_DTYPE_INT64) {
+  if (HOT || P.positions.dtype == QKVFUSE_DTYPE_INT64) {
     long long v;
     asm volatile("ld.relaxed.gpu.global.s64 %0, [%1];"
                  : "=l"(v)
@@ -925,13 +934,13 @@ struct lane_weights {
 // and quant (its cache is quantized, scales sc / offsets so, per channel: pc,
 // from channel ch0 of the head) ; L2ONLY: through L2 only (before the grid
 // dependency wait: ld_l2).
-template <int NV, bool L2ONLY>
+template <int NV, bool L2ONLY, int GDT = 0>
 __device__ __forceinline__ weights_raw<NV> load_weights(const qf_cu_vec &gw, const float *sc, const float *so, bool pc,
                                                         bool norm, bool quant, int ch0, const int (&wv)[NV]) {
   weights_raw<NV> w = {};
 #pragma unroll
   for (int v = 0; v < NV; v++) {
-    if (norm) w.g[v] = ld_table<8, L2ONLY>(gw.data, gw.dtype, 8 * wv[v]);
+    if (norm) w.g[v] = ld_table<8, L2ONLY>(gw.data, GDT ? GDT : gw.dtype, 8 * wv[v]);
     if (quant && pc) {
       w.s[v] = ld_table<8, L2ONLY>(sc, QKVFUSE_DTYPE_FLOAT32, ch0 + 8 * wv[v]);
       if (so) w.o[v] = ld_table<8, L2ONLY>(so, QKVFUSE_DTYPE_FLOAT32, ch0 + 8 * wv[v]);
@@ -1014,9 +1023,11 @@ __device__ __forceinline__ bool same_weights(const weights_raw<NV> &a, const wei
 // not); a head with a bad one skips its cache rows. SPEC: the k and v
 // blocks also read and ready their norm weights and scales before the wait,
 // speculatively.
-template <typename T, int L, int NV, bool INTER, bool SEP, bool SPEC>
+template <typename T, int L, int NV, bool INTER, bool SEP, bool SPEC, bool HOT>
 __global__ void __launch_bounds__(kFastBlock) decode_kernel(const __grid_constant__ qf_cu_params P) {
   constexpr int GPB = kFastBlock / L, NCS = fast_ncs(INTER, SEP), N = 8 * NV;
+  static_assert(!HOT || (NV == 1 && SPEC && !SEP), "HOT: the speculating one-vector form, cos/sin from a cache");
+  constexpr int TDT = h16<T>::dtype; /* HOT: the tables' dtype (the input's) */
   const int D = P.D, R = P.R, nl = D >> (NV == 1 ? 3 : 4); /* lanes with data */
   const int lane = threadIdx.x & (L - 1), grp = threadIdx.x / L;
   lane_vecs lv = {0, 0, false, false};
@@ -1056,10 +1067,11 @@ __global__ void __launch_bounds__(kFastBlock) decode_kernel(const __grid_constan
     for (int v = 0; v < NV; v++) prefetch_l2(in + 8 * wv[v]);
   }
   if (live && lane == 0) {
-    if (P.positions.data) prefetch_l2(index_at(P.positions.data, P.positions.dtype, t));
-    if (P.layout != QKVFUSE_CACHE_NONE)
-      prefetch_l2(index_at(P.slot_mapping.data, P.slot_mapping.dtype,
-                           P.layout == QKVFUSE_CACHE_CONTIGUOUS ? div_by<true>(t, P.S, P.batch_div) : t));
+    if (HOT || P.positions.data)
+      prefetch_l2(index_at(P.positions.data, HOT ? QKVFUSE_DTYPE_INT64 : P.positions.dtype, t));
+    if (HOT || P.layout != QKVFUSE_CACHE_NONE)
+      prefetch_l2(index_at(P.slot_mapping.data, HOT ? QKVFUSE_DTYPE_INT64 : P.slot_mapping.dtype,
+                           !HOT && P.layout == QKVFUSE_CACHE_CONTIGUOUS ? div_by<true>(t, P.S, P.batch_div) : t));
   }
   // NV = 1, pairs from the cos/sin cache: the cos/sin lines of the
   // position as it reads now, into L2 (position_hint); the loads after the
@@ -1069,13 +1081,13 @@ __global__ void __launch_bounds__(kFastBlock) decode_kernel(const __grid_constan
   // at once, after the wait, did not pay: their round trip is already
   // hidden behind the normalization (BENCHMARKS.md, session 13)
   const bool rot = NV == 1 ? (INTER ? 8 * wv[0] < R : wv[0] < (R >> 3)) : (lv.rot_a || lv.rot_b);
-  if (NV == 1 && !SEP && kind < 2 && R > 0 && act && rot && P.rope_source == QKVFUSE_ROPE_COS_SIN_CACHE &&
-      P.positions.data) {
-    const int64_t hp = position_hint(P, t);
+  if (NV == 1 && !SEP && kind < 2 && R > 0 && act && rot && (HOT || P.rope_source == QKVFUSE_ROPE_COS_SIN_CACHE) &&
+      (HOT || P.positions.data)) {
+    const int64_t hp = position_hint<HOT>(P, t);
     if (hp >= 0 && hp < P.max_pos) {
       const qf_cu_mat &csc = P.cos_sin_cache;
       const int64_t e = vec_cos_at<INTER>(csc, hp, wv[0], R);
-      const int es = csc.dtype == QKVFUSE_DTYPE_FLOAT32 ? 4 : 2;
+      const int es = !HOT && csc.dtype == QKVFUSE_DTYPE_FLOAT32 ? 4 : 2;
       prefetch_l2(static_cast<const char *>(csc.data) + e * es);
       prefetch_l2(static_cast<const char *>(csc.data) + (e + (R >> 1)) * es);
     }
@@ -1088,7 +1100,7 @@ __global__ void __launch_bounds__(kFastBlock) decode_kernel(const __grid_constan
   // them.
   if (act && t == 0) {
     const qf_cu_vec &gw = kind == 0 ? P.q_gamma : P.k_gamma;
-    const int ges = gw.dtype == QKVFUSE_DTYPE_FLOAT32 ? 4 : 2;
+    const int ges = !HOT && gw.dtype == QKVFUSE_DTYPE_FLOAT32 ? 4 : 2;
 #pragma unroll
     for (int v = 0; v < NV; v++) {
       if (norm) prefetch_l2(static_cast<const char *>(gw.data) + 8 * wv[v] * ges);
@@ -1119,8 +1131,15 @@ __global__ void __launch_bounds__(kFastBlock) decode_kernel(const __grid_constan
   weights_raw<NV> wspec = {};
   lane_weights<NV> lw;
   if (spec) {
-    wspec = load_weights<NV, true>(gws, sc, so, pc, wnorm, wquant, h * D, wv);
-    ready_weights<NV>(wspec, gws.dtype, P.gamma_offset, norm, wquant, lw);
+    wspec = load_weights<NV, true, HOT ? TDT : 0>(gws, sc, HOT ? nullptr : so, pc, wnorm, wquant, h * D, wv);
+    ready_weights<NV>(wspec, HOT ? TDT : gws.dtype, P.gamma_offset, norm, wquant, lw);
+  }
+  // HOT: the mean's 1 / D (an IEEE division) readied before the wait, off the
+  // normalization's critical path
+  float rDh = 0.0f;
+  if (HOT) {
+    rDh = 1.0f / (float)D;
+    asm volatile("" : "+f"(rDh));
   }
   grid_dependency_wait();
 
@@ -1128,9 +1147,9 @@ __global__ void __launch_bounds__(kFastBlock) decode_kernel(const __grid_constan
   uint4 raw[NV];
 #pragma unroll
   for (int v = 0; v < NV; v++) raw[v] = act ? ld_stream(in + 8 * wv[v]) : make_uint4(0, 0, 0, 0);
-  const token_ix ix = load_token_ix<true>(P, t);
+  const token_ix ix = load_token_ix<true, HOT>(P, t);
   const weights_raw<NV> wraw =
-      SPEC ? load_weights<NV, false>(gws, sc, so, pc, wnorm, wquant, h * D, wv) : weights_raw<NV>{};
+      SPEC ? load_weights<NV, false, HOT ? TDT : 0>(gws, sc, HOT ? nullptr : so, pc, wnorm, wquant, h * D, wv) : weights_raw<NV>{};
   table_raw graw[NV] = {}, sraw[NV] = {}, oraw[NV] = {}; /* !SPEC */
   /* !SPEC: gws's twin, declared where the measured code declared it (its
      place alone changed the non-SPEC kernels' SASS) */
@@ -1158,24 +1177,25 @@ __global__ void __launch_bounds__(kFastBlock) decode_kernel(const __grid_constan
   // slot's check and page come after, during their round trip; a token with a
   // bad slot writes nothing either way); NV = 1: converted after the
   // normalization
-  const bool pos_ok = !P.positions.data || (ix.pos >= 0 && ix.pos < P.max_pos);
+  const bool pos_ok = !(HOT || P.positions.data) || (ix.pos >= 0 && ix.pos < P.max_pos);
   const bool rope = kind < 2 && R > 0 && pos_ok && act && rot;
   const int pos = (int)ix.pos; /* < max_pos <= 2^31 when used */
   float cs[NCS][8];
   vec_cs_raw csraw = {};
   if constexpr (NV == 1)
-    csraw = vec_cs_load<INTER, SEP>(P, t, pos, wv[0], rope);
+    csraw = vec_cs_load<INTER, SEP, HOT ? TDT : 0>(P, t, pos, wv[0], rope);
   else
     load_cos_sin<INTER, SEP>(P, t, pos, lv, rope, cs);
 
   // 3. the token: position and cache destination checked; the norm weights,
   // the scales
-  const token_dest td = check_token<true>(P, t, ix, kind, live, [&] { return kind == 0 && h == 0 && lane == 0; });
+  const token_dest td =
+      check_token<true, HOT>(P, t, ix, kind, live, [&] { return kind == 0 && h == 0 && lane == 0; });
   const bool ok = td.ok;
   float g[N], r[N], of[N]; /* !SPEC */
   bool bad = false;
   if (SPEC) {
-    if (!spec || !same_weights<NV>(wraw, wspec)) ready_weights<NV>(wraw, gws.dtype, P.gamma_offset, norm, wquant, lw);
+    if (!spec || !same_weights<NV>(wraw, wspec)) ready_weights<NV>(wraw, HOT ? TDT : gws.dtype, P.gamma_offset, norm, wquant, lw);
     if (lw.bad) report(P, QKVFUSE_DATA_ERROR_SCALE);
   } else {
     if (norm) {
@@ -1213,12 +1233,12 @@ __global__ void __launch_bounds__(kFastBlock) decode_kernel(const __grid_constan
       float s2[2] = {0.0f, 0.0f}; /* two chains: latency */
 #pragma unroll
       for (int k = 0; k < 8; k++) s2[k & 1] = fmaf(x[k], x[k], s2[k & 1]);
-      const float inv = rsqrtf(fmaf(group_sum<L>(s2[0] + s2[1]), 1.0f / (float)D, P.eps));
+      const float inv = rsqrtf(fmaf(group_sum<L>(s2[0] + s2[1]), HOT ? rDh : 1.0f / (float)D, P.eps));
 #pragma unroll
       for (int k = 0; k < 8; k++) x[k] = x[k] * inv * gk[k];
     }
     float c[8], s[8];
-    vec_cs_get<INTER, SEP>(P, csraw, pos, wv[0], rope, c, s);
+    vec_cs_get<INTER, SEP, HOT ? TDT : 0>(P, csraw, pos, wv[0], rope, c, s);
     if (!INTER && kind < 2 && R > 0) { /* uniform per block: the partners' values by shuffles */
       const int hv = R >> 4, src = rot && act ? (wv[0] < hv ? lane + hv : lane - hv) : lane;
       float xp[8];
@@ -1236,8 +1256,8 @@ __global__ void __launch_bounds__(kFastBlock) decode_kernel(const __grid_constan
   }
   if (!(ok && act)) return;
   const qf_cu_mat &out = kind == 0 ? P.q_out : (kind == 1 ? P.k_out : P.v_out);
-  store_head<T, NV>(out, C, C.quant != QKVFUSE_QUANT_NONE, true, kind > 0 && td.dest && C.data, t, td.row0, h, D, wv,
-                    x, lane_scales<NV>{rk, ofk, gbad});
+  store_head<T, NV, HOT>(out, C, C.quant != QKVFUSE_QUANT_NONE, true, kind > 0 && td.dest && C.data, t, td.row0, h,
+                         D, wv, x, lane_scales<NV>{rk, ofk, gbad});
 }
 
 }  // namespace qf

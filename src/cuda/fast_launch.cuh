@@ -17,12 +17,16 @@ static void (*fast_form(int variant))(const qf_cu_params) {
   constexpr bool pow2 = (L & (L - 1)) == 0;
   if (!(variant & QF_FAST_DECODE)) return fast_kernel<T, L, INTER, SEP>;
   if constexpr (pow2 && L >= 4) {
-    if (variant & QF_FAST_DECODE1)
-      return variant & QF_FAST_SPEC ? decode_kernel<T, L, 1, INTER, SEP, true>
-                                    : decode_kernel<T, L, 1, INTER, SEP, false>;
+    if (variant & QF_FAST_DECODE1) {
+      if constexpr (!SEP) {
+        if (variant & QF_FAST_HOT) return decode_kernel<T, L, 1, INTER, SEP, true, true>;
+      }
+      return variant & QF_FAST_SPEC ? decode_kernel<T, L, 1, INTER, SEP, true, false>
+                                    : decode_kernel<T, L, 1, INTER, SEP, false, false>;
+    }
   }
   if constexpr (pow2) {
-    if (!(variant & QF_FAST_DECODE1)) return decode_kernel<T, L, 2, INTER, SEP, false>;
+    if (!(variant & QF_FAST_DECODE1)) return decode_kernel<T, L, 2, INTER, SEP, false, false>;
   }
   return nullptr;
 }

@@ -270,21 +270,23 @@ extern "C" void qf_cuda_blocks_per_item(int64_t chunks, const int32_t *items, co
   }
 }
 
-// The call the speculating one-vector decode kernel serves with its
-// dtypes and cache geometry as constants (QF_FAST_HOT; fast.cuh:
-// decode_kernel): what vLLM and SGLang pass. cos/sin from a cos_sin_cache,
-// int64 positions and slots, the cos/sin cache and the norm weights of the
-// input's dtype, a paged cache of whole rows (slot_lin) with a head's D
-// channels contiguous, no int8 offsets.
+// The call the streaming kernel serves with its dtypes and cache geometry
+// compiled in (QF_FAST_HOT; fast.cuh: kHot): the one vLLM and SGLang make.
+// cos/sin from a cos_sin_cache of the input's dtype by int64 positions, norm
+// weights of the input's dtype, and a cache, if any, that is paged with
+// whole rows (slot_lin: vLLM's [blocks, block_size, Nkv, D]) and a head's D
+// channels contiguous, int64 slots, no int8 offsets.
 static bool fast_hot(const qf_problem *p, const qf_cu_params &P) {
   const qkvfuse_dtype in = p->qkv.dtype;
+  const bool cache = p->desc->cache_layout != QKVFUSE_CACHE_NONE;
   const qf_cache *caches[] = {&p->k_cache, &p->v_cache};
   for (const qf_cache *c : caches)
     if (c->data && c->chunk != p->D) return false;
   return p->desc->rope_source == QKVFUSE_ROPE_COS_SIN_CACHE && p->positions.dtype == QKVFUSE_DTYPE_INT64 &&
-         p->slot_mapping.dtype == QKVFUSE_DTYPE_INT64 && p->cos_sin_cache.dtype == in &&
-         (!p->q_gamma.data || p->q_gamma.dtype == in) && (!p->k_gamma.data || p->k_gamma.dtype == in) &&
-         P.slot_lin && !p->k_offset.data && !p->v_offset.data;
+         p->cos_sin_cache.dtype == in && (!p->q_gamma.data || p->q_gamma.dtype == in) &&
+         (!p->k_gamma.data || p->k_gamma.dtype == in) &&
+         (!cache || (p->desc->cache_layout != QKVFUSE_CACHE_CONTIGUOUS && P.slot_lin &&
+                     p->slot_mapping.dtype == QKVFUSE_DTYPE_INT64 && !p->k_offset.data && !p->v_offset.data));
 }
 
 static int64_t fast_split(const qkvfuse_plan *plan, const qf_problem *p, qf_cu_params *P, size_t *smem, int *variant,
@@ -327,9 +329,7 @@ static int64_t fast_split(const qkvfuse_plan *plan, const qf_problem *p, qf_cu_p
        cache op 5-11% less time at T = 1, 11-13% at T = 8; in every
        one-vector kernel, the split op took 2-8% longer, so its kernels do
        not) */
-    const bool spec = nv1 && (k_quant || v_quant);
-    *variant |= QF_FAST_DECODE | (nv1 ? QF_FAST_DECODE1 : 0) | (spec ? QF_FAST_SPEC : 0) |
-                (spec && fast_hot(p, *P) ? QF_FAST_HOT : 0);
+    *variant |= QF_FAST_DECODE | (nv1 ? QF_FAST_DECODE1 : 0) | (nv1 && (k_quant || v_quant) ? QF_FAST_SPEC : 0);
     *lanes = dlanes;
     P->dec_blocks_q = (int32_t)((groups_q + dgpb - 1) / dgpb);
     const int32_t blocks_kv = (int32_t)((groups_kv + dgpb - 1) / dgpb);
@@ -349,7 +349,9 @@ static int64_t fast_split(const qkvfuse_plan *plan, const qf_problem *p, qf_cu_p
   const int64_t cost[3] = {10, k_quant && p->Nkv % P->fast_hpi == 0 ? kFastKCost : 10, 10};
   const int64_t nf = tchunks < 3 ? (tchunks > 0 ? tchunks : 1) : 3;
   int64_t n[3] = {nf, nf, nf}, grid = 0;
-  if (form != 2) qf_cuda_blocks_per_item(tchunks, P->fast_items, cost, sms * qf::kFastBlocksPerSM, n);
+  if (form != 2)
+    qf_cuda_blocks_per_item(tchunks, P->fast_items, cost, sms * qf::fast_blocks_per_sm((*variant & QF_FAST_HOT) != 0),
+                            n);
   for (int k = 0; k < 3; k++) {
     P->fast_bpi[k] = (int32_t)n[k];
     grid += P->fast_items[k] * n[k];
@@ -388,6 +390,7 @@ static qkvfuse_status qf_cuda_run(const qkvfuse_plan *plan, const qf_problem *p,
     int variant = (p->desc->rope_style == QKVFUSE_ROPE_INTERLEAVED ? QF_FAST_INTERLEAVED : 0) |
                   (p->desc->rope_source == QKVFUSE_ROPE_COS_SIN ? QF_FAST_SEPARATE : 0);
     int lanes = 0;
+    if (fast_hot(p, P)) variant |= QF_FAST_HOT;
     const int64_t blocks = fast_split(plan, p, &P, &smem, &variant, &lanes);
     if (blocks > 0) return qf_cuda_launch(in, 0, 0, lanes, variant, &P, (unsigned)blocks, smem, (cudaStream_t)stream);
   }

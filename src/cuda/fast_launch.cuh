@@ -2,7 +2,9 @@
 // type: neox or interleaved pairs, cos/sin per pair or given per element,
 // and L lanes per head: the prefill form for L = fast_lanes(D) (2 .. 32 and
 // 6; D = 32 .. 512), the decode form with two vectors per lane for L = 2 ..
-// 32 and with one for L = 4 .. 32 (decode_lanes; launch.h: QF_FAST_*).
+// 32 and with one for L = 4 .. 32 (decode_lanes; launch.h: QF_FAST_*); each
+// also with its call's dtypes and cache geometry as constants (QF_FAST_HOT),
+// cos/sin per pair.
 #ifndef QKVFUSE_CUDA_FAST_LAUNCH_CUH
 #define QKVFUSE_CUDA_FAST_LAUNCH_CUH
 
@@ -12,23 +14,29 @@
 
 namespace qf {
 
-template <typename T, int L, bool INTER, bool SEP>
+template <typename T, int L, bool INTER, bool SEP, int HOT>
 static void (*fast_form(int variant))(const qf_cu_params) {
   constexpr bool pow2 = (L & (L - 1)) == 0;
-  if (!(variant & QF_FAST_DECODE)) return fast_kernel<T, L, INTER, SEP>;
+  if (!(variant & QF_FAST_DECODE)) return fast_kernel<T, L, INTER, SEP, HOT>;
   if constexpr (pow2 && L >= 4) {
-    if (variant & QF_FAST_DECODE1) {
-      if constexpr (!SEP) {
-        if (variant & QF_FAST_HOT) return decode_kernel<T, L, 1, INTER, SEP, true, true>;
-      }
-      return variant & QF_FAST_SPEC ? decode_kernel<T, L, 1, INTER, SEP, true, false>
-                                    : decode_kernel<T, L, 1, INTER, SEP, false, false>;
-    }
+    if (variant & QF_FAST_DECODE1)
+      return variant & QF_FAST_SPEC ? decode_kernel<T, L, 1, INTER, SEP, true, HOT ? HOT | kHotCache : 0>
+                                    : decode_kernel<T, L, 1, INTER, SEP, false, HOT>;
   }
   if constexpr (pow2) {
-    if (!(variant & QF_FAST_DECODE1)) return decode_kernel<T, L, 2, INTER, SEP, false, false>;
+    if (!(variant & QF_FAST_DECODE1)) return decode_kernel<T, L, 2, INTER, SEP, false, HOT>;
   }
   return nullptr;
+}
+
+// QF_FAST_HOT: the kernels that know their call (fast.cuh: kHot; cos/sin
+// from a cache, so not SEP).
+template <typename T, int L, bool INTER, bool SEP>
+static void (*fast_form(int variant))(const qf_cu_params) {
+  if constexpr (!SEP) {
+    if (variant & QF_FAST_HOT) return fast_form<T, L, INTER, SEP, kHot>(variant);
+  }
+  return fast_form<T, L, INTER, SEP, 0>(variant);
 }
 
 template <typename T, bool INTER, bool SEP>

@@ -346,12 +346,22 @@ static int64_t fast_split(const qkvfuse_plan *plan, const qf_problem *p, qf_cu_p
      chunk), so that on test-sized calls every block walks many chunks
      through its stages with a chunk stride above one, and the last round
      of chunks is mostly part-filled, as in real prefill calls */
-  const int64_t cost[3] = {10, k_quant && p->Nkv % P->fast_hpi == 0 ? kFastKCost : 10, 10};
+#ifdef QF_EXP_KCOST
+  const int64_t kcost = (*variant & QF_FAST_HOT) ? QF_EXP_KCOST : kFastKCost;
+#else
+  const int64_t kcost = kFastKCost;
+#endif
+  const int64_t cost[3] = {10, k_quant && p->Nkv % P->fast_hpi == 0 ? kcost : 10, 10};
   const int64_t nf = tchunks < 3 ? (tchunks > 0 ? tchunks : 1) : 3;
   int64_t n[3] = {nf, nf, nf}, grid = 0;
   if (form != 2)
+#ifdef QF_EXP_H5NQ
+    qf_cuda_blocks_per_item(tchunks, P->fast_items, cost,
+                            sms * qf::fast_blocks_per_sm((*variant & QF_FAST_HOT) != 0 && !k_quant && !v_quant), n);
+#else
     qf_cuda_blocks_per_item(tchunks, P->fast_items, cost, sms * qf::fast_blocks_per_sm((*variant & QF_FAST_HOT) != 0),
                             n);
+#endif
   for (int k = 0; k < 3; k++) {
     P->fast_bpi[k] = (int32_t)n[k];
     grid += P->fast_items[k] * n[k];

@@ -199,7 +199,9 @@ static bool fast_ok(const qf_problem *p, const qf_cu_params &P) {
 // for that even with two heads per item are decode-sized: they run the
 // decode form (one (token, head) per group, one pass; one or two vectors per
 // lane). Otherwise the prefill form runs on the resident blocks
-// (kFastBlocksPerSM per multiprocessor), each block keeping one item for the
+// (fast_blocks_per_sm per multiprocessor: 5 for the kernels that know their
+// call, QF_FAST_HOT, whose 40 KB of shared memory at most leave room for
+// them; else 4), each block keeping one item for the
 // launch and walking its token chunks (fast.cuh: block_item); the blocks per
 // item of each kind come from qf_cuda_blocks_per_item. Shared memory
 // holds the row stages and, for a quantized cache, the item's reciprocal
@@ -346,22 +348,12 @@ static int64_t fast_split(const qkvfuse_plan *plan, const qf_problem *p, qf_cu_p
      chunk), so that on test-sized calls every block walks many chunks
      through its stages with a chunk stride above one, and the last round
      of chunks is mostly part-filled, as in real prefill calls */
-#ifdef QF_EXP_KCOST
-  const int64_t kcost = (*variant & QF_FAST_HOT) ? QF_EXP_KCOST : kFastKCost;
-#else
-  const int64_t kcost = kFastKCost;
-#endif
-  const int64_t cost[3] = {10, k_quant && p->Nkv % P->fast_hpi == 0 ? kcost : 10, 10};
+  const int64_t cost[3] = {10, k_quant && p->Nkv % P->fast_hpi == 0 ? kFastKCost : 10, 10};
   const int64_t nf = tchunks < 3 ? (tchunks > 0 ? tchunks : 1) : 3;
   int64_t n[3] = {nf, nf, nf}, grid = 0;
   if (form != 2)
-#ifdef QF_EXP_H5NQ
-    qf_cuda_blocks_per_item(tchunks, P->fast_items, cost,
-                            sms * qf::fast_blocks_per_sm((*variant & QF_FAST_HOT) != 0 && !k_quant && !v_quant), n);
-#else
     qf_cuda_blocks_per_item(tchunks, P->fast_items, cost, sms * qf::fast_blocks_per_sm((*variant & QF_FAST_HOT) != 0),
                             n);
-#endif
   for (int k = 0; k < 3; k++) {
     P->fast_bpi[k] = (int32_t)n[k];
     grid += P->fast_items[k] * n[k];

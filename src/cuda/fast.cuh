@@ -54,12 +54,14 @@ constexpr int kFastBlock = 128;
 // the call has a cache. Their branches on dtypes and layouts fold away
 // (measured on the H200: the int8 cache op at T = 1 12-21% less time).
 constexpr int kHot = 1, kHotCache = 2;
-constexpr int kFastBlocksPerSM = 4; /* prefill form: resident blocks per multiprocessor (its launch bound, its grid) */
-#ifdef QF_EXP_HOT5
-__host__ __device__ constexpr int fast_blocks_per_sm(bool hot) { return hot ? 5 : kFastBlocksPerSM; }
-#else
-__host__ __device__ constexpr int fast_blocks_per_sm(bool hot) { return hot ? kFastBlocksPerSM : kFastBlocksPerSM; }
-#endif
+// The prefill form's resident blocks per multiprocessor: its launch bound
+// and its grid. Its kernels that know their call (HOT, below) fit five
+// blocks in 92-96 registers without spills, the others four in 122-128
+// (measured on the H200 with HOT: five blocks in place at T = 4096 5-7%
+// less time than four, split at 32768 2%, the int8 cache op at 4096 1-4%
+// less and at 32768 up to 1% more; five without HOT spilled: up to 36%
+// more, session 8).
+__host__ __device__ constexpr int fast_blocks_per_sm(bool hot) { return hot ? 5 : 4; }
 constexpr int kFastHeads = 4; /* most heads per item (2 with per-token cos/sin: registers) */
 __host__ __device__ constexpr int fast_max_heads(bool sep) { return sep ? 2 : kFastHeads; }
 
@@ -1172,8 +1174,9 @@ __global__ void __launch_bounds__(kFastBlock) decode_kernel(const __grid_constan
 #pragma unroll
   for (int v = 0; v < NV; v++) raw[v] = act ? ld_stream(in + 8 * wv[v]) : make_uint4(0, 0, 0, 0);
   const token_ix ix = load_token_ix<true, HOT>(P, t);
-  const weights_raw<NV> wraw =
-      SPEC ? load_weights<NV, false, TDT>(gws, sc, HOT ? nullptr : so, pc, wnorm, wquant, h * D, wv) : weights_raw<NV>{};
+  const weights_raw<NV> wraw = SPEC ? load_weights<NV, false, TDT>(gws, sc, HOT ? nullptr : so, pc, wnorm, wquant,
+                                                                   h * D, wv)
+                                     : weights_raw<NV>{};
   table_raw graw[NV] = {}, sraw[NV] = {}, oraw[NV] = {}; /* !SPEC */
   /* !SPEC: gws's twin, declared where the measured code declared it (its
      place alone changed the non-SPEC kernels' SASS) */
@@ -1219,7 +1222,8 @@ __global__ void __launch_bounds__(kFastBlock) decode_kernel(const __grid_constan
   float g[N], r[N], of[N]; /* !SPEC */
   bool bad = false;
   if (SPEC) {
-    if (!spec || !same_weights<NV>(wraw, wspec)) ready_weights<NV>(wraw, TDT ? TDT : gws.dtype, P.gamma_offset, norm, wquant, lw);
+    if (!spec || !same_weights<NV>(wraw, wspec))
+      ready_weights<NV>(wraw, TDT ? TDT : gws.dtype, P.gamma_offset, norm, wquant, lw);
     if (lw.bad) report(P, QKVFUSE_DATA_ERROR_SCALE);
   } else {
     if (norm) {

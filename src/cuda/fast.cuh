@@ -57,8 +57,8 @@ constexpr int kHot = 1, kHotCache = 2;
 // The prefill form's resident blocks per multiprocessor: its launch bound
 // and its grid. Its kernels that know their call (HOT, below) fit five
 // blocks in 92-96 registers without spills, the others four in 122-128
-// (measured on the H200 with HOT: five blocks in place at T = 4096 5-7%
-// less time than four, split at 32768 2%, the int8 cache op at 4096 1-4%
+// (measured on the H200 with HOT, five blocks against four: in place at T =
+// 4096 1-6% less time, split at 32768 1-2%, the int8 cache op at 4096 1-4%
 // less and at 32768 up to 1% more; five without HOT spilled: up to 36%
 // more, session 8).
 __host__ __device__ constexpr int fast_blocks_per_sm(bool hot) { return hot ? 5 : 4; }

@@ -9,7 +9,12 @@
  *   edge cases: every n >= 1 and <= max(chunks, 1); the counts fit the slots
  *   whenever one block per item does (else one each); the largest block time
  *   ceil(chunks / n) * cost is the smallest any fitting counts reach; and one
- *   more block for every item would not fit (whole rounds).
+ *   more block for every item would not fit (whole rounds);
+ * - qf_cuda_prefill_plan: heads per item hpi or hpi / 2 (at least 2), the
+ *   blocks per item of qf_cuda_blocks_per_item for that choice, and the
+ *   smaller predicted longest block (chunks * cost * (5 + 10 heads); ties:
+ *   hpi), on random shapes; and the choices a separate model of the rule
+ *   (Python, session 16) makes for the bench presets on the H200's 660 slots.
  * This program includes an internal header (the functions are not API).
  *   test_cuda_plan [--cases N] [--seed S] */
 #include <stdint.h>
@@ -122,6 +127,48 @@ static void check_blocks(int64_t chunks, const int32_t *items, const int64_t *co
            (long long)slots, (long long)n[0], (long long)n[1], (long long)n[2], what);
 }
 
+/* The rule's predicted longest block for h heads per item; n[k] its counts. */
+static int64_t plan_time(int64_t chunks, const int64_t *heads, int h, int k_quant, int64_t slots, int64_t *n) {
+  int32_t items[3];
+  for (int k = 0; k < 3; k++) items[k] = (int32_t)((heads[k] + h - 1) / h);
+  const int64_t cost[3] = {10, k_quant && heads[1] % h == 0 ? 15 : 10, 10};
+  qf_cuda_blocks_per_item(chunks, items, cost, slots, n);
+  int64_t t = 0;
+  for (int k = 0; k < 3; k++) {
+    if (!items[k]) continue;
+    const int64_t nh = heads[k] < h ? heads[k] : h, tk = block_time(chunks, n[k], cost[k]) * (5 + 10 * nh);
+    if (tk > t) t = tk;
+  }
+  return t;
+}
+
+/* want: the expected heads per item, or 0 (check against the rule only). */
+static void check_plan(int64_t chunks, const int64_t *heads, int hpi, int k_quant, int64_t slots, int want) {
+  int64_t n[3] = {-7, -7, -7}, m[3];
+  const int got = qf_cuda_prefill_plan(chunks, heads, hpi, k_quant, slots, n);
+  char what[200] = "";
+  if (got != hpi && (got * 2 != hpi || got < 2)) {
+    snprintf(what, sizeof what, "%d heads per item", got);
+  } else {
+    const int64_t t = plan_time(chunks, heads, got, k_quant, slots, m);
+    if (n[0] != m[0] || n[1] != m[1] || n[2] != m[2])
+      snprintf(what, sizeof what, "blocks %lld,%lld,%lld, not blocks_per_item's %lld,%lld,%lld", (long long)n[0],
+               (long long)n[1], (long long)n[2], (long long)m[0], (long long)m[1], (long long)m[2]);
+    const int other = got == hpi ? hpi / 2 : hpi;
+    if (!what[0] && other >= 2) {
+      const int64_t to = plan_time(chunks, heads, other, k_quant, slots, m);
+      if (to < t || (to == t && got != hpi))
+        snprintf(what, sizeof what, "%d heads per item (time %lld), %d predicts %lld", got, (long long)t, other,
+                 (long long)to);
+    }
+    if (!what[0] && want && got != want) snprintf(what, sizeof what, "%d heads per item, the model's %d", got, want);
+  }
+  if (what[0] && failed++ < 10)
+    printf("FAIL test_cuda_plan prefill_plan chunks=%lld heads=%lld,%lld,%lld hpi=%d kq=%d slots=%lld: %s\n",
+           (long long)chunks, (long long)heads[0], (long long)heads[1], (long long)heads[2], hpi, k_quant,
+           (long long)slots, what);
+}
+
 int main(int argc, char **argv) {
   const int cases = (int)tk_arg_u64(argc, argv, "--cases", NULL, 3000);
   tk_rng r;
@@ -148,7 +195,33 @@ int main(int argc, char **argv) {
     const int64_t slots = (int64_t)(1 + tk_rng_next(&r) % 120);
     check_blocks(chunks, items, cost, slots);
   }
-  printf("test_cuda_plan: divisors and %d + %d block counts checked, %d failed\n",
-         (int)(sizeof fixed / sizeof fixed[0]), cases, failed);
+  /* the bench presets (chunks at T: 16 tokens for D = 128, 20 for 96, 8 for
+     256), split / in place / int8 cache, 660 slots (132 SMs, 5 blocks) */
+  static const struct {
+    int64_t chunks, heads[3];
+    int k_quant, want;
+  } presets[] = {
+      {128, {32, 8, 8}, 0, 2},    /* Llama split, T = 2048 */
+      {256, {32, 8, 8}, 0, 4},    /* Llama split, 4096 */
+      {256, {32, 8, 8}, 1, 4},    /* Llama int8 cache, 4096 */
+      {2048, {32, 8, 0}, 0, 4},   /* Llama in place, 32768 */
+      {256, {32, 2, 0}, 0, 2},    /* GLM-4 in place, 4096 */
+      {2048, {32, 2, 0}, 0, 4},   /* GLM-4 in place, 32768 */
+      {2048, {32, 2, 2}, 0, 2},   /* GLM-4 split, 32768 */
+      {205, {32, 32, 32}, 0, 4},  /* Phi-3 split, 4096 */
+      {1639, {32, 32, 32}, 1, 4}, /* Phi-3 int8 cache, 32768 */
+      {256, {16, 8, 8}, 0, 2},    /* Gemma-2 split, 2048 */
+      {512, {16, 8, 8}, 0, 4},    /* Gemma-2 split, 4096 */
+  };
+  for (size_t i = 0; i < sizeof presets / sizeof presets[0]; i++)
+    check_plan(presets[i].chunks, presets[i].heads, 4, presets[i].k_quant, 660, presets[i].want);
+  for (int i = 0; i < cases; i++) {
+    const int64_t heads[3] = {(int64_t)(1 + tk_rng_next(&r) % 64), (int64_t)(tk_rng_next(&r) % 17),
+                              (int64_t)(tk_rng_next(&r) % 17)};
+    const int hpi = tk_rng_next(&r) % 2 ? 4 : 2, k_quant = (int)(tk_rng_next(&r) % 2);
+    check_plan((int64_t)(1 + tk_rng_next(&r) % 3000), heads, hpi, k_quant, (int64_t)(1 + tk_rng_next(&r) % 1400), 0);
+  }
+  printf("test_cuda_plan: divisors, %d + %d block counts and %d + %d prefill plans checked, %d failed\n",
+         (int)(sizeof fixed / sizeof fixed[0]), cases, (int)(sizeof presets / sizeof presets[0]), cases, failed);
   return failed ? TK_FAIL : TK_PASS;
 }

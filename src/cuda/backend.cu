@@ -195,7 +195,8 @@ static bool fast_ok(const qf_problem *p, const qf_cu_params &P) {
 
 // The streaming kernel's work split. Items are (token, hpi heads of one
 // kind); hpi is the largest of 4 (2 with per-token cos/sin: registers) and 2
-// that still gives about 1024 threads per multiprocessor. Calls too small
+// that still gives about 1024 threads per multiprocessor (the prefill form
+// may halve it: qf_cuda_prefill_plan). Calls too small
 // for that even with two heads per item are decode-sized: they run the
 // decode form (one (token, head) per group, one pass; one or two vectors per
 // lane). Otherwise the prefill form runs on the resident blocks
@@ -203,7 +204,7 @@ static bool fast_ok(const qf_problem *p, const qf_cu_params &P) {
 // call, QF_FAST_HOT, whose 40 KB of shared memory at most leave room for
 // them; else 4), each block keeping one item for the
 // launch and walking its token chunks (fast.cuh: block_item); the blocks per
-// item of each kind come from qf_cuda_blocks_per_item. Shared memory
+// item of each kind come from qf_cuda_prefill_plan. Shared memory
 // holds the row stages and, for a quantized cache, the item's reciprocal
 // scales. plan->device_form forces a form (the prefill form then goes down to
 // one head per item, on one block per item).
@@ -211,6 +212,7 @@ static bool fast_ok(const qf_problem *p, const qf_cu_params &P) {
 // group; returns the grid size, or 0 if an index or the shared memory (48
 // KB) would overflow (the general kernel then serves the call).
 static const int64_t kFastKCost = 15; /* a quantized k chunk against a q chunk, in tenths (measured: 13-15) */
+static const int64_t kFastTokenCost = 5; /* a chunk's per-token part, in tenths of one head's */
 
 // The prefill form's blocks per item of each kind (n[k]; items[k] items of
 // kind k, each of `chunks` token chunks, a chunk of kind k costing cost[k]),
@@ -272,6 +274,44 @@ extern "C" void qf_cuda_blocks_per_item(int64_t chunks, const int32_t *items, co
   }
 }
 
+// The prefill form's heads per item and blocks per item (n[k]; heads[k]
+// heads of kind k, 0 where the kind has no work; `chunks` token chunks;
+// `slots` resident blocks): items of hpi heads (the most that fill the
+// device, fast_split) or of hpi / 2 (at least 2), whichever's longest block
+// is predicted to take less time, with the blocks per item of
+// qf_cuda_blocks_per_item. A block's predicted time is its chunks times
+// their cost (kFastKCost for a quantized k chunk) times (kFastTokenCost + 10
+// nh), nh the heads of its item: a chunk's per-token part (position, slot,
+// cos/sin, the loop) about half one head's. Half the heads per item double
+// the chunks to deal, so the last round of chunks is less uneven where a
+// block walks few of them (measured on the H200, session 16, one round:
+// GLM-4 in place at T = 4096 2% less time, Gemma-2 split at 2048 4%, GLM-4
+// split at 32768 1.5%, none more than 0.8% slower); where the rounding does
+// not decide, hpi keeps the per-token part's share smaller (hpi / 2 for
+// every call: up to 7.5% more time). Returns the heads per item.
+extern "C" int qf_cuda_prefill_plan(int64_t chunks, const int64_t *heads, int hpi, int k_quant, int64_t slots,
+                                    int64_t *n) {
+  int64_t best = -1;
+  int best_h = hpi;
+  for (int c = 0; c < 2; c++) {
+    const int h = c ? hpi / 2 : hpi;
+    if (c && h < 2) break;
+    int32_t items[3];
+    for (int k = 0; k < 3; k++) items[k] = (int32_t)((heads[k] + h - 1) / h);
+    const int64_t cost[3] = {10, k_quant && heads[1] % h == 0 ? kFastKCost : 10, 10};
+    int64_t m[3];
+    qf_cuda_blocks_per_item(chunks, items, cost, slots, m);
+    int64_t tau = 0;
+    for (int k = 0; k < 3; k++) {
+      const int64_t nh = heads[k] < h ? heads[k] : h;
+      const int64_t tk = items[k] ? (chunks + m[k] - 1) / m[k] * cost[k] * (kFastTokenCost + 10 * nh) : 0;
+      tau = tk > tau ? tk : tau;
+    }
+    if (best < 0 || tau < best) best = tau, best_h = h, n[0] = m[0], n[1] = m[1], n[2] = m[2];
+  }
+  return best_h;
+}
+
 // The call the streaming kernel serves with its dtypes and cache geometry
 // compiled in (QF_FAST_HOT; fast.cuh: kHot): the one vLLM and SGLang make.
 // cos/sin from a cos_sin_cache of the input's dtype by int64 positions, norm
@@ -313,13 +353,16 @@ static int64_t fast_split(const qkvfuse_plan *plan, const qf_problem *p, qf_cu_p
   const int64_t dgpb = qf::kFastBlock / dlanes;
   int64_t units = 0;
   *smem = 0;
-  bool decode = form != 2 && groups_q < 0x7fffffffLL - dgpb; /* div_fixed: indices below 2^31 */
-  for (int hpi = qf::fast_max_heads(p->desc->rope_source == QKVFUSE_ROPE_COS_SIN); hpi >= (form == 2 ? 1 : 2);
-       hpi >>= 1) {
+  auto set_items = [&](int hpi) {
     P->fast_hpi = hpi;
     P->fast_items[0] = (int32_t)((p->Nq + hpi - 1) / hpi);
     P->fast_items[1] = k_work ? (int32_t)((p->Nkv + hpi - 1) / hpi) : 0;
     P->fast_items[2] = v_work ? (int32_t)((p->Nkv + hpi - 1) / hpi) : 0;
+  };
+  bool decode = form != 2 && groups_q < 0x7fffffffLL - dgpb; /* div_fixed: indices below 2^31 */
+  for (int hpi = qf::fast_max_heads(p->desc->rope_source == QKVFUSE_ROPE_COS_SIN); hpi >= (form == 2 ? 1 : 2);
+       hpi >>= 1) {
+    set_items(hpi);
     units = tchunks * (P->fast_items[0] + P->fast_items[1] + P->fast_items[2]);
     if (units * qf::kFastBlock >= sms * 1024) break;
   }
@@ -348,12 +391,13 @@ static int64_t fast_split(const qkvfuse_plan *plan, const qf_problem *p, qf_cu_p
      chunk), so that on test-sized calls every block walks many chunks
      through its stages with a chunk stride above one, and the last round
      of chunks is mostly part-filled, as in real prefill calls */
-  const int64_t cost[3] = {10, k_quant && p->Nkv % P->fast_hpi == 0 ? kFastKCost : 10, 10};
   const int64_t nf = tchunks < 3 ? (tchunks > 0 ? tchunks : 1) : 3;
   int64_t n[3] = {nf, nf, nf}, grid = 0;
-  if (form != 2)
-    qf_cuda_blocks_per_item(tchunks, P->fast_items, cost, sms * qf::fast_blocks_per_sm((*variant & QF_FAST_HOT) != 0),
-                            n);
+  if (form != 2) {
+    const int64_t heads[3] = {p->Nq, k_work ? p->Nkv : 0, v_work ? p->Nkv : 0};
+    set_items(qf_cuda_prefill_plan(tchunks, heads, P->fast_hpi, k_quant,
+                                   sms * qf::fast_blocks_per_sm((*variant & QF_FAST_HOT) != 0), n));
+  }
   for (int k = 0; k < 3; k++) {
     P->fast_bpi[k] = (int32_t)n[k];
     grid += P->fast_items[k] * n[k];

@@ -24,6 +24,15 @@ qf_cu_div qf_cuda_divisor(uint32_t d);
  * that does not fit. */
 void qf_cuda_blocks_per_item(int64_t chunks, const int32_t *items, const int64_t *cost, int64_t slots, int64_t *n);
 
+/* The prefill form's heads per item, hpi or hpi / 2 (at least 2), and its
+ * blocks per item of each kind (n[k], from qf_cuda_blocks_per_item with that
+ * many heads per item): heads[k] heads of kind k (0: no work), `chunks`
+ * token chunks, a k chunk costing more where k_quant and every k item is
+ * full, `slots` resident blocks; the one whose longest block, chunks times
+ * cost times (a per-token part + its item's heads), is shorter (ties: hpi).
+ * Returns the heads per item. */
+int qf_cuda_prefill_plan(int64_t chunks, const int64_t *heads, int hpi, int k_quant, int64_t slots, int64_t *n);
+
 #ifdef __cplusplus
 }
 #endif

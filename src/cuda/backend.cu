@@ -341,7 +341,8 @@ static int64_t fast_split(const qkvfuse_plan *plan, const qf_problem *p, qf_cu_p
   const int D = (int)p->D;
   const int64_t gpb = qf::fast_gpb(qf::fast_lanes(D)), tchunks = (p->T + gpb - 1) / gpb;
   const int64_t groups_q = p->T * p->Nq, groups_kv = p->T * p->Nkv;
-  const int64_t heads = p->Nq + (k_work ? p->Nkv : 0) + (v_work ? p->Nkv : 0);
+  const int64_t kind_heads[3] = {p->Nq, k_work ? p->Nkv : 0, v_work ? p->Nkv : 0}; /* 0: no work */
+  const int64_t heads = kind_heads[0] + kind_heads[1] + kind_heads[2];
   const int form = plan->device_form;
   /* the decode form's vectors per lane: one for the smallest calls (at
      most two warps per multiprocessor; measured on the H200: 13-23% less
@@ -355,9 +356,7 @@ static int64_t fast_split(const qkvfuse_plan *plan, const qf_problem *p, qf_cu_p
   *smem = 0;
   auto set_items = [&](int hpi) {
     P->fast_hpi = hpi;
-    P->fast_items[0] = (int32_t)((p->Nq + hpi - 1) / hpi);
-    P->fast_items[1] = k_work ? (int32_t)((p->Nkv + hpi - 1) / hpi) : 0;
-    P->fast_items[2] = v_work ? (int32_t)((p->Nkv + hpi - 1) / hpi) : 0;
+    for (int k = 0; k < 3; k++) P->fast_items[k] = (int32_t)((kind_heads[k] + hpi - 1) / hpi);
   };
   bool decode = form != 2 && groups_q < 0x7fffffffLL - dgpb; /* div_fixed: indices below 2^31 */
   for (int hpi = qf::fast_max_heads(p->desc->rope_source == QKVFUSE_ROPE_COS_SIN); hpi >= (form == 2 ? 1 : 2);
@@ -394,8 +393,7 @@ static int64_t fast_split(const qkvfuse_plan *plan, const qf_problem *p, qf_cu_p
   const int64_t nf = tchunks < 3 ? (tchunks > 0 ? tchunks : 1) : 3;
   int64_t n[3] = {nf, nf, nf}, grid = 0;
   if (form != 2) {
-    const int64_t heads[3] = {p->Nq, k_work ? p->Nkv : 0, v_work ? p->Nkv : 0};
-    set_items(qf_cuda_prefill_plan(tchunks, heads, P->fast_hpi, k_quant,
+    set_items(qf_cuda_prefill_plan(tchunks, kind_heads, P->fast_hpi, k_quant,
                                    sms * qf::fast_blocks_per_sm((*variant & QF_FAST_HOT) != 0), n));
   }
   for (int k = 0; k < 3; k++) {

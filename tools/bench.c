@@ -411,8 +411,10 @@ int cli_bench(int argc, char **argv) {
                     : "");
   if (o.json_file) { /* a write that failed during the run, or the last flush */
     const int lost = ferror(o.json_file);
-    if (fclose(o.json_file) != 0 || lost) {
-      fprintf(stderr, "qkvfuse bench: --json-out: cannot write %s: %s\n", o.json_out, strerror(errno));
+    const int closed = fclose(o.json_file) == 0, close_err = closed ? 0 : errno; /* errno: the close's failure only */
+    if (lost || !closed) {
+      fprintf(stderr, "qkvfuse bench: --json-out: cannot write %s: %s\n", o.json_out,
+              closed ? "a write failed during the run" : strerror(close_err));
       return 1;
     }
   }

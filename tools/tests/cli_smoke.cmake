@@ -13,6 +13,7 @@ function(run_cli expect_rc out_var)
     message(FATAL_ERROR "qkvfuse ${ARGN}: exit ${rc}, expected ${expect_rc}\nstdout:\n${out}\nstderr:\n${err}")
   endif()
   set(${out_var} "${out}" PARENT_SCOPE)
+  set(${out_var}_err "${err}" PARENT_SCOPE)
 endfunction()
 
 # Every line of text must be a JSON object with the fields; the fields named in
@@ -104,4 +105,7 @@ run_cli(1 out bench --preset phi-3-mini --op split --tokens 1 --json-out "${CMAK
 run_cli(2 out bench --json-out)
 if(EXISTS /dev/full) # every write fails (ENOSPC): exit 1, not a silent empty file
   run_cli(1 out bench --preset phi-3-mini --op split --tokens 1 --min-time 0.01 --rotate-mb 8 --json-out /dev/full)
+  if(NOT out_err MATCHES "--json-out: cannot write /dev/full: [^\n]")
+    message(FATAL_ERROR "qkvfuse bench --json-out /dev/full: no message naming the file and the failure:\n${out_err}")
+  endif()
 endif()

@@ -126,6 +126,11 @@ __global__ void __launch_bounds__(BLOCK, 5)
   if (MODE == 2 && u < G) bulk_wait_read0();
 }
 
+// The baseline: a plain 16-byte grid-stride copy, one access in flight per
+// thread. Not the project's qf_cuda_copy_bytes (unfused.cu: four in flight),
+// which `qkvfuse bench` times: this file builds without the library, so its
+// % of copy is against this kernel (3.92-3.94 TB/s at T = 32768 in session
+// 19, against the bench copy's 3.89-3.91 TB/s for the same bytes).
 __global__ void copyk(const uint4 *s, uint4 *d, long n) {
   for (long i = blockIdx.x * (long)blockDim.x + threadIdx.x; i < n; i += (long)gridDim.x * blockDim.x) d[i] = s[i];
 }

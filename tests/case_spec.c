@@ -204,7 +204,7 @@ void tk_spec_random(tk_spec *s, tk_rng *r, const tk_limits *lim) {
 }
 
 void tk_spec_engine(tk_spec *s, tk_rng *r) {
-  static const int64_t Ds[] = {32, 64, 96, 128, 256};
+  static const int64_t Ds[] = {32, 64, 96, 128, 192, 256};
   static const qkvfuse_quant_mode qms[] = {QKVFUSE_QUANT_INT8_SYM, QKVFUSE_QUANT_FP8_E4M3};
   if (s->D % 16 || s->D > 256) s->D = TK_PICK(r, Ds);
   s->qkv_dt = tk_rng_chance(r, 0.5) ? BF16 : F16;

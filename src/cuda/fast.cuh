@@ -15,7 +15,8 @@
 // token chunks (fast_gpb(L) tokens, one per group). The rows of the next
 // chunk are copied into shared memory by cp.async while the current chunk is
 // normalized, rotated and stored head by head; its position and slot are
-// loaded a chunk ahead.
+// loaded a chunk ahead, and (kernels that know their call, HOT) its cos/sin
+// once the current chunk's first head is stored (cs_fetch).
 // Decode form (decode_kernel), for calls too small to fill the device with
 // two heads per item: one (token, head) per group, one pass, every
 // independent load (row, position, slot, norm weights, cache scales) issued
@@ -530,6 +531,56 @@ __device__ __forceinline__ void load_gamma(const qf_cu_params &P, const qf_cu_ve
   }
 }
 
+// The HOT prefill kernels' cos/sin of a lane for one token, as loaded from
+// the 16-bit cos_sin_cache (cs_fetch, a chunk ahead: the chunk's first
+// heads cover the round trip) and converted when the chunk starts
+// (cs_ready), to the values load_cos_sin gives. neox: the cos and the sin of
+// the lane's 8 pairs; interleaved: of vector A's 4 pairs (x, y) and of B's
+// (z, w).
+struct cs_bits {
+  uint4 c, s;
+};
+
+template <typename T, bool INTER>
+__device__ __forceinline__ cs_bits cs_fetch(const qf_cu_params &P, int pos, const lane_vecs &lv, bool rope) {
+  cs_bits r = {make_uint4(0, 0, 0, 0), make_uint4(0, 0, 0, 0)};
+  if (!rope) return r;
+  const qf_cu_mat &csc = P.cos_sin_cache;
+  const int R = P.R, dt = h16<T>::dtype;
+  if constexpr (!INTER) {
+    const int64_t base = (int64_t)pos * csc.ld + 8 * lv.a;
+    r.c = ld_table<8>(csc.data, dt, base).a;
+    r.s = ld_table<8>(csc.data, dt, base + (R >> 1)).a;
+  } else {
+#pragma unroll
+    for (int v = 0; v < 2; v++) {
+      const int w = v ? lv.b : lv.a;
+      if (8 * w >= R) continue;
+      const int64_t base = (int64_t)pos * csc.ld + 4 * w;
+      const uint4 c = ld_table<4>(csc.data, dt, base).a, sn = ld_table<4>(csc.data, dt, base + (R >> 1)).a;
+      if (v) r.c.z = c.x, r.c.w = c.y, r.s.z = sn.x, r.s.w = sn.y;
+      else r.c.x = c.x, r.c.y = c.y, r.s.x = sn.x, r.s.y = sn.y;
+    }
+  }
+  return r;
+}
+
+template <typename T, bool INTER, int NCS>
+__device__ __forceinline__ void cs_ready(const cs_bits &r, float (&cs)[NCS][8]) {
+  if constexpr (!INTER) {
+    unpack8<T>(r.c, cs[0]);
+    unpack8<T>(r.s, cs[1]);
+  } else {
+    float c[8], sn[8];
+    unpack8<T>(r.c, c);
+    unpack8<T>(r.s, sn);
+#pragma unroll
+    for (int v = 0; v < 2; v++)
+#pragma unroll
+      for (int k = 0; k < 8; k++) cs[2 * v][k] = c[4 * v + (k >> 1)], cs[2 * v + 1][k] = sn[4 * v + (k >> 1)];
+  }
+}
+
 // cos/sin of the lane's rotated elements for token t at position pos (when
 // rope: the token is valid and the lane rotates). CSDT: the call's
 // cos_sin_cache dtype, known at compile time (else 0: read).
@@ -806,6 +857,16 @@ __global__ void __launch_bounds__(kFastBlock, fast_blocks_per_sm(HOT != 0)) fast
   float g[16];
   if (norm) load_gamma<TDT>(P, kind == 0 ? P.q_gamma : P.k_gamma, lv, g);
   const unsigned bad = quant ? fill_qtable<HOT>(P, qtab, kind, h0, nh) : 0u;
+  // HOT: the cos/sin of the lane's token in chunk cc, fetched a chunk ahead
+  // (where it rotates: its position in the table; checked again with the
+  // token when the chunk is computed)
+  auto fetch_cs = [&](unsigned cc, const token_ix &x) {
+    const bool r = kind < 2 && R > 0 && !idle && lane < nl && (lv.rot_a || lv.rot_b) && cc < chunks &&
+                   (int64_t)cc * GPB + grp < P.T && x.pos >= 0 && x.pos < P.max_pos;
+    return cs_fetch<T, INTER>(P, (int)x.pos, lv, r);
+  };
+  cs_bits csb = {};
+  if constexpr (HOT) csb = fetch_cs(c, next);
 
   for (int st = 0; c < chunks; c += stride, st ^= 1) {
     const unsigned cn = c + stride;
@@ -825,7 +886,10 @@ __global__ void __launch_bounds__(kFastBlock, fast_blocks_per_sm(HOT != 0)) fast
     // cos/sin of the lane's elements
     const bool rope = kind < 2 && R > 0 && td.ok && act && (lv.rot_a || lv.rot_b);
     float cs[NCS][8];
-    load_cos_sin<INTER, SEP, TDT>(P, t, (int)ix.pos /* < max_pos <= 2^31 when used */, lv, rope, cs);
+    if constexpr (HOT)
+      cs_ready<T, INTER, NCS>(csb, cs);
+    else
+      load_cos_sin<INTER, SEP, TDT>(P, t, (int)ix.pos /* < max_pos <= 2^31 when used */, lv, rope, cs);
 
     // the heads, from this chunk's stage
     cp_async_wait<1>();
@@ -843,6 +907,9 @@ __global__ void __launch_bounds__(kFastBlock, fast_blocks_per_sm(HOT != 0)) fast
       const int w[2] = {lv.a, lv.b};
       store_head<T, 2, HOT>(out, C, quant, td.ok && act, to_cache, t, td.row0, h0 + i, D, w, x,
                        table_scales{qtab, qtab + nh * D, i * D, (bad >> i & 1u) != 0, offsets, lv});
+      if constexpr (HOT) { /* the next chunk's cos/sin, its position loaded at the top of this one */
+        if (i == 0) csb = fetch_cs(cn, next);
+      }
     }
   }
 }

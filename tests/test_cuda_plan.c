@@ -14,7 +14,10 @@
  *   blocks per item of qf_cuda_blocks_per_item for that choice, and the
  *   smaller predicted longest block (chunks * cost * (5 + 10 heads); ties:
  *   hpi), on random shapes; and the choices a separate model of the rule
- *   (Python, session 16) makes for the bench presets on the H200's 660 slots.
+ *   (Python, session 16) makes for the bench presets on the H200's 660 slots;
+ * - qf_cuda_prefill_tail: its bounds (a multiple of the piece, a quarter of
+ *   the chunks rounded down, none below 3 chunks per resident block, pieces
+ *   of 1 or 2) on random shapes, and its values for the bench shapes.
  * This program includes an internal header (the functions are not API).
  *   test_cuda_plan [--cases N] [--seed S] */
 #include <stdint.h>
@@ -169,6 +172,29 @@ static void check_plan(int64_t chunks, const int64_t *heads, int hpi, int k_quan
            (long long)slots, what);
 }
 
+/* qf_cuda_prefill_tail: a multiple of the piece, at most a quarter of the
+ * chunks and at least a quarter less one piece where it applies; none where
+ * a resident block would walk fewer than 3 chunks; pieces of 1, or 2 from
+ * 16 chunks per block; want_tail / want_piece >= 0: the expected values. */
+static void check_tail(int64_t chunks, int64_t items, int64_t slots, int64_t want_tail, int64_t want_piece) {
+  int64_t tail = -1, piece = -1;
+  qf_cuda_prefill_tail(chunks, items, slots, &tail, &piece);
+  const double per = (double)chunks * (double)items / (double)slots;
+  char what[96] = "";
+  if (piece != (per >= 16 ? 2 : 1))
+    snprintf(what, sizeof what, "piece %lld", (long long)piece);
+  else if (tail < 0 || tail % piece || 4 * tail > chunks)
+    snprintf(what, sizeof what, "tail %lld: not a multiple of the piece within a quarter", (long long)tail);
+  else if (per < 3 ? tail != 0 : 4 * (tail + piece) <= chunks)
+    snprintf(what, sizeof what, "tail %lld at %.2f chunks per block", (long long)tail, per);
+  else if ((want_tail >= 0 && tail != want_tail) || (want_piece >= 0 && piece != want_piece))
+    snprintf(what, sizeof what, "tail %lld piece %lld, want %lld / %lld", (long long)tail, (long long)piece,
+             (long long)want_tail, (long long)want_piece);
+  if (what[0] && failed++ < 10)
+    printf("FAIL test_cuda_plan tail chunks=%lld items=%lld slots=%lld: %s\n", (long long)chunks, (long long)items,
+           (long long)slots, what);
+}
+
 int main(int argc, char **argv) {
   const int cases = (int)tk_arg_u64(argc, argv, "--cases", NULL, 3000);
   tk_rng r;
@@ -221,7 +247,19 @@ int main(int argc, char **argv) {
     const int hpi = tk_rng_next(&r) % 2 ? 4 : 2, k_quant = (int)(tk_rng_next(&r) % 2);
     check_plan((int64_t)(1 + tk_rng_next(&r) % 3000), heads, hpi, k_quant, (int64_t)(1 + tk_rng_next(&r) % 1400), 0);
   }
-  printf("test_cuda_plan: divisors, %d + %d block counts and %d + %d prefill plans checked, %d failed\n",
-         (int)(sizeof fixed / sizeof fixed[0]), cases, (int)(sizeof presets / sizeof presets[0]), cases, failed);
+  /* the tail of bench shapes on the H200's 660 slots (items at the heads
+     per item that fill the device), then random ones */
+  check_tail(26, 48, 660, 0, 1);    /* Phi-3, T = 512: 1.9 chunks per block */
+  check_tail(256, 10, 660, 64, 1);  /* GLM-4 split, 4096: 3.9 */
+  check_tail(256, 12, 660, 64, 1);  /* Llama split, 4096: 4.7 */
+  check_tail(205, 24, 660, 51, 1);  /* Phi-3 split, 4096: 7.5 */
+  check_tail(2048, 12, 660, 512, 2); /* Llama split, 32768: 37 */
+  check_tail(1639, 24, 660, 408, 2); /* Phi-3 split, 32768: 60 */
+  for (int i = 0; i < cases; i++)
+    check_tail((int64_t)(tk_rng_next(&r) % 5000), (int64_t)(1 + tk_rng_next(&r) % 400),
+               (int64_t)(1 + tk_rng_next(&r) % 1400), -1, -1);
+  printf("test_cuda_plan: divisors, %d + %d block counts, %d + %d prefill plans and %d + %d tails checked, %d failed\n",
+         (int)(sizeof fixed / sizeof fixed[0]), cases, (int)(sizeof presets / sizeof presets[0]), cases, 6, cases,
+         failed);
   return failed ? TK_FAIL : TK_PASS;
 }

@@ -312,6 +312,26 @@ extern "C" int qf_cuda_prefill_plan(int64_t chunks, const int64_t *heads, int hp
   return best_h;
 }
 
+// The prefill form's tail: the last *tail token chunks of every item, in
+// pieces of *piece chunks, one block each, which the hardware starts as the
+// resident blocks end. Multiprocessors move their bytes at different rates
+// (measured on the H200, Phi-3 at T = 32768: blocks of equal chunks ended
+// 203-360 us into a 360 us call, grouped by multiprocessor, and the slots
+// stood 17% of the call idle), so a static split ends when the slowest
+// does; the pieces let the faster ones take more (then 96% busy). A
+// quarter of the chunks, where a resident block would walk at least 3
+// (`per`: chunks x items / slots; with fewer, the pieces' second wave of
+// blocks costs more than the balance gains: Phi-3 at T = 512, per 1.9, +8%
+// time for split, +15% for the int8 cache op), in pieces of one chunk, or
+// of two where it would walk 16 or more (a piece's block start is then the
+// larger cost; pieces of two where per < 16 measured up to 15% slower than
+// of one: Phi-3, GLM-4 and Llama at T = 4096).
+extern "C" void qf_cuda_prefill_tail(int64_t chunks, int64_t items, int64_t slots, int64_t *tail, int64_t *piece) {
+  const int64_t per = slots > 0 ? chunks * items / slots : 0;
+  *piece = per >= 16 ? 2 : 1;
+  *tail = per >= 3 ? chunks / 4 / *piece * *piece : 0;
+}
+
 // The call the streaming kernel serves with its dtypes and cache geometry
 // compiled in (QF_FAST_HOT; fast.cuh: kHot): the one vLLM and SGLang make.
 // cos/sin from a cos_sin_cache of the input's dtype by int64 positions, norm
@@ -385,21 +405,29 @@ static int64_t fast_split(const qkvfuse_plan *plan, const qf_problem *p, qf_cu_p
   *lanes = qf::fast_lanes(D);
   if (tchunks >= 0x7fffffffLL) return 0; /* chunk indices (+ a stride) stay below 2^32 */
   P->fast_chunks = (uint32_t)tchunks;
-  /* blocks per item: qf_cuda_blocks_per_item, by the cost of a chunk (tenths
+  /* the tail (qf_cuda_prefill_tail), then the resident blocks per item of
+     the other chunks: qf_cuda_prefill_plan, by the cost of a chunk (tenths
      of a q chunk's); the forced prefill form takes three (at most one per
      chunk), so that on test-sized calls every block walks many chunks
-     through its stages with a chunk stride above one, and the last round
-     of chunks is mostly part-filled, as in real prefill calls */
-  const int64_t nf = tchunks < 3 ? (tchunks > 0 ? tchunks : 1) : 3;
+     through its stages with a chunk stride above one, the last round of
+     chunks is mostly part-filled, as in real prefill calls, and calls of
+     18 chunks or more have a tail */
+  const int64_t items = P->fast_items[0] + P->fast_items[1] + P->fast_items[2];
+  const int64_t slots = form == 2 ? 3 * items : sms * qf::fast_blocks_per_sm((*variant & QF_FAST_HOT) != 0);
+  int64_t piece = 1, tail = 0;
+  qf_cuda_prefill_tail(tchunks, items, slots, &tail, &piece);
+  const int64_t head = tchunks - tail;
+  const int64_t nf = head < 3 ? (head > 0 ? head : 1) : 3;
   int64_t n[3] = {nf, nf, nf}, grid = 0;
-  if (form != 2) {
-    set_items(qf_cuda_prefill_plan(tchunks, kind_heads, P->fast_hpi, k_quant,
-                                   sms * qf::fast_blocks_per_sm((*variant & QF_FAST_HOT) != 0), n));
-  }
+  if (form != 2) set_items(qf_cuda_prefill_plan(head, kind_heads, P->fast_hpi, k_quant, slots, n));
   for (int k = 0; k < 3; k++) {
     P->fast_bpi[k] = (int32_t)n[k];
     grid += P->fast_items[k] * n[k];
   }
+  P->fast_head_blocks = (int32_t)grid;
+  P->fast_head_chunks = (uint32_t)head;
+  P->fast_piece = (int32_t)piece;
+  if (tail) grid += (P->fast_items[0] + P->fast_items[1] + P->fast_items[2]) * (tail / piece);
   /* the rounds' segments (fast.cuh: block_item): the distinct counts in
      ascending order; a segment's rounds have every item of the kinds with
      at least its count */

@@ -9,14 +9,17 @@
 // Prefill form (fast_kernel): a group of L = fast_lanes(D) lanes (D/16
 // rounded up to a power of two, or 6 for D = 96) does one item, two 16-byte
 // vectors per lane per head; an item is (token, up to 4 heads of one kind:
-// q, k or v). The grid is the resident blocks; each block keeps one item
-// slot for the launch (kind, heads, norm weights in registers, the item's
+// q, k or v). The grid's first blocks are the resident ones: each keeps one
+// item for the launch (kind, heads, norm weights in registers, the item's
 // reciprocal cache scales in a shared-memory table) and walks that item's
-// token chunks (fast_gpb(L) tokens, one per group). The rows of the next
-// chunk are copied into shared memory by cp.async while the current chunk is
-// normalized, rotated and stored head by head; its position and slot are
-// loaded a chunk ahead, and (kernels that know their call, HOT) its cos/sin
-// once the current chunk's first head is stored (cs_fetch).
+// token chunks (fast_gpb(L) tokens, one per group); where blocks walk enough
+// chunks, the last quarter of them goes to further blocks of one or two
+// chunks each, which the hardware starts as resident blocks end, so the
+// multiprocessors that move bytes faster take more (block_item). The rows
+// of the next chunk are copied into shared memory by cp.async while the
+// current chunk is normalized, rotated and stored head by head; its position
+// and slot are loaded a chunk ahead, and (kernels that know their call, HOT)
+// its cos/sin once the current chunk's first head is stored (cs_fetch).
 // Decode form (decode_kernel), for calls too small to fill the device with
 // two heads per item: one (token, head) per group, one pass, every
 // independent load (row, position, slot, norm weights, cache scales) issued
@@ -745,40 +748,58 @@ struct lane_scales {
   }
 };
 
-// The prefill form's item and token chunks of block b. A block keeps its
-// item for the launch and walks the item's chunks from its index among the
-// item's blocks with a stride of their number (fast_bpi of its kind), so
-// that all items go through the tokens together. Blocks are dealt in rounds:
-// round r has one block of every item whose kind has more than r blocks per
-// item, q items first, then k, then v; so neighbouring blocks (and each
-// multiprocessor's) hold different items, and kinds whose chunks cost more
-// (backend.cu: fast_split) have more blocks. Rounds come in up to three
-// segments of equal width (fast_seg_end: the segment's last round + 1;
-// fast_seg_width: its blocks per round).
+// The prefill form's item and token chunks of block b. Blocks
+// [0, fast_head_blocks) are the resident ones: a block keeps its item for
+// the launch and walks that item's chunks below fast_head_chunks from its
+// index among the item's blocks with a stride of their number (fast_bpi of
+// its kind), so that all items go through the tokens together. Blocks are
+// dealt in rounds: round r has one block of every item whose kind has more
+// than r blocks per item, q items first, then k, then v; so neighbouring
+// blocks (and each multiprocessor's) hold different items, and kinds whose
+// chunks cost more (backend.cu: fast_split) have more blocks. Rounds come
+// in up to three segments of equal width (fast_seg_end: the segment's last
+// round + 1; fast_seg_width: its blocks per round). The blocks after them
+// take the remaining chunks in pieces of fast_piece consecutive chunks,
+// piece by piece, every item's in turn: the hardware starts each as a
+// resident block ends, so the multiprocessors that move their bytes faster
+// take more of them (backend.cu: the tail).
 struct prefill_item {
-  int kind, h0, nh;   /* kind (0 q, 1 k, 2 v), first head, heads */
-  unsigned c, stride; /* the first chunk, the chunk stride */
+  int kind, h0, nh;        /* kind (0 q, 1 k, 2 v), first head, heads */
+  unsigned c, stride, end; /* the first chunk, the chunk stride, the chunk bound */
 };
 
 __device__ __forceinline__ prefill_item block_item(const qf_cu_params &P) {
-  unsigned b = blockIdx.x, r0 = 0, round = 0, j = 0;
+  unsigned b = blockIdx.x, round = 0, j = 0, c, stride, end;
+  if (b < (unsigned)P.fast_head_blocks) {
+    unsigned r0 = 0;
 #pragma unroll
-  for (int s = 0; s < 3; s++) {
-    const unsigned w = (unsigned)P.fast_seg_width[s], n = (unsigned)P.fast_seg_end[s] - r0;
-    if (b < n * w) {
-      round = r0 + b / w, j = b - (round - r0) * w;
-      break;
+    for (int s = 0; s < 3; s++) {
+      const unsigned w = (unsigned)P.fast_seg_width[s], n = (unsigned)P.fast_seg_end[s] - r0;
+      if (b < n * w) {
+        round = r0 + b / w, j = b - (round - r0) * w;
+        break;
+      }
+      b -= n * w, r0 = (unsigned)P.fast_seg_end[s];
     }
-    b -= n * w, r0 = (unsigned)P.fast_seg_end[s];
+  } else { /* a piece of the tail: item j of piece `round` */
+    const unsigned items = (unsigned)(P.fast_items[0] + P.fast_items[1] + P.fast_items[2]);
+    b -= (unsigned)P.fast_head_blocks, round = b / items, j = b - round * items;
   }
-  int kind = 0; /* item j of the round's: the kinds with more than `round` blocks per item */
-  while (kind < 2 && (round >= (unsigned)P.fast_bpi[kind] || j >= (unsigned)P.fast_items[kind])) {
-    if (round < (unsigned)P.fast_bpi[kind]) j -= P.fast_items[kind];
+  int kind = 0; /* item j of the round's: the kinds with more than `round` blocks per item (the tail's: all) */
+  const bool head = blockIdx.x < (unsigned)P.fast_head_blocks;
+  while (kind < 2 && ((head && round >= (unsigned)P.fast_bpi[kind]) || j >= (unsigned)P.fast_items[kind])) {
+    if (!head || round < (unsigned)P.fast_bpi[kind]) j -= P.fast_items[kind];
     kind++;
+  }
+  if (head) {
+    c = round, stride = (unsigned)P.fast_bpi[kind], end = P.fast_head_chunks;
+  } else {
+    c = P.fast_head_chunks + round * (unsigned)P.fast_piece, stride = 1;
+    end = min(c + (unsigned)P.fast_piece, P.fast_chunks);
   }
   prefill_item it;
   it.kind = kind, it.h0 = (int)j * P.fast_hpi, it.nh = min(P.fast_hpi, (kind == 0 ? P.Nq : P.Nkv) - it.h0);
-  it.c = round, it.stride = (unsigned)P.fast_bpi[kind];
+  it.c = c, it.stride = stride, it.end = end;
   return it;
 }
 
@@ -809,10 +830,9 @@ __global__ void __launch_bounds__(kFastBlock, fast_blocks_per_sm(HOT != 0)) fast
   const int lane = gl.lane, grp = gl.grp;
   const bool idle = gl.idle; /* a lane in no group (L not a power of two) */
   const lane_vecs lv = lane_layout<INTER>(lane, nl, R);
-  const unsigned chunks = P.fast_chunks;
   const prefill_item it = block_item(P);
   const int kind = it.kind, h0 = it.h0, nh = it.nh;
-  const unsigned stride = it.stride;
+  const unsigned stride = it.stride, end = it.end;
   unsigned c = it.c;
 
   const T *rows = reinterpret_cast<const T *>(P.qkv.data) + head_col(P, kind, h0);
@@ -825,11 +845,12 @@ __global__ void __launch_bounds__(kFastBlock, fast_blocks_per_sm(HOT != 0)) fast
   const bool offsets = !HOT && C.quant == QKVFUSE_QUANT_INT8_ASYM;
 
   // the lane's vectors of chunk cc's token, copied into stage st (nothing
-  // past the last token); one commit group per chunk either way
+  // past the block's chunks or the last token); one commit group per chunk
+  // either way
   const uint64_t policy = evict_first_policy();
   auto issue = [&](unsigned cc, int st) {
     const int64_t t = (int64_t)cc * GPB + grp;
-    if (!idle && t < P.T && lane < nl) {
+    if (!idle && cc < end && t < P.T && lane < nl) {
       const T *in = rows + t * P.qkv.ld;
 #pragma unroll
       for (int i = 0; i < NH; i++) {
@@ -861,18 +882,18 @@ __global__ void __launch_bounds__(kFastBlock, fast_blocks_per_sm(HOT != 0)) fast
   // (where it rotates: its position in the table; checked again with the
   // token when the chunk is computed)
   auto fetch_cs = [&](unsigned cc, const token_ix &x) {
-    const bool r = kind < 2 && R > 0 && !idle && lane < nl && (lv.rot_a || lv.rot_b) && cc < chunks &&
+    const bool r = kind < 2 && R > 0 && !idle && lane < nl && (lv.rot_a || lv.rot_b) && cc < end &&
                    (int64_t)cc * GPB + grp < P.T && x.pos >= 0 && x.pos < P.max_pos;
     return cs_fetch<T, INTER>(P, (int)x.pos, lv, r);
   };
   cs_bits csb = {};
   if constexpr (HOT) csb = fetch_cs(c, next);
 
-  for (int st = 0; c < chunks; c += stride, st ^= 1) {
+  for (int st = 0; c < end; c += stride, st ^= 1) {
     const unsigned cn = c + stride;
     issue(cn, st ^ 1);
     const token_ix ix = next;
-    if (cn < chunks) next = load_token_ix<false, HOT>(P, (int64_t)cn * GPB + grp);
+    if (cn < end) next = load_token_ix<false, HOT>(P, (int64_t)cn * GPB + grp);
 
     const int64_t t = (int64_t)c * GPB + grp;
     const bool live = !idle && t < P.T; /* the group has a token */

@@ -33,6 +33,13 @@ void qf_cuda_blocks_per_item(int64_t chunks, const int32_t *items, const int64_t
  * Returns the heads per item. */
 int qf_cuda_prefill_plan(int64_t chunks, const int64_t *heads, int hpi, int k_quant, int64_t slots, int64_t *n);
 
+/* The prefill form's tail of `chunks` token chunks with `items` items and
+ * `slots` resident blocks: *tail chunks (a multiple of *piece, a quarter of
+ * them rounded down, or none where a resident block would walk fewer than 3
+ * chunks) that blocks of *piece chunks (1, or 2 where it would walk 16 or
+ * more) take after the resident blocks' share. */
+void qf_cuda_prefill_tail(int64_t chunks, int64_t items, int64_t slots, int64_t *tail, int64_t *piece);
+
 #ifdef __cplusplus
 }
 #endif

@@ -80,6 +80,9 @@ typedef struct qf_cu_params {
   int32_t fast_bpi[3];          /* blocks per item of each kind */
   int32_t fast_seg_end[3];      /* blocks are dealt in rounds, in segments: a segment's last round + 1 */
   int32_t fast_seg_width[3];    /* its blocks per round (0: unused) */
+  int32_t fast_head_blocks;     /* the rounds' blocks, which walk the chunks below fast_head_chunks */
+  uint32_t fast_head_chunks;    /* the tail: chunks fast_head_chunks .. fast_chunks - 1, */
+  int32_t fast_piece;           /* in pieces of fast_piece chunks, a block each */
   /* a slot's page (slot / block_size) and a contiguous token's batch (t / S)
      as multiplies (fast.cuh: div_by); d = 0 where the divisor is >= 2^31 */
   qf_cu_div page_div, batch_div;

@@ -770,7 +770,8 @@ struct prefill_item {
 
 __device__ __forceinline__ prefill_item block_item(const qf_cu_params &P) {
   unsigned b = blockIdx.x, round = 0, j = 0, c, stride, end;
-  if (b < (unsigned)P.fast_head_blocks) {
+  const bool head = b < (unsigned)P.fast_head_blocks;
+  if (head) {
     unsigned r0 = 0;
 #pragma unroll
     for (int s = 0; s < 3; s++) {
@@ -786,7 +787,6 @@ __device__ __forceinline__ prefill_item block_item(const qf_cu_params &P) {
     b -= (unsigned)P.fast_head_blocks, round = b / items, j = b - round * items;
   }
   int kind = 0; /* item j of the round's: the kinds with more than `round` blocks per item (the tail's: all) */
-  const bool head = blockIdx.x < (unsigned)P.fast_head_blocks;
   while (kind < 2 && ((head && round >= (unsigned)P.fast_bpi[kind]) || j >= (unsigned)P.fast_items[kind])) {
     if (!head || round < (unsigned)P.fast_bpi[kind]) j -= P.fast_items[kind];
     kind++;

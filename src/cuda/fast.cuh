@@ -544,6 +544,14 @@ struct cs_bits {
   uint4 c, s;
 };
 
+// The element of a cos/sin cache row (position pos) holding the cos of the
+// pairs of vector w, a rotated one: neox, its 8 pairs 8w .. 8w+7 (w < R/16);
+// interleaved, its 4 pairs 4w .. 4w+3. The sin is R/2 further.
+template <bool INTER>
+__device__ __forceinline__ int64_t cos_at(const qf_cu_mat &csc, int64_t pos, int w) {
+  return pos * csc.ld + (INTER ? 4 * w : 8 * w);
+}
+
 template <typename T, bool INTER>
 __device__ __forceinline__ cs_bits cs_fetch(const qf_cu_params &P, int pos, const lane_vecs &lv, bool rope) {
   cs_bits r = {make_uint4(0, 0, 0, 0), make_uint4(0, 0, 0, 0)};
@@ -551,7 +559,7 @@ __device__ __forceinline__ cs_bits cs_fetch(const qf_cu_params &P, int pos, cons
   const qf_cu_mat &csc = P.cos_sin_cache;
   const int R = P.R, dt = h16<T>::dtype;
   if constexpr (!INTER) {
-    const int64_t base = (int64_t)pos * csc.ld + 8 * lv.a;
+    const int64_t base = cos_at<false>(csc, pos, lv.a);
     r.c = ld_table<8>(csc.data, dt, base).a;
     r.s = ld_table<8>(csc.data, dt, base + (R >> 1)).a;
   } else {
@@ -559,7 +567,7 @@ __device__ __forceinline__ cs_bits cs_fetch(const qf_cu_params &P, int pos, cons
     for (int v = 0; v < 2; v++) {
       const int w = v ? lv.b : lv.a;
       if (8 * w >= R) continue;
-      const int64_t base = (int64_t)pos * csc.ld + 4 * w;
+      const int64_t base = cos_at<true>(csc, pos, w);
       const uint4 c = ld_table<4>(csc.data, dt, base).a, sn = ld_table<4>(csc.data, dt, base + (R >> 1)).a;
       if (v) r.c.z = c.x, r.c.w = c.y, r.s.z = sn.x, r.s.w = sn.y;
       else r.c.x = c.x, r.c.y = c.y, r.s.x = sn.x, r.s.y = sn.y;
@@ -610,13 +618,13 @@ __device__ __forceinline__ void load_cos_sin(const qf_cu_params &P, int64_t t, i
         cvt_table<8>(c2[0], P.cos.dtype, cs[2 * v]);
         cvt_table<8>(c2[1], P.sin.dtype, cs[2 * v + 1]);
       } else if (!INTER) { /* pairs 8a .. 8a+7 */
-        const int64_t base = (int64_t)pos * csc.ld + 8 * lv.a;
+        const int64_t base = cos_at<false>(csc, pos, lv.a);
         c2[0] = ld_table<8>(csc.data, csdt, base);
         c2[1] = ld_table<8>(csc.data, csdt, base + (R >> 1));
         cvt_table<8>(c2[0], csdt, cs[0]);
         cvt_table<8>(c2[1], csdt, cs[1]);
       } else { /* vector w holds pairs 4w .. 4w+3 */
-        const int64_t base = (int64_t)pos * csc.ld + 4 * w;
+        const int64_t base = cos_at<true>(csc, pos, w);
         c2[0] = ld_table<4>(csc.data, csdt, base);
         c2[1] = ld_table<4>(csc.data, csdt, base + (R >> 1));
         float c[4], sn[4];
@@ -950,8 +958,8 @@ struct vec_cs_raw {
 };
 
 // The element of a cos/sin cache row (position pos) holding the cos of
-// vector w's pairs (the sin: R/2 further): neox, the vector's 8 pairs;
-// interleaved, its 4 (pairs 4w .. 4w+3).
+// vector w's pairs (the sin: R/2 further): cos_at's, where a neox vector of
+// the second half (w >= R/16) takes its first-half partner's pairs.
 template <bool INTER>
 __device__ __forceinline__ int64_t vec_cos_at(const qf_cu_mat &csc, int64_t pos, int w, int R) {
   const int hv = R >> 4;

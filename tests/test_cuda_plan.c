@@ -10,14 +10,16 @@
  *   whenever one block per item does (else one each); the largest block time
  *   ceil(chunks / n) * cost is the smallest any fitting counts reach; and one
  *   more block for every item would not fit (whole rounds);
- * - qf_cuda_prefill_plan: heads per item hpi or hpi / 2 (at least 2), the
- *   blocks per item of qf_cuda_blocks_per_item for that choice, and the
- *   smaller predicted longest block (chunks * cost * (5 + 10 heads); ties:
- *   hpi), on random shapes; and the choices a separate model of the rule
- *   (Python, session 16) makes for the bench presets on the H200's 660 slots;
+ * - qf_cuda_prefill_plan: heads per item hpi or hpi / 2 (at least 2; hpi
+ *   with a quantized cache), the blocks per item of qf_cuda_blocks_per_item
+ *   for that choice, and the smaller predicted longest block (chunks * cost
+ *   * (5 + 10 heads); ties: hpi), on random shapes; and the choices a
+ *   separate model of the rule (Python, session 16) makes for the bench
+ *   presets on the H200's 660 slots;
  * - qf_cuda_prefill_tail: its bounds (a multiple of the piece, a quarter of
- *   the chunks rounded down, none below 3 chunks per resident block, pieces
- *   of 1 or 2) on random shapes, and its values for the bench shapes.
+ *   the chunks rounded down, none below 3 chunks per resident block; 15%
+ *   with a quantized cache from 4 to 15; pieces of 1 or 2) on random shapes,
+ *   and its values for the bench shapes.
  * This program includes an internal header (the functions are not API).
  *   test_cuda_plan [--cases N] [--seed S] */
 #include <stdint.h>
@@ -146,11 +148,12 @@ static int64_t plan_time(int64_t chunks, const int64_t *heads, int h, int k_quan
 }
 
 /* want: the expected heads per item, or 0 (check against the rule only). */
-static void check_plan(int64_t chunks, const int64_t *heads, int hpi, int k_quant, int64_t slots, int want) {
+static void check_plan(int64_t chunks, const int64_t *heads, int hpi, int k_quant, int qcache, int64_t slots,
+                       int want) {
   int64_t n[3] = {-7, -7, -7}, m[3];
-  const int got = qf_cuda_prefill_plan(chunks, heads, hpi, k_quant, slots, n);
+  const int got = qf_cuda_prefill_plan(chunks, heads, hpi, k_quant, qcache, slots, n);
   char what[200] = "";
-  if (got != hpi && (got * 2 != hpi || got < 2)) {
+  if (got != hpi && (got * 2 != hpi || got < 2 || qcache)) {
     snprintf(what, sizeof what, "%d heads per item", got);
   } else {
     const int64_t t = plan_time(chunks, heads, got, k_quant, slots, m);
@@ -158,7 +161,7 @@ static void check_plan(int64_t chunks, const int64_t *heads, int hpi, int k_quan
       snprintf(what, sizeof what, "blocks %lld,%lld,%lld, not blocks_per_item's %lld,%lld,%lld", (long long)n[0],
                (long long)n[1], (long long)n[2], (long long)m[0], (long long)m[1], (long long)m[2]);
     const int other = got == hpi ? hpi / 2 : hpi;
-    if (!what[0] && other >= 2) {
+    if (!what[0] && other >= 2 && !qcache) {
       const int64_t to = plan_time(chunks, heads, other, k_quant, slots, m);
       if (to < t || (to == t && got != hpi))
         snprintf(what, sizeof what, "%d heads per item (time %lld), %d predicts %lld", got, (long long)t, other,
@@ -167,32 +170,37 @@ static void check_plan(int64_t chunks, const int64_t *heads, int hpi, int k_quan
     if (!what[0] && want && got != want) snprintf(what, sizeof what, "%d heads per item, the model's %d", got, want);
   }
   if (what[0] && failed++ < 10)
-    printf("FAIL test_cuda_plan prefill_plan chunks=%lld heads=%lld,%lld,%lld hpi=%d kq=%d slots=%lld: %s\n",
-           (long long)chunks, (long long)heads[0], (long long)heads[1], (long long)heads[2], hpi, k_quant,
+    printf("FAIL test_cuda_plan prefill_plan chunks=%lld heads=%lld,%lld,%lld hpi=%d kq=%d qc=%d slots=%lld: %s\n",
+           (long long)chunks, (long long)heads[0], (long long)heads[1], (long long)heads[2], hpi, k_quant, qcache,
            (long long)slots, what);
 }
 
 /* qf_cuda_prefill_tail: a multiple of the piece, at most a quarter of the
  * chunks and at least a quarter less one piece where it applies; none where
- * a resident block would walk fewer than 3 chunks; pieces of 1, or 2 from
- * 16 chunks per block; want_tail / want_piece >= 0: the expected values. */
-static void check_tail(int64_t chunks, int64_t items, int64_t slots, int64_t want_tail, int64_t want_piece) {
+ * a resident block would walk fewer than 3 chunks; with a quantized cache
+ * (qcache), from 4 to 15 chunks per block, 15% of the chunks rounded down;
+ * pieces of 1, or 2 from 16 chunks per block; want_tail / want_piece >= 0:
+ * the expected values. */
+static void check_tail(int64_t chunks, int64_t items, int64_t slots, int qcache, int64_t want_tail,
+                       int64_t want_piece) {
   int64_t tail = -1, piece = -1;
-  qf_cuda_prefill_tail(chunks, items, slots, &tail, &piece);
+  qf_cuda_prefill_tail(chunks, items, slots, qcache, &tail, &piece);
   const double per = (double)chunks * (double)items / (double)slots;
+  const int fifteen = qcache && per >= 4 && per < 16; /* the 15% rule: 100 tail in (15 chunks - 100, 15 chunks] */
   char what[96] = "";
   if (piece != (per >= 16 ? 2 : 1))
     snprintf(what, sizeof what, "piece %lld", (long long)piece);
   else if (tail < 0 || tail % piece || 4 * tail > chunks)
     snprintf(what, sizeof what, "tail %lld: not a multiple of the piece within a quarter", (long long)tail);
-  else if (per < 3 ? tail != 0 : 4 * (tail + piece) <= chunks)
+  else if (fifteen ? 100 * tail > 15 * chunks || 100 * (tail + 1) <= 15 * chunks
+                   : per < 3 ? tail != 0 : 4 * (tail + piece) <= chunks)
     snprintf(what, sizeof what, "tail %lld at %.2f chunks per block", (long long)tail, per);
   else if ((want_tail >= 0 && tail != want_tail) || (want_piece >= 0 && piece != want_piece))
     snprintf(what, sizeof what, "tail %lld piece %lld, want %lld / %lld", (long long)tail, (long long)piece,
              (long long)want_tail, (long long)want_piece);
   if (what[0] && failed++ < 10)
-    printf("FAIL test_cuda_plan tail chunks=%lld items=%lld slots=%lld: %s\n", (long long)chunks, (long long)items,
-           (long long)slots, what);
+    printf("FAIL test_cuda_plan tail chunks=%lld items=%lld slots=%lld qc=%d: %s\n", (long long)chunks,
+           (long long)items, (long long)slots, qcache, what);
 }
 
 int main(int argc, char **argv) {
@@ -240,26 +248,40 @@ int main(int argc, char **argv) {
       {512, {16, 8, 8}, 0, 4},    /* Gemma-2 split, 4096 */
   };
   for (size_t i = 0; i < sizeof presets / sizeof presets[0]; i++)
-    check_plan(presets[i].chunks, presets[i].heads, 4, presets[i].k_quant, 660, presets[i].want);
+    check_plan(presets[i].chunks, presets[i].heads, 4, presets[i].k_quant, presets[i].k_quant, 660, presets[i].want);
   for (int i = 0; i < cases; i++) {
     const int64_t heads[3] = {(int64_t)(1 + tk_rng_next(&r) % 64), (int64_t)(tk_rng_next(&r) % 17),
                               (int64_t)(tk_rng_next(&r) % 17)};
     const int hpi = tk_rng_next(&r) % 2 ? 4 : 2, k_quant = (int)(tk_rng_next(&r) % 2);
-    check_plan((int64_t)(1 + tk_rng_next(&r) % 3000), heads, hpi, k_quant, (int64_t)(1 + tk_rng_next(&r) % 1400), 0);
+    const int qcache = k_quant || tk_rng_next(&r) % 2;
+    check_plan((int64_t)(1 + tk_rng_next(&r) % 3000), heads, hpi, k_quant, qcache,
+               (int64_t)(1 + tk_rng_next(&r) % 1400), 0);
   }
   /* the tail of bench shapes on the H200's 660 slots (items at the heads
      per item that fill the device), then random ones */
-  check_tail(26, 48, 660, 0, 1);    /* Phi-3, T = 512: 1.9 chunks per block */
-  check_tail(256, 10, 660, 64, 1);  /* GLM-4 split, 4096: 3.9 */
-  check_tail(256, 12, 660, 64, 1);  /* Llama split, 4096: 4.7 */
-  check_tail(205, 24, 660, 51, 1);  /* Phi-3 split, 4096: 7.5 */
-  check_tail(2048, 12, 660, 512, 2); /* Llama split, 32768: 37 */
-  check_tail(1639, 24, 660, 408, 2); /* Phi-3 split, 32768: 60 */
+  static const struct {
+    int64_t chunks, items;
+    int qcache;
+    int64_t tail, piece;
+  } tails[] = {
+      {26, 48, 0, 0, 1},      /* Phi-3, T = 512: 1.9 chunks per block */
+      {256, 10, 0, 64, 1},    /* GLM-4 split, 4096: 3.9 */
+      {256, 10, 1, 64, 1},    /* GLM-4 int8 cache, 4096: 3.9 */
+      {256, 12, 0, 64, 1},    /* Llama split, 4096: 4.7 */
+      {256, 12, 1, 38, 1},    /* Llama int8 cache, 4096: 4.7 */
+      {205, 24, 0, 51, 1},    /* Phi-3 split, 4096: 7.5 */
+      {205, 24, 1, 30, 1},    /* Phi-3 int8 cache, 4096: 7.5 */
+      {512, 8, 1, 76, 1},     /* Gemma-2 int8 cache, 4096: 6.2 */
+      {2048, 12, 0, 512, 2},  /* Llama split, 32768: 37 */
+      {1639, 24, 1, 408, 2},  /* Phi-3 int8 cache, 32768: 60 */
+  };
+  for (size_t i = 0; i < sizeof tails / sizeof tails[0]; i++)
+    check_tail(tails[i].chunks, tails[i].items, 660, tails[i].qcache, tails[i].tail, tails[i].piece);
   for (int i = 0; i < cases; i++)
     check_tail((int64_t)(tk_rng_next(&r) % 5000), (int64_t)(1 + tk_rng_next(&r) % 400),
-               (int64_t)(1 + tk_rng_next(&r) % 1400), -1, -1);
+               (int64_t)(1 + tk_rng_next(&r) % 1400), (int)(tk_rng_next(&r) % 2), -1, -1);
   printf("test_cuda_plan: divisors, %d + %d block counts, %d + %d prefill plans and %d + %d tails checked, %d failed\n",
-         (int)(sizeof fixed / sizeof fixed[0]), cases, (int)(sizeof presets / sizeof presets[0]), cases, 6, cases,
+         (int)(sizeof fixed / sizeof fixed[0]), cases, (int)(sizeof presets / sizeof presets[0]), cases, (int)(sizeof tails / sizeof tails[0]), cases,
          failed);
   return failed ? TK_FAIL : TK_PASS;
 }

@@ -288,14 +288,19 @@ extern "C" void qf_cuda_blocks_per_item(int64_t chunks, const int32_t *items, co
 // GLM-4 in place at T = 4096 2% less time, Gemma-2 split at 2048 4%, GLM-4
 // split at 32768 1.5%, none more than 0.8% slower); where the rounding does
 // not decide, hpi keeps the per-token part's share smaller (hpi / 2 for
-// every call: up to 7.5% more time). Returns the heads per item.
-extern "C" int qf_cuda_prefill_plan(int64_t chunks, const int64_t *heads, int hpi, int k_quant, int64_t slots,
-                                    int64_t *n) {
+// every call: up to 7.5% more time). A call with a quantized cache
+// (qcache) keeps hpi: there items of hpi / 2 heads took 6-8% more time
+// (measured on the H200, session 23, int8 cache at T = 4096: Llama and
+// Qwen3, which the rule halved, 87.8 -> 93.4% of copy kept at 4; GLM-4 and
+// Gemma-2/3, halved by other tails, 6-8% slower). Returns the heads per
+// item.
+extern "C" int qf_cuda_prefill_plan(int64_t chunks, const int64_t *heads, int hpi, int k_quant, int qcache,
+                                    int64_t slots, int64_t *n) {
   int64_t best = -1;
   int best_h = hpi;
   for (int c = 0; c < 2; c++) {
     const int h = c ? hpi / 2 : hpi;
-    if (c && h < 2) break;
+    if (c && (h < 2 || qcache)) break;
     int32_t items[3];
     for (int k = 0; k < 3; k++) items[k] = (int32_t)((heads[k] + h - 1) / h);
     const int64_t cost[3] = {10, k_quant && heads[1] % h == 0 ? kFastKCost : 10, 10};
@@ -325,11 +330,19 @@ extern "C" int qf_cuda_prefill_plan(int64_t chunks, const int64_t *heads, int hp
 // time for split, +15% for the int8 cache op), in pieces of one chunk, or
 // of two where it would walk 16 or more (a piece's block start is then the
 // larger cost; pieces of two where per < 16 measured up to 15% slower than
-// of one: Phi-3, GLM-4 and Llama at T = 4096).
-extern "C" void qf_cuda_prefill_tail(int64_t chunks, int64_t items, int64_t slots, int64_t *tail, int64_t *piece) {
+// of one: Phi-3, GLM-4 and Llama at T = 4096). With a quantized cache
+// (qcache), where a resident block would walk 4 to 15 chunks, 15% of them
+// (measured on the H200, session 23, int8 cache at T = 4096, heads per
+// item kept: Gemma-2/3 -2.8% time, Phi-3 -1.6%, Llama and Qwen3 -1%; GLM-4,
+// 3 chunks per block, +1.5%, keeps the quarter).
+extern "C" void qf_cuda_prefill_tail(int64_t chunks, int64_t items, int64_t slots, int qcache, int64_t *tail,
+                                     int64_t *piece) {
   const int64_t per = slots > 0 ? chunks * items / slots : 0;
   *piece = per >= 16 ? 2 : 1;
-  *tail = per >= 3 ? chunks / 4 / *piece * *piece : 0;
+  if (qcache && per >= 4 && per < 16)
+    *tail = chunks * 15 / 100;
+  else
+    *tail = per >= 3 ? chunks / 4 / *piece * *piece : 0;
 }
 
 // The call the streaming kernel serves with its dtypes and cache geometry
@@ -415,11 +428,11 @@ static int64_t fast_split(const qkvfuse_plan *plan, const qf_problem *p, qf_cu_p
   const int64_t items = P->fast_items[0] + P->fast_items[1] + P->fast_items[2];
   const int64_t slots = form == 2 ? 3 * items : sms * qf::fast_blocks_per_sm((*variant & QF_FAST_HOT) != 0);
   int64_t piece = 1, tail = 0;
-  qf_cuda_prefill_tail(tchunks, items, slots, &tail, &piece);
+  qf_cuda_prefill_tail(tchunks, items, slots, k_quant || v_quant, &tail, &piece);
   const int64_t head = tchunks - tail;
   const int64_t nf = head < 3 ? (head > 0 ? head : 1) : 3;
   int64_t n[3] = {nf, nf, nf}, grid = 0;
-  if (form != 2) set_items(qf_cuda_prefill_plan(head, kind_heads, P->fast_hpi, k_quant, slots, n));
+  if (form != 2) set_items(qf_cuda_prefill_plan(head, kind_heads, P->fast_hpi, k_quant, k_quant || v_quant, slots, n));
   for (int k = 0; k < 3; k++) {
     P->fast_bpi[k] = (int32_t)n[k];
     grid += P->fast_items[k] * n[k];
@@ -444,6 +457,12 @@ static int64_t fast_split(const qkvfuse_plan *plan, const qf_problem *p, qf_cu_p
     if (next) prev = next;
   }
   if (grid >= 0x7fffffffLL) return 0;
+  /* v items of a quantized cache take their lane's two vectors adjacent
+     (fast.cuh: vadj), one 16-byte store of their bytes: the cache's rows
+     and the pointer 16-byte aligned */
+  const qf_cache &vc = p->v_cache;
+  P->fast_vadj = v_quant && ((uintptr_t)vc.data % 16 | vc.s_block % 16 | vc.s_row % 16 | vc.s_chunk % 16 |
+                             vc.chunk % 16) == 0;
   const bool offsets = p->k_offset.data || p->v_offset.data;
   *smem = (size_t)qf::kFastStages * P->fast_hpi * 2 * qf::kFastBlock * 16 +
           (k_quant || v_quant ? sizeof(float) * (offsets ? 2 : 1) * P->fast_hpi * (size_t)p->D : 0);

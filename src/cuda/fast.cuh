@@ -31,9 +31,11 @@
 // B = [8b, 8b+8): neox with R = D: a = l, b = l + D/16, so a rotation pair
 // (i, i + R/2) sits in one lane; neox with R < D: lanes l < R/16 hold pairs
 // (a = l, b = l + R/16), the others two unrotated vectors past R;
-// interleaved: a = l, b = l + D/16, pairs (2i, 2i+1) inside a vector. Lanes
-// past the head (D/16 <= l < L) take lane l - D/16's vectors: their reads
-// stay inside the tables; they write nothing.
+// interleaved: a = l, b = l + D/16, pairs (2i, 2i+1) inside a vector; v
+// items of a quantized cache (neox kernels, vadj): the lanes copy a = l,
+// b = l + D/16 into the stage but compute a = 2l, b = 2l + 1 (one 16-byte
+// cache store). Lanes past the head (D/16 <= l < L) take lane l - D/16's
+// vectors: their reads stay inside the tables; they write nothing.
 //
 // Errors: a token whose position or slot is outside its table writes nothing
 // and sets a bit of *error_flags; a head whose cache scale or offset is zero
@@ -289,13 +291,34 @@ __device__ __forceinline__ uint2 quant_bytes8(int quant, const float *x, const f
 
 // The prefill form's quantization table, in shared memory, built once per
 // block for the block's item (nh heads of kind 1 k or 2 v, from head h0):
-// reciprocal scales [nh * D], then (int8 asymmetric) offsets [nh * D].
-// Returns bit i set when a scale or offset of head h0 + i is bad (each bad
-// value read is reported); the block-wide votes are also the barrier after
-// which every thread may read the table.
-template <int HOT>
-__device__ __forceinline__ unsigned fill_qtable(const qf_cu_params &P, float *tab, int kind, int h0, int nh) {
-  const int D = P.D, n = nh * D;
+// reciprocal scales [nh * D], then (int8 asymmetric) offsets [nh * D], each
+// head's D values in lane order: the 8 channels of vector u (8u .. 8u+7) as
+// two quads at quad (2 s + half) nl + o of the head (table_quad), o the lane
+// that holds u and s its slot (0: A, 1: B; lane_layout), so that a group's
+// lanes read each quad of theirs as consecutive 16-byte pieces, free of
+// bank conflicts (in channel order, lanes 32 bytes apart: 2-way conflicts
+// at least). Returns bit i set when a scale or offset of head h0 + i is bad
+// (each bad value read is reported); the block-wide votes are also the
+// barrier after which every thread may read the table.
+template <bool INTER>
+__device__ __forceinline__ int table_quad(int u, int nl, int R, bool adj) {
+  const int hr = R >> 4; /* neox: lanes below hr hold rotation pairs (u, u + hr) */
+  int o, s;
+  if (!INTER && adj) { /* vadj: lane o holds 2o and 2o + 1 */
+    o = u >> 1, s = u & 1;
+  } else if (INTER || u < 2 * hr) {
+    const int w = INTER ? nl : hr;
+    s = u >= w, o = u - (s ? w : 0);
+  } else {
+    o = hr + ((u - 2 * hr) >> 1), s = (u - 2 * hr) & 1;
+  }
+  return 2 * s * nl + o;
+}
+
+template <int HOT, bool INTER>
+__device__ __forceinline__ unsigned fill_qtable(const qf_cu_params &P, float *tab, int kind, int h0, int nh,
+                                                bool adj) {
+  const int D = P.D, n = nh * D, nl = D >> 4;
   const float *sc = kind == 1 ? P.k_scale : P.v_scale, *of = HOT ? nullptr : kind == 1 ? P.k_offset : P.v_offset;
   const bool pc = (kind == 1 ? P.k_scale_pc : P.v_scale_pc) != 0;
   unsigned mine = 0;
@@ -324,14 +347,16 @@ __device__ __forceinline__ unsigned fill_qtable(const qf_cu_params &P, float *ta
     for (int h = 0; h < 2; h++) {
       const int c = c0 + 8 * h * (int)blockDim.x;
       if (c >= n) continue;
+      const int hi = c / D, at = hi * D + 4 * table_quad<INTER>((c - hi * D) >> 3, nl, P.R, adj);
       bool ok = true;
 #pragma unroll
       for (int k = 0; k < 8; k++) {
         ok &= scale_ok(s[h][k]) && offset_ok(o[h][k]);
-        tab[c + k] = rcp_approx(s[h][k]);
-        if (of) tab[n + c + k] = o[h][k];
+        const int e = at + (k < 4 ? k : 4 * nl + k - 4); /* the second quad nl quads further */
+        tab[e] = rcp_approx(s[h][k]);
+        if (of) tab[n + e] = o[h][k];
       }
-      if (!ok) mine |= 1u << (c / D);
+      if (!ok) mine |= 1u << hi;
     }
   }
   if (mine) report(P, QKVFUSE_DATA_ERROR_SCALE);
@@ -366,9 +391,9 @@ __device__ __forceinline__ int64_t div_by(int64_t a, int64_t b, const qf_cu_div 
   return div_small(a, b);
 }
 
-// 8 floats of the shared-memory table at a multiple of 8 floats (32 bytes).
-__device__ __forceinline__ void ld_shared8(const float *p, float *o) {
-  const float4 a = reinterpret_cast<const float4 *>(p)[0], b = reinterpret_cast<const float4 *>(p)[1];
+// 8 floats of the shared-memory table: two quads, at p and at p + qs.
+__device__ __forceinline__ void ld_shared8(const float *p, int qs, float *o) {
+  const float4 a = *reinterpret_cast<const float4 *>(p), b = *reinterpret_cast<const float4 *>(p + qs);
   o[0] = a.x, o[1] = a.y, o[2] = a.z, o[3] = a.w, o[4] = b.x, o[5] = b.y, o[6] = b.z, o[7] = b.w;
 }
 
@@ -699,13 +724,17 @@ __device__ __forceinline__ void norm_rope(const uint4 &ra, const uint4 &rb, bool
 // (to_cache; row0 from check_token), quantized with the reciprocal scales and
 // offsets of a Scales object: ok() false skips the row (a bad scale or offset
 // of the head), get(v, r, of) gives vector v's (fetched per vector:
-// registers); `quant`: the cache is quantized. (The prefill loop passes
-// `write` rather than skipping the call: no spills where skipping spilled 8
-// bytes.)
-template <typename T, int NV, int HOT = 0, typename Scales>
+// registers); `quant`: the cache is quantized. RUNS (the neox prefill
+// kernels): both vectors are quantized first, then stored as one 16-byte
+// run where `run` (NV = 2, w[1] = w[0] + 1: vadj) or as two pieces; the
+// other kernels store each vector as soon as it is quantized (their
+// measured code). (The prefill loop passes `write` rather than skipping the
+// call: no spills where skipping spilled 8 bytes.)
+template <typename T, int NV, int HOT = 0, bool RUNS = false, typename Scales>
 __device__ __forceinline__ void store_head(const qf_cu_mat &out, const qf_cu_cache &C, bool quant, bool write,
                                            bool to_cache, int64_t t, int64_t row0, int kvh, int D,
-                                           const int (&w)[NV], const float (&x)[8 * NV], const Scales &scales) {
+                                           const int (&w)[NV], const float (&x)[8 * NV], const Scales &scales,
+                                           bool run = false) {
   if (write && out.data) {
     T *o = reinterpret_cast<T *>(out.data) + t * out.ld + kvh * D;
 #pragma unroll
@@ -720,27 +749,45 @@ __device__ __forceinline__ void store_head(const qf_cu_mat &out, const qf_cu_cac
   }
   if (!scales.ok()) return;
   uint8_t *c = static_cast<uint8_t *>(C.data);
+  /* HOT: no offsets, so int8 is symmetric (qm: each loop's own, as measured) */
+  if constexpr (RUNS) {
+    uint2 q[NV];
 #pragma unroll
-  for (int v = 0; v < NV; v++) {
-    float r[8], of[8];
-    scales.get(v, r, of);
-    /* HOT: no offsets, so int8 is symmetric */
-    const int qm = HOT && C.quant != QKVFUSE_QUANT_FP8_E4M3 ? QKVFUSE_QUANT_INT8_SYM : C.quant;
-    st_stream(c + cache_at<HOT>(C, row0, kvh, 8 * w[v], D), quant_bytes8(qm, x + 8 * v, r, of));
+    for (int v = 0; v < NV; v++) {
+      float r[8], of[8];
+      scales.get(v, r, of);
+      const int qm = HOT && C.quant != QKVFUSE_QUANT_FP8_E4M3 ? QKVFUSE_QUANT_INT8_SYM : C.quant;
+      q[v] = quant_bytes8(qm, x + 8 * v, r, of);
+    }
+    if (NV == 2 && run) { /* w[1] = w[0] + 1 */
+      st_stream(c + cache_at<HOT>(C, row0, kvh, 8 * w[0], D), make_uint4(q[0].x, q[0].y, q[NV - 1].x, q[NV - 1].y));
+    } else {
+#pragma unroll
+      for (int v = 0; v < NV; v++) st_stream(c + cache_at<HOT>(C, row0, kvh, 8 * w[v], D), q[v]);
+    }
+  } else { /* each vector stored as soon as it is quantized (the scales fetched per vector: registers) */
+#pragma unroll
+    for (int v = 0; v < NV; v++) {
+      float r[8], of[8];
+      scales.get(v, r, of);
+      const int qm = HOT && C.quant != QKVFUSE_QUANT_FP8_E4M3 ? QKVFUSE_QUANT_INT8_SYM : C.quant;
+      st_stream(c + cache_at<HOT>(C, row0, kvh, 8 * w[v], D), quant_bytes8(qm, x + 8 * v, r, of));
+    }
   }
 }
 
-// The prefill form's scales: the block's shared-memory table (fill_qtable).
+// The prefill form's scales: the block's shared-memory table (fill_qtable,
+// lane order: the lane's vector v in quads 2v and 2v + 1 of its own).
 struct table_scales {
   const float *rtab, *otab; /* the item's reciprocal scales and offsets, [nh * D] */
-  int ch0;                  /* the head's first channel in the table */
+  int e0;                   /* the lane's first quad of the head: ch0 + 4 (its lane, less nl past the head) */
+  int qs;                   /* floats from one of the lane's quads to its next: 4 nl */
   bool bad, offsets;        /* a scale or offset of the head is bad; int8 asymmetric */
-  lane_vecs lv;
   __device__ bool ok() const { return !bad; }
   __device__ void get(int v, float *r, float *of) const {
-    const int ch = ch0 + 8 * (v ? lv.b : lv.a);
-    ld_shared8(rtab + ch, r);
-    if (offsets) ld_shared8(otab + ch, of);
+    const int e = e0 + 2 * v * qs;
+    ld_shared8(rtab + e, qs, r);
+    if (offsets) ld_shared8(otab + e, qs, of);
   }
 };
 
@@ -837,9 +884,24 @@ __global__ void __launch_bounds__(kFastBlock, fast_blocks_per_sm(HOT != 0)) fast
   const group_lane gl = group_lane_of<L>(threadIdx.x);
   const int lane = gl.lane, grp = gl.grp;
   const bool idle = gl.idle; /* a lane in no group (L not a power of two) */
-  const lane_vecs lv = lane_layout<INTER>(lane, nl, R);
+  const lane_vecs ll = lane_layout<INTER>(lane, nl, R);
   const prefill_item it = block_item(P);
   const int kind = it.kind, h0 = it.h0, nh = it.nh;
+  // v items of a quantized cache (P.fast_vadj; neox kernels): the lanes
+  // copy vectors l and l + D/16 of each row into the stage (lvc: whole
+  // 16-byte pieces of a group's half row per copy) but take the adjacent
+  // vectors 2l and 2l + 1 from it (lv; v has no rotation pairs), where other
+  // lanes of the group copied them (a warp barrier after the wait and one
+  // before the next copy), so that a lane's cache bytes are one 16-byte
+  // store and a group's one run of whole sectors
+  const bool vadj = !INTER && kind == 2 && P.fast_vadj;
+  const int lr = lane < nl ? lane : lane - nl;
+  const lane_vecs lvc = vadj ? lane_vecs{lr, lr + nl, false, false} : ll;
+  const lane_vecs lv = vadj ? lane_vecs{2 * lr, 2 * lr + 1, false, false} : lvc;
+  // the stage entries (offsets from the lane's own) of lv's vectors: vector
+  // u was copied by lane u % nl of the group into its entry u / nl
+  const int sa = vadj ? (2 * lr) % nl - lane + (2 * lr) / nl * kFastBlock : 0;
+  const int sb = vadj ? (2 * lr + 1) % nl - lane + (2 * lr + 1) / nl * kFastBlock : kFastBlock;
   const unsigned stride = it.stride, end = it.end;
   unsigned c = it.c;
 
@@ -863,8 +925,8 @@ __global__ void __launch_bounds__(kFastBlock, fast_blocks_per_sm(HOT != 0)) fast
 #pragma unroll
       for (int i = 0; i < NH; i++) {
         if (i >= nh) break;
-        cp_async16(stage + ((st * hpi + i) * 2) * kFastBlock, in + i * D + 8 * lv.a, policy);
-        cp_async16(stage + ((st * hpi + i) * 2 + 1) * kFastBlock, in + i * D + 8 * lv.b, policy);
+        cp_async16(stage + ((st * hpi + i) * 2) * kFastBlock, in + i * D + 8 * lvc.a, policy);
+        cp_async16(stage + ((st * hpi + i) * 2 + 1) * kFastBlock, in + i * D + 8 * lvc.b, policy);
       }
     }
     cp_async_commit();
@@ -875,7 +937,7 @@ __global__ void __launch_bounds__(kFastBlock, fast_blocks_per_sm(HOT != 0)) fast
     const int64_t t = (int64_t)c * GPB + grp;
     if (!idle && t < P.T && lane < nl) {
       const T *in = rows + t * P.qkv.ld;
-      for (int i = 0; i < nh; i++) prefetch_l2(in + i * D + 8 * lv.a), prefetch_l2(in + i * D + 8 * lv.b);
+      for (int i = 0; i < nh; i++) prefetch_l2(in + i * D + 8 * lvc.a), prefetch_l2(in + i * D + 8 * lvc.b);
     }
   }
   grid_dependency_wait();
@@ -885,7 +947,7 @@ __global__ void __launch_bounds__(kFastBlock, fast_blocks_per_sm(HOT != 0)) fast
   // per block: norm weights, quantization table
   float g[16];
   if (norm) load_gamma<TDT>(P, kind == 0 ? P.q_gamma : P.k_gamma, lv, g);
-  const unsigned bad = quant ? fill_qtable<HOT>(P, qtab, kind, h0, nh) : 0u;
+  const unsigned bad = quant ? fill_qtable<HOT, INTER>(P, qtab, kind, h0, nh, vadj) : 0u;
   // HOT: the cos/sin of the lane's token in chunk cc, fetched a chunk ahead
   // (where it rotates: its position in the table; checked again with the
   // token when the chunk is computed)
@@ -922,24 +984,27 @@ __global__ void __launch_bounds__(kFastBlock, fast_blocks_per_sm(HOT != 0)) fast
 
     // the heads, from this chunk's stage
     cp_async_wait<1>();
+    if (vadj) __syncwarp(); /* the group's copies, for the lanes that take them */
     const bool to_cache = kind > 0 && td.dest && C.data;
 #pragma unroll
     for (int i = 0; i < NH; i++) {
       if (i >= nh) break; /* uniform per block */
       uint4 ra = make_uint4(0, 0, 0, 0), rb = ra;
       if (act) {
-        ra = stage[((st * hpi + i) * 2) * kFastBlock];
-        rb = stage[((st * hpi + i) * 2 + 1) * kFastBlock];
+        ra = stage[((st * hpi + i) * 2) * kFastBlock + sa];
+        rb = stage[((st * hpi + i) * 2) * kFastBlock + sb];
       }
       float x[16];
       norm_rope<T, L, INTER, NCS>(ra, rb, norm, g, rD, P.eps, rope, cs, lv, x);
       const int w[2] = {lv.a, lv.b};
-      store_head<T, 2, HOT>(out, C, quant, td.ok && act, to_cache, t, td.row0, h0 + i, D, w, x,
-                       table_scales{qtab, qtab + nh * D, i * D, (bad >> i & 1u) != 0, offsets, lv});
+      store_head<T, 2, HOT, !INTER>(out, C, quant, td.ok && act, to_cache, t, td.row0, h0 + i, D, w, x,
+                       table_scales{qtab, qtab + nh * D, i * D + 4 * (INTER ? lv.a : lr), 4 * nl,
+                                    (bad >> i & 1u) != 0, offsets}, vadj);
       if constexpr (HOT) { /* the next chunk's cos/sin, its position loaded at the top of this one */
         if (i == 0) csb = fetch_cs(cn, next);
       }
     }
+    if (vadj) __syncwarp(); /* read before the next copy into the stage */
   }
 }
 

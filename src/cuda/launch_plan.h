@@ -24,21 +24,24 @@ qf_cu_div qf_cuda_divisor(uint32_t d);
  * that does not fit. */
 void qf_cuda_blocks_per_item(int64_t chunks, const int32_t *items, const int64_t *cost, int64_t slots, int64_t *n);
 
-/* The prefill form's heads per item, hpi or hpi / 2 (at least 2), and its
- * blocks per item of each kind (n[k], from qf_cuda_blocks_per_item with that
- * many heads per item): heads[k] heads of kind k (0: no work), `chunks`
- * token chunks, a k chunk costing more where k_quant and every k item is
- * full, `slots` resident blocks; the one whose longest block, chunks times
- * cost times (a per-token part + its item's heads), is shorter (ties: hpi).
- * Returns the heads per item. */
-int qf_cuda_prefill_plan(int64_t chunks, const int64_t *heads, int hpi, int k_quant, int64_t slots, int64_t *n);
+/* The prefill form's heads per item, hpi or hpi / 2 (at least 2; hpi where
+ * qcache: the call has a quantized cache), and its blocks per item of each
+ * kind (n[k], from qf_cuda_blocks_per_item with that many heads per item):
+ * heads[k] heads of kind k (0: no work), `chunks` token chunks, a k chunk
+ * costing more where k_quant and every k item is full, `slots` resident
+ * blocks; the one whose longest block, chunks times cost times (a per-token
+ * part + its item's heads), is shorter (ties: hpi). Returns the heads per
+ * item. */
+int qf_cuda_prefill_plan(int64_t chunks, const int64_t *heads, int hpi, int k_quant, int qcache, int64_t slots,
+                         int64_t *n);
 
 /* The prefill form's tail of `chunks` token chunks with `items` items and
  * `slots` resident blocks: *tail chunks (a multiple of *piece, a quarter of
  * them rounded down, or none where a resident block would walk fewer than 3
- * chunks) that blocks of *piece chunks (1, or 2 where it would walk 16 or
- * more) take after the resident blocks' share. */
-void qf_cuda_prefill_tail(int64_t chunks, int64_t items, int64_t slots, int64_t *tail, int64_t *piece);
+ * chunks; with a quantized cache, qcache, 15% rounded down where it would
+ * walk 4 to 15) that blocks of *piece chunks (1, or 2 where it would walk 16
+ * or more) take after the resident blocks' share. */
+void qf_cuda_prefill_tail(int64_t chunks, int64_t items, int64_t slots, int qcache, int64_t *tail, int64_t *piece);
 
 #ifdef __cplusplus
 }

@@ -93,6 +93,9 @@ typedef struct qf_cu_params {
      of whole rows, vLLM's), so that the row of slot s starts at s * s_row */
   int64_t slot_lim;
   int32_t slot_lin;
+  /* the prefill form's v items of a quantized cache: a lane's vectors
+     adjacent (fast.cuh: vadj); in the padding after slot_lin */
+  int32_t fast_vadj;
 } qf_cu_params;
 
 #endif /* QKVFUSE_CUDA_PARAMS_H */

@@ -424,7 +424,8 @@ static int64_t fast_split(const qkvfuse_plan *plan, const qf_problem *p, qf_cu_p
      chunk), so that on test-sized calls every block walks many chunks
      through its stages with a chunk stride above one, the last round of
      chunks is mostly part-filled, as in real prefill calls, and calls of
-     9 chunks or more have a tail (in pieces of one below 48) */
+     9 chunks or more have a tail (in pieces of one below 48; with a
+     quantized cache, 15% of the chunks from 12 to 47) */
   const int64_t items = P->fast_items[0] + P->fast_items[1] + P->fast_items[2];
   const int64_t slots = form == 2 ? 3 * items : sms * qf::fast_blocks_per_sm((*variant & QF_FAST_HOT) != 0);
   int64_t piece = 1, tail = 0;

@@ -291,9 +291,9 @@ extern "C" void qf_cuda_blocks_per_item(int64_t chunks, const int32_t *items, co
 // every call: up to 7.5% more time). A call with a quantized cache
 // (qcache) keeps hpi: there items of hpi / 2 heads took 6-8% more time
 // (measured on the H200, session 23, int8 cache at T = 4096: Llama and
-// Qwen3, which the rule halved, 87.8 -> 93.4% of copy kept at 4; GLM-4 and
-// Gemma-2/3, halved by other tails, 6-8% slower). Returns the heads per
-// item.
+// Qwen3, which the rule halved, 87.8 -> 93.4% of copy kept at 4; GLM-4
+// with a 15% tail and Gemma-2/3 with a cheaper v chunk, which the rule
+// then halved, 6-8% slower). Returns the heads per item.
 extern "C" int qf_cuda_prefill_plan(int64_t chunks, const int64_t *heads, int hpi, int k_quant, int qcache,
                                     int64_t slots, int64_t *n) {
   int64_t best = -1;

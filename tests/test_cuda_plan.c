@@ -281,7 +281,7 @@ int main(int argc, char **argv) {
     check_tail((int64_t)(tk_rng_next(&r) % 5000), (int64_t)(1 + tk_rng_next(&r) % 400),
                (int64_t)(1 + tk_rng_next(&r) % 1400), (int)(tk_rng_next(&r) % 2), -1, -1);
   printf("test_cuda_plan: divisors, %d + %d block counts, %d + %d prefill plans and %d + %d tails checked, %d failed\n",
-         (int)(sizeof fixed / sizeof fixed[0]), cases, (int)(sizeof presets / sizeof presets[0]), cases, (int)(sizeof tails / sizeof tails[0]), cases,
-         failed);
+         (int)(sizeof fixed / sizeof fixed[0]), cases, (int)(sizeof presets / sizeof presets[0]), cases,
+         (int)(sizeof tails / sizeof tails[0]), cases, failed);
   return failed ? TK_FAIL : TK_PASS;
 }

@@ -126,6 +126,14 @@ void qf_cuda_make_params(const qkvfuse_plan *plan, const qf_problem *p, qf_cu_pa
 
 static bool aligned(const void *ptr, int64_t bytes) { return ((uintptr_t)ptr % (uintptr_t)bytes) == 0; }
 
+// Whether cache c takes vectors of vec elements: its pointer and every
+// stride of its layout (block, row, chunk and chunk size) whole vectors.
+static bool cache_vector_ok(const qf_cache &c, int vec) {
+  const int64_t es = (int64_t)qkvfuse_dtype_size(c.dtype);
+  return aligned(c.data, vec * es) && c.s_block % vec == 0 && c.s_row % vec == 0 && c.s_chunk % vec == 0 &&
+         c.chunk % vec == 0;
+}
+
 bool qf_cuda_vector_ok(const qf_problem *p, int vec) {
   if (p->D % vec) return false;
   const qf_mat *mats[] = {&p->qkv, &p->q_out, &p->k_out, &p->v_out};
@@ -135,12 +143,8 @@ bool qf_cuda_vector_ok(const qf_problem *p, int vec) {
     if (!aligned(m->data, vec * es) || (m->rows > 1 && m->ld % vec)) return false;
   }
   const qf_cache *caches[] = {&p->k_cache, &p->v_cache};
-  for (const qf_cache *c : caches) {
-    if (!c->data) continue;
-    const int64_t es = (int64_t)qkvfuse_dtype_size(c->dtype);
-    if (!aligned(c->data, vec * es) || c->s_block % vec || c->s_row % vec || c->s_chunk % vec || c->chunk % vec)
-      return false;
-  }
+  for (const qf_cache *c : caches)
+    if (c->data && !cache_vector_ok(*c, vec)) return false;
   return true;
 }
 
@@ -371,6 +375,7 @@ static int64_t fast_split(const qkvfuse_plan *plan, const qf_problem *p, qf_cu_p
   const bool v_work = p->v_out.data || p->desc->cache_layout != QKVFUSE_CACHE_NONE;
   const bool k_quant = p->k_cache.data && p->desc->k_quant != QKVFUSE_QUANT_NONE;
   const bool v_quant = p->v_cache.data && p->desc->v_quant != QKVFUSE_QUANT_NONE;
+  const bool qcache = k_quant || v_quant; /* the call has a quantized cache */
   const int D = (int)p->D;
   const int64_t gpb = qf::fast_gpb(qf::fast_lanes(D)), tchunks = (p->T + gpb - 1) / gpb;
   const int64_t groups_q = p->T * p->Nq, groups_kv = p->T * p->Nkv;
@@ -406,7 +411,7 @@ static int64_t fast_split(const qkvfuse_plan *plan, const qf_problem *p, qf_cu_p
        cache op 5-11% less time at T = 1, 11-13% at T = 8; in every
        one-vector kernel, the split op took 2-8% longer, so its kernels do
        not) */
-    *variant |= QF_FAST_DECODE | (nv1 ? QF_FAST_DECODE1 : 0) | (nv1 && (k_quant || v_quant) ? QF_FAST_SPEC : 0);
+    *variant |= QF_FAST_DECODE | (nv1 ? QF_FAST_DECODE1 : 0) | (nv1 && qcache ? QF_FAST_SPEC : 0);
     *lanes = dlanes;
     P->dec_blocks_q = (int32_t)((groups_q + dgpb - 1) / dgpb);
     const int32_t blocks_kv = (int32_t)((groups_kv + dgpb - 1) / dgpb);
@@ -429,11 +434,11 @@ static int64_t fast_split(const qkvfuse_plan *plan, const qf_problem *p, qf_cu_p
   const int64_t items = P->fast_items[0] + P->fast_items[1] + P->fast_items[2];
   const int64_t slots = form == 2 ? 3 * items : sms * qf::fast_blocks_per_sm((*variant & QF_FAST_HOT) != 0);
   int64_t piece = 1, tail = 0;
-  qf_cuda_prefill_tail(tchunks, items, slots, k_quant || v_quant, &tail, &piece);
+  qf_cuda_prefill_tail(tchunks, items, slots, qcache, &tail, &piece);
   const int64_t head = tchunks - tail;
   const int64_t nf = head < 3 ? (head > 0 ? head : 1) : 3;
   int64_t n[3] = {nf, nf, nf}, grid = 0;
-  if (form != 2) set_items(qf_cuda_prefill_plan(head, kind_heads, P->fast_hpi, k_quant, k_quant || v_quant, slots, n));
+  if (form != 2) set_items(qf_cuda_prefill_plan(head, kind_heads, P->fast_hpi, k_quant, qcache, slots, n));
   for (int k = 0; k < 3; k++) {
     P->fast_bpi[k] = (int32_t)n[k];
     grid += P->fast_items[k] * n[k];
@@ -459,14 +464,12 @@ static int64_t fast_split(const qkvfuse_plan *plan, const qf_problem *p, qf_cu_p
   }
   if (grid >= 0x7fffffffLL) return 0;
   /* v items of a quantized cache take their lane's two vectors adjacent
-     (fast.cuh: vadj), one 16-byte store of their bytes: the cache's rows
-     and the pointer 16-byte aligned */
-  const qf_cache &vc = p->v_cache;
-  P->fast_vadj = v_quant && ((uintptr_t)vc.data % 16 | vc.s_block % 16 | vc.s_row % 16 | vc.s_chunk % 16 |
-                             vc.chunk % 16) == 0;
+     (fast.cuh: vadj), one 16-byte store of their bytes (16 one-byte
+     elements) */
+  P->fast_vadj = v_quant && cache_vector_ok(p->v_cache, 16);
   const bool offsets = p->k_offset.data || p->v_offset.data;
   *smem = (size_t)qf::kFastStages * P->fast_hpi * 2 * qf::kFastBlock * 16 +
-          (k_quant || v_quant ? sizeof(float) * (offsets ? 2 : 1) * P->fast_hpi * (size_t)p->D : 0);
+          (qcache ? sizeof(float) * (offsets ? 2 : 1) * P->fast_hpi * (size_t)p->D : 0);
   if (*smem > 48 * 1024) return 0; /* the default limit of dynamic shared memory */
   return grid;
 }

@@ -109,8 +109,14 @@ __device__ __forceinline__ void st_stream(void *p, V v) {
 // copies (cp.async, sm_80 and later), kFastStages units deep per block, so
 // the next unit's rows stream in while the current one is computed; the
 // copies carry an L2 evict-first policy and ask for 256-byte fetches, like
-// ld_stream. A thread reads back only the vectors it copied itself, so
-// cp.async.wait_group is the only synchronization they need.
+// ld_stream. A thread reads back the vectors it copied itself, so
+// cp.async.wait_group is the only synchronization they need, except in the
+// v items of a quantized cache (fast_kernel: vadj), whose lanes read their
+// group's copies after a warp barrier. Two stages of four heads take 32 KB
+// (with a quantization table, Phi-3's int8 cache call: 34.3 KB); a third
+// would pass the 48 KB of dynamic shared memory a launch gets without
+// opting in and leave room for four blocks per multiprocessor, not five
+// (BENCHMARKS.md, session 24).
 constexpr int kFastStages = 2;
 
 __device__ __forceinline__ uint64_t evict_first_policy() {

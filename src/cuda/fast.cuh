@@ -310,7 +310,7 @@ template <bool INTER>
 __device__ __forceinline__ int table_quad(int u, int nl, int R, bool adj) {
   const int hr = R >> 4; /* neox: lanes below hr hold rotation pairs (u, u + hr) */
   int o, s;
-  if (!INTER && adj) { /* vadj: lane o holds 2o and 2o + 1 */
+  if (adj) { /* vadj (neox only): lane o holds 2o and 2o + 1 */
     o = u >> 1, s = u & 1;
   } else if (INTER || u < 2 * hr) {
     const int w = INTER ? nl : hr;
@@ -1004,7 +1004,7 @@ __global__ void __launch_bounds__(kFastBlock, fast_blocks_per_sm(HOT != 0)) fast
       norm_rope<T, L, INTER, NCS>(ra, rb, norm, g, rD, P.eps, rope, cs, lv, x);
       const int w[2] = {lv.a, lv.b};
       store_head<T, 2, HOT, !INTER>(out, C, quant, td.ok && act, to_cache, t, td.row0, h0 + i, D, w, x,
-                       table_scales{qtab, qtab + nh * D, i * D + 4 * (INTER ? lv.a : lr), 4 * nl,
+                       table_scales{qtab, qtab + nh * D, i * D + 4 * lr, 4 * nl,
                                     (bad >> i & 1u) != 0, offsets}, vadj);
       if constexpr (HOT) { /* the next chunk's cos/sin, its position loaded at the top of this one */
         if (i == 0) csb = fetch_cs(cn, next);
@@ -1034,7 +1034,7 @@ struct vec_cs_raw {
 template <bool INTER>
 __device__ __forceinline__ int64_t vec_cos_at(const qf_cu_mat &csc, int64_t pos, int w, int R) {
   const int hv = R >> 4;
-  return pos * csc.ld + (INTER ? 4 * w : 8 * (w < hv ? w : w - hv));
+  return cos_at<INTER>(csc, pos, INTER || w < hv ? w : w - hv);
 }
 
 template <bool INTER, bool SEP, int CSDT = 0>

@@ -956,7 +956,12 @@ __global__ void __launch_bounds__(kFastBlock, fast_blocks_per_sm(HOT != 0)) fast
   const unsigned bad = quant ? fill_qtable<HOT, INTER>(P, qtab, kind, h0, nh, vadj) : 0u;
   // HOT: the cos/sin of the lane's token in chunk cc, fetched a chunk ahead
   // (where it rotates: its position in the table; checked again with the
-  // token when the chunk is computed)
+  // token when the chunk is computed). The compiler evaluates part of this
+  // range check ahead of the first head, so every block waits there for
+  // the position loaded at the chunk's top. Reading the position only after
+  // the first head (clamped, the check left to the token) gained 1-2 points
+  // on the int8 cache ops at 4096 but took Phi-3's split at 32768 from 92
+  // to 88% of copy (BENCHMARKS.md, session 25): it stays.
   auto fetch_cs = [&](unsigned cc, const token_ix &x) {
     const bool r = kind < 2 && R > 0 && !idle && lane < nl && (lv.rot_a || lv.rot_b) && cc < end &&
                    (int64_t)cc * GPB + grp < P.T && x.pos >= 0 && x.pos < P.max_pos;

@@ -57,9 +57,10 @@ constexpr int kFastBlock = 128;
 // a cos_sin_cache of the input's dtype, norm weights of that dtype, and a
 // cache, if any, that is paged with whole rows (slot_lin, a head's D
 // channels contiguous), int64 slots and no int8 offsets; | kHotCache: and
-// the call has a cache. Their branches on dtypes and layouts fold away
+// the call has a cache; | kHotQuant (prefill form): and the call writes a
+// quantized cache. Their branches on dtypes and layouts fold away
 // (measured on the H200: the int8 cache op at T = 1 12-21% less time).
-constexpr int kHot = 1, kHotCache = 2;
+constexpr int kHot = 1, kHotCache = 2, kHotQuant = 4;
 // The prefill form's resident blocks per multiprocessor: its launch bound
 // and its grid. Its kernels that know their call (HOT, below) fit five
 // blocks in 92-96 registers without spills, the others four in 122-128
@@ -583,10 +584,16 @@ __device__ __forceinline__ int64_t cos_at(const qf_cu_mat &csc, int64_t pos, int
   return pos * csc.ld + (INTER ? 4 * w : 8 * w);
 }
 
-template <typename T, bool INTER>
-__device__ __forceinline__ cs_bits cs_fetch(const qf_cu_params &P, int pos, const lane_vecs &lv, bool rope) {
+// LATE: the position at is read only here (the empty asm keeps the compiler
+// from moving that read ahead), clamped into the table; its range is checked
+// with the token (check_token), so a bad position still writes nothing.
+// Otherwise at is in the table (checked by the caller in rope).
+template <typename T, bool INTER, bool LATE>
+__device__ __forceinline__ cs_bits cs_fetch(const qf_cu_params &P, int64_t at, const lane_vecs &lv, bool rope) {
   cs_bits r = {make_uint4(0, 0, 0, 0), make_uint4(0, 0, 0, 0)};
   if (!rope) return r;
+  if constexpr (LATE) asm volatile("" : "+l"(at));
+  const int pos = (int)(!LATE || (uint64_t)at < (uint64_t)P.max_pos ? at : P.max_pos - 1);
   const qf_cu_mat &csc = P.cos_sin_cache;
   const int R = P.R, dt = h16<T>::dtype;
   if constexpr (!INTER) {
@@ -821,17 +828,20 @@ struct lane_scales {
 // in up to three segments of equal width (fast_seg_end: the segment's last
 // round + 1; fast_seg_width: its blocks per round). The blocks after them
 // take the remaining chunks in pieces of fast_piece consecutive chunks,
-// piece by piece, every item's in turn: the hardware starts each as a
-// resident block ends, so the multiprocessors that move their bytes faster
-// take more of them (backend.cu: the tail).
+// piece by piece, every item's in turn, or (KINDS: the kernel for a
+// quantized cache) kind by kind, the longest first: k's, v's, then q's. The
+// hardware starts each as a resident block ends, so the multiprocessors
+// that move their bytes faster take more of them (backend.cu: the tail).
 struct prefill_item {
   int kind, h0, nh;        /* kind (0 q, 1 k, 2 v), first head, heads */
   unsigned c, stride, end; /* the first chunk, the chunk stride, the chunk bound */
 };
 
+template <bool KINDS>
 __device__ __forceinline__ prefill_item block_item(const qf_cu_params &P) {
   unsigned b = blockIdx.x, round = 0, j = 0, c, stride, end;
   const bool head = b < (unsigned)P.fast_head_blocks;
+  int kind = 0;
   if (head) {
     unsigned r0 = 0;
 #pragma unroll
@@ -843,14 +853,26 @@ __device__ __forceinline__ prefill_item block_item(const qf_cu_params &P) {
       }
       b -= n * w, r0 = (unsigned)P.fast_seg_end[s];
     }
+  } else if (KINDS) { /* a piece of the tail, kind by kind (k, v, q): item j of piece `round` */
+    const unsigned pieces = (P.fast_chunks - P.fast_head_chunks) / (unsigned)P.fast_piece;
+    b -= (unsigned)P.fast_head_blocks, kind = 1;
+#pragma unroll
+    for (int o = 0; o < 2; o++) {
+      const unsigned n = (unsigned)P.fast_items[kind] * pieces;
+      if (b < n) break;
+      b -= n, kind = kind == 1 ? 2 : 0;
+    }
+    round = b / (unsigned)P.fast_items[kind], j = b - round * (unsigned)P.fast_items[kind];
   } else { /* a piece of the tail: item j of piece `round` */
     const unsigned items = (unsigned)(P.fast_items[0] + P.fast_items[1] + P.fast_items[2]);
     b -= (unsigned)P.fast_head_blocks, round = b / items, j = b - round * items;
   }
-  int kind = 0; /* item j of the round's: the kinds with more than `round` blocks per item (the tail's: all) */
-  while (kind < 2 && ((head && round >= (unsigned)P.fast_bpi[kind]) || j >= (unsigned)P.fast_items[kind])) {
-    if (!head || round < (unsigned)P.fast_bpi[kind]) j -= P.fast_items[kind];
-    kind++;
+  /* item j of the round's: the kinds with more than `round` blocks per item (the tail's: all) */
+  if (head || !KINDS) {
+    while (kind < 2 && ((head && round >= (unsigned)P.fast_bpi[kind]) || j >= (unsigned)P.fast_items[kind])) {
+      if (!head || round < (unsigned)P.fast_bpi[kind]) j -= P.fast_items[kind];
+      kind++;
+    }
   }
   if (head) {
     c = round, stride = (unsigned)P.fast_bpi[kind], end = P.fast_head_chunks;
@@ -874,8 +896,8 @@ __device__ __forceinline__ int head_col(const qf_cu_params &P, int kind, int h) 
 // walks its token chunks (GPB tokens, one per group). The rows of the next
 // chunk are copied into shared memory (cp.async) while the current chunk is
 // computed, and the next chunk's position and slot are loaded ahead. SEP:
-// cos/sin given per token at full length (COS_SIN source). HOT: kHot or 0
-// (what the kernel knows of its call).
+// cos/sin given per token at full length (COS_SIN source). HOT: kHot (|
+// kHotQuant) or 0 (what the kernel knows of its call).
 template <typename T, int L, bool INTER, bool SEP, int HOT>
 __global__ void __launch_bounds__(kFastBlock, fast_blocks_per_sm(HOT != 0)) fast_kernel(const qf_cu_params P) {
   constexpr int GPB = fast_gpb(L), NH = fast_max_heads(SEP), NCS = fast_ncs(INTER, SEP);
@@ -891,7 +913,7 @@ __global__ void __launch_bounds__(kFastBlock, fast_blocks_per_sm(HOT != 0)) fast
   const int lane = gl.lane, grp = gl.grp;
   const bool idle = gl.idle; /* a lane in no group (L not a power of two) */
   const lane_vecs ll = lane_layout<INTER>(lane, nl, R);
-  const prefill_item it = block_item(P);
+  const prefill_item it = block_item<(HOT & kHotQuant) != 0>(P);
   const int kind = it.kind, h0 = it.h0, nh = it.nh;
   // v items of a quantized cache (P.fast_vadj; neox kernels): the lanes
   // copy vectors l and l + D/16 of each row into the stage (lvc: whole
@@ -957,15 +979,19 @@ __global__ void __launch_bounds__(kFastBlock, fast_blocks_per_sm(HOT != 0)) fast
   // HOT: the cos/sin of the lane's token in chunk cc, fetched a chunk ahead
   // (where it rotates: its position in the table; checked again with the
   // token when the chunk is computed). The compiler evaluates part of this
-  // range check ahead of the first head, so every block waits there for
-  // the position loaded at the chunk's top. Reading the position only after
-  // the first head (clamped, the check left to the token) gained 1-2 points
-  // on the int8 cache ops at 4096 but took Phi-3's split at 32768 from 92
-  // to 88% of copy (BENCHMARKS.md, session 25): it stays.
+  // range check ahead of the first head, so every block, v's too, waits
+  // there for the position loaded at the chunk's top. With a quantized
+  // cache (kHotQuant) the position is read only after the first head,
+  // clamped, its check left to the token (cs_fetch LATE): the int8 cache ops
+  // at T = 4096 1-2.4 points faster. The other calls keep the early wait:
+  // without it Phi-3's split at 32768 fell from 92 to 88% of copy, its v
+  // blocks faster and its q and k blocks slower (BENCHMARKS.md, sessions
+  // 25-26).
+  constexpr bool late = (HOT & kHotQuant) != 0;
   auto fetch_cs = [&](unsigned cc, const token_ix &x) {
     const bool r = kind < 2 && R > 0 && !idle && lane < nl && (lv.rot_a || lv.rot_b) && cc < end &&
-                   (int64_t)cc * GPB + grp < P.T && x.pos >= 0 && x.pos < P.max_pos;
-    return cs_fetch<T, INTER>(P, (int)x.pos, lv, r);
+                   (int64_t)cc * GPB + grp < P.T && (late || (x.pos >= 0 && x.pos < P.max_pos));
+    return cs_fetch<T, INTER, late>(P, x.pos, lv, r);
   };
   cs_bits csb = {};
   if constexpr (HOT) csb = fetch_cs(c, next);

@@ -17,7 +17,12 @@ namespace qf {
 template <typename T, int L, bool INTER, bool SEP, int HOT>
 static void (*fast_form(int variant))(const qf_cu_params) {
   constexpr bool pow2 = (L & (L - 1)) == 0;
-  if (!(variant & QF_FAST_DECODE)) return fast_kernel<T, L, INTER, SEP, HOT>;
+  if (!(variant & QF_FAST_DECODE)) {
+    if constexpr (HOT != 0) {
+      if (variant & QF_FAST_QUANT) return fast_kernel<T, L, INTER, SEP, HOT | kHotQuant>;
+    }
+    return fast_kernel<T, L, INTER, SEP, HOT>;
+  }
   if constexpr (pow2 && L >= 4) {
     if (variant & QF_FAST_DECODE1)
       return variant & QF_FAST_SPEC ? decode_kernel<T, L, 1, INTER, SEP, true, HOT ? HOT | kHotCache : 0>

@@ -15,8 +15,10 @@ enum {
   QF_FAST_DECODE = 4,      /* the decode form: one (token, head) per group, one pass */
   QF_FAST_DECODE1 = 8,     /* with QF_FAST_DECODE: one 16-byte vector per lane (else two) */
   QF_FAST_SPEC = 16,       /* with QF_FAST_DECODE1: norm weights and cache scales speculated before the grid wait */
-  QF_FAST_HOT = 32         /* the call an inference engine makes, its dtypes and cache geometry compiled in
+  QF_FAST_HOT = 32,        /* the call an inference engine makes, its dtypes and cache geometry compiled in
                               (backend.cu: fast_hot; fast.cuh: kHot) */
+  QF_FAST_QUANT = 64       /* with QF_FAST_HOT, prefill form: the call writes a quantized cache (fast.cuh:
+                              kHotQuant) */
 };
 
 /* The general kernel (fused.cuh) for (input dtype, vector width, vectors per

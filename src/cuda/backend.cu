@@ -429,6 +429,7 @@ static int64_t fast_split(const qkvfuse_plan *plan, const qf_problem *p, qf_cu_p
     return P->dec_blocks_q + P->dec_blocks_k + (v_work ? blocks_kv : 0);
   }
   *lanes = qf::fast_lanes(D);
+  if ((*variant & QF_FAST_HOT) && qcache) *variant |= QF_FAST_QUANT; /* its own kernel (fast.cuh: kHotQuant) */
   if (tchunks >= 0x7fffffffLL) return 0; /* chunk indices (+ a stride) stay below 2^32 */
   P->fast_chunks = (uint32_t)tchunks;
   /* the tail (qf_cuda_prefill_tail), then the resident blocks per item of
@@ -454,7 +455,6 @@ static int64_t fast_split(const qkvfuse_plan *plan, const qf_problem *p, qf_cu_p
   P->fast_head_blocks = (int32_t)grid;
   P->fast_head_chunks = (uint32_t)head;
   P->fast_piece = (int32_t)piece;
-  if ((*variant & QF_FAST_HOT) && qcache) *variant |= QF_FAST_QUANT; /* its own kernel (fast.cuh: kHotQuant) */
   if (tail) grid += (P->fast_items[0] + P->fast_items[1] + P->fast_items[2]) * (tail / piece);
   /* the rounds' segments (fast.cuh: block_item): the distinct counts in
      ascending order; a segment's rounds have every item of the kinds with

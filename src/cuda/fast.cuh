@@ -903,6 +903,7 @@ __global__ void __launch_bounds__(kFastBlock, fast_blocks_per_sm(HOT != 0)) fast
   constexpr int GPB = fast_gpb(L), NH = fast_max_heads(SEP), NCS = fast_ncs(INTER, SEP);
   static_assert(!HOT || !SEP, "HOT: cos/sin from a cache");
   constexpr int TDT = HOT ? h16<T>::dtype : 0; /* HOT: the tables' dtype (the input's) */
+  constexpr bool QUANT = (HOT & kHotQuant) != 0; /* the kernel of a call with a quantized cache */
   // shared memory: the row stages [kFastStages][hpi][2][kFastBlock] (a
   // warp's vectors consecutive: no bank conflicts), then the item's
   // quantization table
@@ -913,7 +914,7 @@ __global__ void __launch_bounds__(kFastBlock, fast_blocks_per_sm(HOT != 0)) fast
   const int lane = gl.lane, grp = gl.grp;
   const bool idle = gl.idle; /* a lane in no group (L not a power of two) */
   const lane_vecs ll = lane_layout<INTER>(lane, nl, R);
-  const prefill_item it = block_item<(HOT & kHotQuant) != 0>(P);
+  const prefill_item it = block_item<QUANT>(P);
   const int kind = it.kind, h0 = it.h0, nh = it.nh;
   // v items of a quantized cache (P.fast_vadj; neox kernels): the lanes
   // copy vectors l and l + D/16 of each row into the stage (lvc: whole
@@ -981,17 +982,16 @@ __global__ void __launch_bounds__(kFastBlock, fast_blocks_per_sm(HOT != 0)) fast
   // token when the chunk is computed). The compiler evaluates part of this
   // range check ahead of the first head, so every block, v's too, waits
   // there for the position loaded at the chunk's top. With a quantized
-  // cache (kHotQuant) the position is read only after the first head,
+  // cache (QUANT) the position is read only after the first head,
   // clamped, its check left to the token (cs_fetch LATE): the int8 cache ops
   // at T = 4096 1-2.4 points faster. The other calls keep the early wait:
   // without it Phi-3's split at 32768 fell from 92 to 88% of copy, its v
   // blocks faster and its q and k blocks slower (BENCHMARKS.md, sessions
   // 25-26).
-  constexpr bool late = (HOT & kHotQuant) != 0;
   auto fetch_cs = [&](unsigned cc, const token_ix &x) {
     const bool r = kind < 2 && R > 0 && !idle && lane < nl && (lv.rot_a || lv.rot_b) && cc < end &&
-                   (int64_t)cc * GPB + grp < P.T && (late || (x.pos >= 0 && x.pos < P.max_pos));
-    return cs_fetch<T, INTER, late>(P, x.pos, lv, r);
+                   (int64_t)cc * GPB + grp < P.T && (QUANT || (x.pos >= 0 && x.pos < P.max_pos));
+    return cs_fetch<T, INTER, QUANT>(P, x.pos, lv, r);
   };
   cs_bits csb = {};
   if constexpr (HOT) csb = fetch_cs(c, next);

@@ -17,7 +17,7 @@
  *   separate model of the rule (Python, session 16) makes for the bench
  *   presets on the H200's 660 slots;
  * - qf_cuda_prefill_tail: its bounds (a multiple of the piece, a quarter of
- *   the chunks rounded down, none below 3 chunks per resident block; 15%
+ *   the chunks rounded down, none below 3 chunks per resident block; 10%
  *   with a quantized cache from 4 to 15; pieces of 1 or 2) on random shapes,
  *   and its values for the bench shapes.
  * This program includes an internal header (the functions are not API).
@@ -136,7 +136,7 @@ static void check_blocks(int64_t chunks, const int32_t *items, const int64_t *co
 static int64_t plan_time(int64_t chunks, const int64_t *heads, int h, int k_quant, int64_t slots, int64_t *n) {
   int32_t items[3];
   for (int k = 0; k < 3; k++) items[k] = (int32_t)((heads[k] + h - 1) / h);
-  const int64_t cost[3] = {10, k_quant && heads[1] % h == 0 ? 15 : 10, 10};
+  const int64_t cost[3] = {10, k_quant && heads[1] % h == 0 ? 14 : 10, 10};
   qf_cuda_blocks_per_item(chunks, items, cost, slots, n);
   int64_t t = 0;
   for (int k = 0; k < 3; k++) {
@@ -178,7 +178,7 @@ static void check_plan(int64_t chunks, const int64_t *heads, int hpi, int k_quan
 /* qf_cuda_prefill_tail: a multiple of the piece, at most a quarter of the
  * chunks and at least a quarter less one piece where it applies; none where
  * a resident block would walk fewer than 3 chunks; with a quantized cache
- * (qcache), from 4 to 15 chunks per block, 15% of the chunks rounded down;
+ * (qcache), from 4 to 15 chunks per block, a tenth of the chunks rounded down;
  * pieces of 1, or 2 from 16 chunks per block; want_tail / want_piece >= 0:
  * the expected values. */
 static void check_tail(int64_t chunks, int64_t items, int64_t slots, int qcache, int64_t want_tail,
@@ -186,13 +186,13 @@ static void check_tail(int64_t chunks, int64_t items, int64_t slots, int qcache,
   int64_t tail = -1, piece = -1;
   qf_cuda_prefill_tail(chunks, items, slots, qcache, &tail, &piece);
   const double per = (double)chunks * (double)items / (double)slots;
-  const int fifteen = qcache && per >= 4 && per < 16; /* the 15% rule: 100 tail in (15 chunks - 100, 15 chunks] */
+  const int tenth = qcache && per >= 4 && per < 16; /* the 10% rule: 10 tail in (chunks - 10, chunks] */
   char what[96] = "";
   if (piece != (per >= 16 ? 2 : 1))
     snprintf(what, sizeof what, "piece %lld", (long long)piece);
   else if (tail < 0 || tail % piece || 4 * tail > chunks)
     snprintf(what, sizeof what, "tail %lld: not a multiple of the piece within a quarter", (long long)tail);
-  else if (fifteen ? 100 * tail > 15 * chunks || 100 * (tail + 1) <= 15 * chunks
+  else if (tenth ? 10 * tail > chunks || 10 * (tail + 1) <= chunks
                    : per < 3 ? tail != 0 : 4 * (tail + piece) <= chunks)
     snprintf(what, sizeof what, "tail %lld at %.2f chunks per block", (long long)tail, per);
   else if ((want_tail >= 0 && tail != want_tail) || (want_piece >= 0 && piece != want_piece))
@@ -213,9 +213,9 @@ int main(int argc, char **argv) {
     int64_t chunks;
     int32_t items[3];
     int64_t kcost;
-  } fixed[] = {{256, {8, 2, 2}, 15}, {256, {8, 2, 2}, 10}, {256, {8, 2, 0}, 10}, {256, {8, 1, 1}, 10},
-               {256, {8, 1, 0}, 10}, {205, {8, 8, 8}, 15}, {512, {4, 2, 2}, 15}, {2048, {8, 2, 2}, 15},
-               {1639, {8, 8, 8}, 15}, {0, {8, 2, 2}, 15},  {1, {8, 2, 2}, 15},   {3, {600, 2, 2}, 15}};
+  } fixed[] = {{256, {8, 2, 2}, 14}, {256, {8, 2, 2}, 10}, {256, {8, 2, 0}, 10}, {256, {8, 1, 1}, 10},
+               {256, {8, 1, 0}, 10}, {205, {8, 8, 8}, 14}, {512, {4, 2, 2}, 14}, {2048, {8, 2, 2}, 14},
+               {1639, {8, 8, 8}, 14}, {0, {8, 2, 2}, 14},  {1, {8, 2, 2}, 14},   {3, {600, 2, 2}, 14}};
   for (size_t i = 0; i < sizeof fixed / sizeof fixed[0]; i++) {
     const int64_t cost[3] = {10, fixed[i].kcost, 10};
     if (fixed[i].chunks <= 300) check_blocks(fixed[i].chunks, fixed[i].items, cost, 528);
@@ -268,10 +268,10 @@ int main(int argc, char **argv) {
       {256, 10, 0, 64, 1},    /* GLM-4 split, 4096: 3.9 */
       {256, 10, 1, 64, 1},    /* GLM-4 int8 cache, 4096: 3.9 */
       {256, 12, 0, 64, 1},    /* Llama split, 4096: 4.7 */
-      {256, 12, 1, 38, 1},    /* Llama int8 cache, 4096: 4.7 */
+      {256, 12, 1, 25, 1},    /* Llama int8 cache, 4096: 4.7 */
       {205, 24, 0, 51, 1},    /* Phi-3 split, 4096: 7.5 */
-      {205, 24, 1, 30, 1},    /* Phi-3 int8 cache, 4096: 7.5 */
-      {512, 8, 1, 76, 1},     /* Gemma-2 int8 cache, 4096: 6.2 */
+      {205, 24, 1, 20, 1},    /* Phi-3 int8 cache, 4096: 7.5 */
+      {512, 8, 1, 51, 1},     /* Gemma-2 int8 cache, 4096: 6.2 */
       {2048, 12, 0, 512, 2},  /* Llama split, 32768: 37 */
       {1639, 24, 1, 408, 2},  /* Phi-3 int8 cache, 32768: 60 */
   };

@@ -215,7 +215,7 @@ static bool fast_ok(const qf_problem *p, const qf_cu_params &P) {
 // Sets *smem, the launch's variant bits (QF_FAST_DECODE*) and lanes per
 // group; returns the grid size, or 0 if an index or the shared memory (48
 // KB) would overflow (the general kernel then serves the call).
-static const int64_t kFastKCost = 15; /* a quantized k chunk against a q chunk, in tenths (measured: 13-15) */
+static const int64_t kFastKCost = 14; /* a quantized k chunk against a q chunk, in tenths (measured: 13-16) */
 static const int64_t kFastTokenCost = 5; /* a chunk's per-token part, in tenths of one head's */
 
 // The prefill form's blocks per item of each kind (n[k]; items[k] items of
@@ -335,10 +335,15 @@ extern "C" int qf_cuda_prefill_plan(int64_t chunks, const int64_t *heads, int hp
 // of two where it would walk 16 or more (a piece's block start is then the
 // larger cost; pieces of two where per < 16 measured up to 15% slower than
 // of one: Phi-3, GLM-4 and Llama at T = 4096). With a quantized cache
-// (qcache), where a resident block would walk 4 to 15 chunks, 15% of them
-// (measured on the H200, session 23, int8 cache at T = 4096, heads per
-// item kept: Gemma-2/3 -2.8% time, Phi-3 -1.6%, Llama and Qwen3 -1%; GLM-4,
-// 3 chunks per block, +1.5%, keeps the quarter). The prefill kernel for a
+// (qcache), where a resident block would walk 4 to 15 chunks, a tenth of
+// them: fewer pieces, each of which pays a block start, balance as well
+// once the longest run first (below). Measured on the H200, int8 cache at
+// T = 4096: session 23, 15% against the quarter, Gemma-2/3 -2.8% time,
+// Phi-3 -1.6%, Llama and Qwen3 -1%; session 27, with the longest pieces
+// first, 10% against 15%: Phi-3 84.9 -> 85.5% of copy, Llama and Qwen3 +1.4
+// points, Gemma-2 +0.7 (12%: in between; 8% and 6%, 18% to 25%: below 15%'s).
+// GLM-4, 3 chunks per block, keeps the quarter (10-12% cost it 0.7-1.5
+// points). The prefill kernel for a
 // quantized cache (fast.cuh: kHotQuant, block_item) starts the longest
 // pieces first: k's (norm, RoPE, quantization: 5.4 us for a piece of one
 // chunk, Phi-3 at T = 4096), then v's (quantization: 4.7 us), then q's
@@ -352,7 +357,7 @@ extern "C" void qf_cuda_prefill_tail(int64_t chunks, int64_t items, int64_t slot
   const int64_t per = slots > 0 ? chunks * items / slots : 0;
   *piece = per >= 16 ? 2 : 1;
   if (qcache && per >= 4 && per < 16)
-    *tail = chunks * 15 / 100;
+    *tail = chunks / 10;
   else
     *tail = per >= 3 ? chunks / 4 / *piece * *piece : 0;
 }
@@ -439,7 +444,7 @@ static int64_t fast_split(const qkvfuse_plan *plan, const qf_problem *p, qf_cu_p
      through its stages with a chunk stride above one, the last round of
      chunks is mostly part-filled, as in real prefill calls, and calls of
      9 chunks or more have a tail (in pieces of one below 48; with a
-     quantized cache, 15% of the chunks from 12 to 47) */
+     quantized cache, 10% of the chunks from 12 to 47) */
   const int64_t items = P->fast_items[0] + P->fast_items[1] + P->fast_items[2];
   const int64_t slots = form == 2 ? 3 * items : sms * qf::fast_blocks_per_sm((*variant & QF_FAST_HOT) != 0);
   int64_t piece = 1, tail = 0;

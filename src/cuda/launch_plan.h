@@ -38,7 +38,7 @@ int qf_cuda_prefill_plan(int64_t chunks, const int64_t *heads, int hpi, int k_qu
 /* The prefill form's tail of `chunks` token chunks with `items` items and
  * `slots` resident blocks: *tail chunks (a multiple of *piece, a quarter of
  * them rounded down, or none where a resident block would walk fewer than 3
- * chunks; with a quantized cache, qcache, 15% rounded down where it would
+ * chunks; with a quantized cache, qcache, a tenth rounded down where it would
  * walk 4 to 15) that blocks of *piece chunks (1, or 2 where it would walk 16
  * or more) take after the resident blocks' share. */
 void qf_cuda_prefill_tail(int64_t chunks, int64_t items, int64_t slots, int qcache, int64_t *tail, int64_t *piece);

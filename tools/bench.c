@@ -34,7 +34,8 @@ void cli_bench_usage(FILE *f) {
           "\n"
           "options:\n"
           "  --preset NAME     one preset instead of all: %s\n"
-          "  --tokens LIST     token counts, comma-separated, each 1..1048576 (default 1,16,512,4096)\n"
+          "  --tokens LIST     token counts, comma-separated, each 1..1048576 (default 1,16,512,4096;\n"
+          "                    with --device cuda 1,8,64,512,4096,32768)\n"
           "  --op LIST         variants, comma-separated (default split,cache,dequant,inplace):\n"
           "                      split    split_qkv_rmsnorm_rope out of place: q/k RMSNorm, RoPE from a\n"
           "                               cos_sin_cache by position, q, k and v outputs\n"
@@ -263,10 +264,7 @@ static int device_unavailable(const char *name) {
 }
 
 static int parse_options(int argc, char **argv, bench_options *o, int *exit_code) {
-  static const int64_t default_tokens[] = {1, 16, 512, 4096};
   memset(o, 0, sizeof *o);
-  o->ntokens = 4;
-  memcpy(o->tokens, default_tokens, sizeof default_tokens);
   o->nops = BENCH_OP_COUNT;
   for (int i = 0; i < BENCH_OP_COUNT; i++) o->ops[i] = i;
   o->dtype = QKVFUSE_DTYPE_BFLOAT16;
@@ -346,6 +344,12 @@ static int parse_options(int argc, char **argv, bench_options *o, int *exit_code
     } else {
       return *exit_code = usage_error("unknown option", cli_args_current(&a)), -1;
     }
+  }
+  if (o->ntokens == 0) { /* no --tokens: decode to prefill sizes, the GPU's up to a long prompt */
+    static const int64_t cpu_tokens[] = {1, 16, 512, 4096}, cuda_tokens[] = {1, 8, 64, 512, 4096, 32768};
+    const int cuda = strcmp(o->device, "cuda") == 0;
+    o->ntokens = cuda ? 6 : 4;
+    memcpy(o->tokens, cuda ? cuda_tokens : cpu_tokens, (size_t)o->ntokens * sizeof(int64_t));
   }
   return 0;
 }

@@ -38,6 +38,7 @@
 namespace qf {
 
 constexpr int kBlock = 256;
+constexpr int kFusedBlocksPerSm = 4; /* fused_kernel's resident blocks (launch bounds); the grid's cap */
 
 // Programmatic dependent launch (launch.h): let the stream's next kernel
 // launch, then wait until the previous kernel has finished and its writes are
@@ -282,7 +283,7 @@ __device__ __forceinline__ void process_task(const qf_cu_params &P, float (&x)[N
 }
 
 template <typename TIn, int VEC, int NV>
-__global__ void __launch_bounds__(kBlock, 4) fused_kernel(const qf_cu_params P) {
+__global__ void __launch_bounds__(kBlock, kFusedBlocksPerSm) fused_kernel(const qf_cu_params P) {
   extern __shared__ __align__(16) unsigned char smem_raw[];
   const int D = P.D, R = P.R, G = P.group, gpb = kBlock / G;
   const int lane = threadIdx.x & (G - 1), grp = threadIdx.x / G;

@@ -19,7 +19,10 @@
  * - qf_cuda_prefill_tail: its bounds (a multiple of the piece, a quarter of
  *   the chunks rounded down, none below 3 chunks per resident block; 10%
  *   with a quantized cache from 4 to 15; pieces of 1 or 2) on random shapes,
- *   and its values for the bench shapes.
+ *   and its values for the bench shapes;
+ * - qf_cuda_general_tiles: one of its two tilings, the one whose groups walk
+ *   fewer tasks in series (ties: all heads), on random shapes up to 5M
+ *   tokens, and its tiles for the int32 dequant bench op's shapes.
  * This program includes an internal header (the functions are not API).
  *   test_cuda_plan [--cases N] [--seed S] */
 #include <stdint.h>
@@ -203,6 +206,34 @@ static void check_tail(int64_t chunks, int64_t items, int64_t slots, int qcache,
            (long long)items, (long long)slots, qcache, what);
 }
 
+/* qf_cuda_general_tiles: one of the two tilings (tpb tokens with all heads,
+ * tpb giving the groups about four tasks each within 12 KB of cos/sin
+ * tables; or one token and min(heads, gpb) heads), the one whose groups walk
+ * fewer tasks in series, a one-token tile counted as two (ties: the first);
+ * want_tpb / want_hpb > 0: the expected tile. */
+static void check_tiles(int64_t T, int heads, int gpb, int R, int64_t resident, int want_tpb, int want_hpb) {
+  int tpb = -1, hpb = -1;
+  qf_cuda_general_tiles(T, heads, gpb, R, resident, &tpb, &hpb);
+  int many = (4 * gpb + heads - 1) / heads;
+  if (R > 0 && many * 8 * R > 12288) many = 12288 / (8 * R);
+  if (many < 1) many = 1;
+  const int64_t rounds_many = ((T + many - 1) / many + resident - 1) / resident;
+  const int64_t rounds_one = (T * ((heads + gpb - 1) / gpb) + resident - 1) / resident;
+  const int64_t walk_many = rounds_many * ((many * heads + gpb - 1) / gpb), walk_one = 2 * rounds_one;
+  const int one_hpb = heads < gpb ? heads : gpb;
+  char what[96] = "";
+  if (!(tpb == many && hpb == heads) && !(tpb == 1 && hpb == one_hpb))
+    snprintf(what, sizeof what, "tile %d x %d is neither %d x %d nor 1 x %d", tpb, hpb, many, heads, one_hpb);
+  else if ((tpb == many && hpb == heads && !(tpb == 1 && hpb == one_hpb)) != (walk_many <= walk_one))
+    snprintf(what, sizeof what, "tile %d x %d: walks %lld (all heads) against %lld (one token)", tpb, hpb,
+             (long long)walk_many, (long long)walk_one);
+  else if (want_tpb > 0 && (tpb != want_tpb || hpb != want_hpb))
+    snprintf(what, sizeof what, "tile %d x %d, want %d x %d", tpb, hpb, want_tpb, want_hpb);
+  if (what[0] && failed++ < 10)
+    printf("FAIL test_cuda_plan general_tiles T=%lld heads=%d gpb=%d R=%d resident=%lld: %s\n", (long long)T, heads,
+           gpb, R, (long long)resident, what);
+}
+
 int main(int argc, char **argv) {
   const int cases = (int)tk_arg_u64(argc, argv, "--cases", NULL, 3000);
   tk_rng r;
@@ -280,8 +311,28 @@ int main(int argc, char **argv) {
   for (int i = 0; i < cases; i++)
     check_tail((int64_t)(tk_rng_next(&r) % 5000), (int64_t)(1 + tk_rng_next(&r) % 400),
                (int64_t)(1 + tk_rng_next(&r) % 1400), (int)(tk_rng_next(&r) % 2), -1, -1);
-  printf("test_cuda_plan: divisors, %d + %d block counts, %d + %d prefill plans and %d + %d tails checked, %d failed\n",
+  /* the general kernel's tiles of the int32 dequant bench op (8 groups of 32
+     lanes per block, R = D, 528 resident blocks: 132 SMs, 4 blocks): Phi-3
+     (96 heads) one token at T <= 128, all heads from 256 (the walks tie
+     there); Llama (48 heads) one token to 128, all heads from 256 */
+  static const struct {
+    int64_t T;
+    int heads, R, tpb, hpb;
+  } tiles[] = {{1, 96, 96, 1, 8},    {64, 96, 96, 1, 8},    {128, 96, 96, 1, 8},    {256, 96, 96, 1, 96},
+               {512, 96, 96, 1, 96}, {64, 48, 128, 1, 8},   {128, 48, 128, 1, 8},   {256, 48, 128, 1, 48},
+               {4096, 48, 128, 1, 48}, {4096, 36, 64, 1, 36}, {0, 48, 128, 1, 48}};
+  for (size_t i = 0; i < sizeof tiles / sizeof tiles[0]; i++)
+    check_tiles(tiles[i].T, tiles[i].heads, 8, tiles[i].R, 528, tiles[i].tpb, tiles[i].hpb);
+  for (int i = 0; i < cases; i++) {
+    const int64_t T = (int64_t)(tk_rng_next(&r) % 3) == 0 ? (int64_t)(tk_rng_next(&r) % 5000000)
+                                                          : (int64_t)(tk_rng_next(&r) % 3000);
+    const int gpb = 1 << (int)(tk_rng_next(&r) % 6), R = 2 * (int)(1 + tk_rng_next(&r) % 256);
+    check_tiles(T, (int)(1 + tk_rng_next(&r) % 200), gpb, tk_rng_next(&r) % 4 ? R : 0,
+                (int64_t)(1 + tk_rng_next(&r) % 2000), 0, 0);
+  }
+  printf("test_cuda_plan: divisors, %d + %d block counts, %d + %d prefill plans, %d + %d tails and %d + %d general "
+         "tiles checked, %d failed\n",
          (int)(sizeof fixed / sizeof fixed[0]), cases, (int)(sizeof presets / sizeof presets[0]), cases,
-         (int)(sizeof tails / sizeof tails[0]), cases, failed);
+         (int)(sizeof tails / sizeof tails[0]), cases, (int)(sizeof tiles / sizeof tiles[0]), cases, failed);
   return failed ? TK_FAIL : TK_PASS;
 }

@@ -43,6 +43,14 @@ int qf_cuda_prefill_plan(int64_t chunks, const int64_t *heads, int hpi, int k_qu
  * or more) take after the resident blocks' share. */
 void qf_cuda_prefill_tail(int64_t chunks, int64_t items, int64_t slots, int qcache, int64_t *tail, int64_t *piece);
 
+/* The general kernel's tile (fused.cuh) for T tokens of `heads` heads, gpb
+ * groups per block, R rotary dims and `resident` blocks in flight: *tpb
+ * tokens with all heads (*hpb = heads; as many tokens as give the groups
+ * about four tasks each, within 12 KB of cos/sin tables), or one token and
+ * min(heads, gpb) heads, whichever has its groups walk fewer tasks in series
+ * (a one-token tile counted as two; ties: the former). */
+void qf_cuda_general_tiles(int64_t T, int heads, int gpb, int R, int64_t resident, int *tpb, int *hpb);
+
 #ifdef __cplusplus
 }
 #endif

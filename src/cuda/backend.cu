@@ -157,8 +157,9 @@ bool qf_cuda_vector_ok(const qf_problem *p, int vec) {
 // tasks (ties go to the former). Blocks walk the tiles grid-stride, at most
 // qf::kFusedBlocksPerSm per multiprocessor. Measured on the H200 with the
 // former rule (tokens x heads <= 2 x groups in flight: one-token tiles):
-// the int32 dequant op at T = 64, 64 tiles of one token and 96 heads in 8
-// groups, Phi-3 28.6 us against 5.8 at T = 8; with this rule 11.4 us, and
+// the int32 dequant op at T = 64, 64 tiles of one token with all 96 heads
+// for a block's 8 groups, Phi-3 28.6 us against 5.8 at T = 8; with this
+// rule 11.4 us, and
 // 0.27-0.76x the time at T = 32-128 on every preset (session 27).
 extern "C" void qf_cuda_general_tiles(int64_t T, int heads, int gpb, int R, int64_t resident, int *tpb, int *hpb) {
   const int table_max = R > 0 ? 12288 / (8 * R) : 256; /* cos/sin tables <= 12 KB */
@@ -232,7 +233,10 @@ static bool fast_ok(const qf_problem *p, const qf_cu_params &P) {
 // Sets *smem, the launch's variant bits (QF_FAST_DECODE*) and lanes per
 // group; returns the grid size, or 0 if an index or the shared memory (48
 // KB) would overflow (the general kernel then serves the call).
-static const int64_t kFastKCost = 14; /* a quantized k chunk against a q chunk, in tenths (measured: 13-16) */
+/* a quantized k chunk against a q chunk, in tenths (measured: 13-16; 14 since
+   session 27: at T = 4096 it gives Phi-3's int8 cache op 13's plan, +0.6
+   point against 15's, and at 32768 plans within 0.1 point of 15's) */
+static const int64_t kFastKCost = 14;
 static const int64_t kFastTokenCost = 5; /* a chunk's per-token part, in tenths of one head's */
 
 // The prefill form's blocks per item of each kind (n[k]; items[k] items of

@@ -348,7 +348,7 @@ static int parse_options(int argc, char **argv, bench_options *o, int *exit_code
   if (o->ntokens == 0) { /* no --tokens: decode to prefill sizes, the GPU's up to a long prompt */
     static const int64_t cpu_tokens[] = {1, 16, 512, 4096}, cuda_tokens[] = {1, 8, 64, 512, 4096, 32768};
     const int cuda = strcmp(o->device, "cuda") == 0;
-    o->ntokens = cuda ? 6 : 4;
+    o->ntokens = (int)(cuda ? sizeof cuda_tokens : sizeof cpu_tokens) / (int)sizeof(int64_t);
     memcpy(o->tokens, cuda ? cuda_tokens : cpu_tokens, (size_t)o->ntokens * sizeof(int64_t));
   }
   return 0;

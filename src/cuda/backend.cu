@@ -159,8 +159,8 @@ bool qf_cuda_vector_ok(const qf_problem *p, int vec) {
 // former rule (tokens x heads <= 2 x groups in flight: one-token tiles):
 // the int32 dequant op at T = 64, 64 tiles of one token with all 96 heads
 // for a block's 8 groups, Phi-3 28.6 us against 5.8 at T = 8; with this
-// rule 11.4 us, and
-// 0.27-0.76x the time at T = 32-128 on every preset (session 27).
+// rule 11.4 us, and 0.27-0.76x the time at T = 32-128 on every preset
+// (session 27).
 extern "C" void qf_cuda_general_tiles(int64_t T, int heads, int gpb, int R, int64_t resident, int *tpb, int *hpb) {
   const int table_max = R > 0 ? 12288 / (8 * R) : 256; /* cos/sin tables <= 12 KB */
   int many = (4 * gpb + heads - 1) / heads;
@@ -177,14 +177,8 @@ extern "C" void qf_cuda_general_tiles(int64_t T, int heads, int gpb, int R, int6
   }
 }
 
-static void choose_tiles(const qkvfuse_plan *plan, qf_cu_params *P) {
-  const int64_t sms = plan->device_sm_count > 0 ? plan->device_sm_count : 132;
-  int tpb = 1, hpb = 1;
-  qf_cuda_general_tiles(P->T, P->heads_per_token, qf::kBlock / P->group, P->R, sms * qf::kFusedBlocksPerSm, &tpb, &hpb);
-  P->tpb = tpb;
-  P->hpb = hpb;
-  P->head_tiles = (P->heads_per_token + hpb - 1) / hpb;
-}
+// The plan's multiprocessors (132, an H100 / H200's, where the device did not say).
+static int64_t plan_sms(const qkvfuse_plan *plan) { return plan->device_sm_count > 0 ? plan->device_sm_count : 132; }
 
 static bool aligned16(const void *ptr) { return ptr == nullptr || aligned(ptr, 16); }
 
@@ -404,7 +398,7 @@ static bool fast_hot(const qf_problem *p, const qf_cu_params &P) {
 
 static int64_t fast_split(const qkvfuse_plan *plan, const qf_problem *p, qf_cu_params *P, size_t *smem, int *variant,
                           int *lanes) {
-  const int64_t sms = plan->device_sm_count > 0 ? plan->device_sm_count : 132;
+  const int64_t sms = plan_sms(plan);
   const bool k_work = p->k_out.data || p->desc->cache_layout != QKVFUSE_CACHE_NONE;
   const bool v_work = p->v_out.data || p->desc->cache_layout != QKVFUSE_CACHE_NONE;
   const bool k_quant = p->k_cache.data && p->desc->k_quant != QKVFUSE_QUANT_NONE;
@@ -530,9 +524,11 @@ static qkvfuse_status qf_cuda_run(const qkvfuse_plan *plan, const qf_problem *p,
   P.nvec = (int32_t)(p->D / vec);
   P.group = qf::pow2_at_least(P.nvec < 32 ? P.nvec : 32);
   const int nv = qf::pow2_at_least((P.nvec + P.group - 1) / P.group);
-  choose_tiles(plan, &P);
+  const int64_t resident = plan_sms(plan) * qf::kFusedBlocksPerSm;
+  int tpb = 1, hpb = 1;
+  qf_cuda_general_tiles(P.T, P.heads_per_token, qf::kBlock / P.group, P.R, resident, &tpb, &hpb);
+  P.tpb = tpb, P.hpb = hpb, P.head_tiles = (P.heads_per_token + hpb - 1) / hpb;
   int64_t blocks = (P.T + P.tpb - 1) / P.tpb * P.head_tiles;
-  const int64_t resident = (int64_t)(plan->device_sm_count > 0 ? plan->device_sm_count : 132) * qf::kFusedBlocksPerSm;
   if (blocks > resident) blocks = resident; /* the kernel walks the tiles grid-stride */
   const size_t smem = qf::fused_smem_bytes(P.D, P.R, P.tpb, qf::kBlock / P.group);
   return qf_cuda_launch(in, vec, nv, 0, 0, &P, (unsigned)blocks, smem, (cudaStream_t)stream);

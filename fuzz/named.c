@@ -114,7 +114,8 @@ void fz_named_mutate(fz_call *f, fz_src *s) {
   }
 }
 
-static int finite_eps(double e) { return isfinite(e) && e > 0.0 && e < 1e30; }
+/* the norm computes in float32: eps must round to a positive finite float */
+static int finite_eps(double e) { return isfinite(e) && e > 0.0 && (float)e > 0.0f && isfinite((float)e); }
 
 static qkvfuse_quant_mode quant_for(const qkvfuse_tensor *cache, const qkvfuse_tensor *offset) {
   if (!cache) return QKVFUSE_QUANT_NONE;

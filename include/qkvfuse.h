@@ -140,7 +140,10 @@ typedef struct qkvfuse_tensor {
  * Fill *t as a row-major contiguous tensor on the CPU (device_type CPU, id 0).
  * Convenience for callers who do not have a DLPack tensor at hand; set
  * device_type/device_id afterwards for device memory.
- * @return QKVFUSE_SUCCESS, or QKVFUSE_ERROR_INVALID_VALUE if ndim is out of range.
+ * @return QKVFUSE_SUCCESS; QKVFUSE_ERROR_INVALID_VALUE if ndim is out of range;
+ *         QKVFUSE_ERROR_SHAPE if a size is negative or the tensor would span more
+ *         than 2^62 elements or bytes (zero sizes counted as 1). *t is written
+ *         only on success.
  */
 QKVFUSE_API qkvfuse_status qkvfuse_tensor_init(qkvfuse_tensor *t, void *data, qkvfuse_dtype dtype,
                                                int32_t ndim, const int64_t *shape);
@@ -509,7 +512,7 @@ QKVFUSE_API qkvfuse_status qkvfuse_dequant_rope_quant_kvcache(
  * row p = [cos(p*f_0)..cos(p*f_{R/2-1}) | sin(p*f_0)..sin(p*f_{R/2-1})] * mscale,
  * where f_i are theta's inverse frequencies after the scaling rule. Angles are
  * reduced in double precision, so rows stay accurate far beyond 2^24.
- * R is the tensor's shape[1] (even, >= 2); max_pos its shape[0].
+ * R is the tensor's shape[1] (even, 2..1024); max_pos its shape[0].
  * @return QKVFUSE_SUCCESS, or the status naming the bad argument.
  */
 QKVFUSE_API qkvfuse_status qkvfuse_build_cos_sin_cache(double theta, const qkvfuse_rope_scaling *scaling,
@@ -518,7 +521,7 @@ QKVFUSE_API qkvfuse_status qkvfuse_build_cos_sin_cache(double theta, const qkvfu
 /**
  * The inverse frequencies f_i (i < rotary_dim/2) and the cos/sin multiplier
  * (mscale; 1 except for YaRN) that a rule yields, in double precision.
- * rotary_dim: even, >= 2. scaling may be NULL (no scaling), here and in
+ * rotary_dim: even, 2..1024. scaling may be NULL (no scaling), here and in
  * qkvfuse_build_cos_sin_cache.
  * @param inv_freq out: rotary_dim/2 values.
  * @param mscale   out (may be NULL).

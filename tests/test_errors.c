@@ -294,7 +294,38 @@ static int mutate(int id, int base, mctx *m, expect *e) {
   MUT(TK_BASE_C, BAD_SCALE, "k_scale", "an Inf scalar k_scale") poke(m, TK_K_SCALE, 0, INFINITY); e->flag = QKVFUSE_DATA_ERROR_SCALE; END
   MUT(TK_BASE_A, BAD_SCALE, "k_offset", "a NaN k_offset") poke(m, TK_K_OFFSET, 7, NAN); e->flag = QKVFUSE_DATA_ERROR_SCALE; END
   MUT(TK_BASE_A, BAD_SCALE, "k_offset", "an Inf k_offset") poke(m, TK_K_OFFSET, SP.Nkv * SP.D - 1, INFINITY); e->flag = QKVFUSE_DATA_ERROR_SCALE; END
+  /* every class of data error at once: the first one's status, every one's bit */
+  MUT(TK_BASE_A, OUT_OF_RANGE, "positions", "position, slot and k_scale all bad") {
+    poke(m, TK_POSITIONS, 1, (double)SP.max_pos);
+    poke(m, TK_SLOT_MAPPING, 2, -7);
+    poke(m, TK_K_SCALE, 3, 0.0);
+    e->flag = QKVFUSE_DATA_ERROR_POSITION | QKVFUSE_DATA_ERROR_SLOT | QKVFUSE_DATA_ERROR_SCALE;
+  } END
+  MUT(TK_BASE_B, OUT_OF_RANGE, "slot_mapping", "contiguous start and act_scale both bad") {
+    poke(m, TK_SLOT_MAPPING, 0, -3);
+    poke(m, TK_ACT_SCALE, SP.T - 1, NAN);
+    e->flag = QKVFUSE_DATA_ERROR_SLOT | QKVFUSE_DATA_ERROR_SCALE;
+  } END
+  /* the dequant scales multiply: finite, zero allowed (special_* runs a zero one) */
+  MUT(TK_BASE_B, BAD_SCALE, "weight_scale", "a NaN weight_scale channel") poke(m, TK_WEIGHT_SCALE, H - 1, NAN); e->flag = QKVFUSE_DATA_ERROR_SCALE; END
+  MUT(TK_BASE_B, BAD_SCALE, "weight_scale", "an Inf weight_scale channel") poke(m, TK_WEIGHT_SCALE, 3, -INFINITY); e->flag = QKVFUSE_DATA_ERROR_SCALE; END
+  MUT(TK_BASE_B, BAD_SCALE, "act_scale", "an Inf act_scale") poke(m, TK_ACT_SCALE, 1, INFINITY); e->flag = QKVFUSE_DATA_ERROR_SCALE; END
   /* ---- overlap ---- */
+  MUT(TK_BASE_A, OVERLAP, "error_flags", "error_flags inside k_cache, with a bad slot") {
+    a->error_flags = (uint32_t *)((char *)TS(TK_K_CACHE)->data + 64);
+    poke(m, TK_SLOT_MAPPING, 0, (double)(SP.blocks * SP.block_size));
+  } END
+  MUT(TK_BASE_A, OVERLAP, "error_flags", "error_flags on a q_out element") a->error_flags = (uint32_t *)TS(TK_Q_OUT)->data; END
+  MUT(TK_BASE_A, OVERLAP, "error_flags", "error_flags on positions, with a bad position") {
+    a->error_flags = (uint32_t *)TS(TK_POSITIONS)->data;
+    poke(m, TK_POSITIONS, 1, -1);
+  } END
+  MUT(TK_BASE_B, OVERLAP, "error_flags", "error_flags inside qkv's v columns") {
+    a->error_flags = (uint32_t *)((char *)TS(TK_QKV)->data + (SP.Nq + SP.Nkv) * SP.D * 4);
+  } END
+  MUT(TK_BASE_C, OVERLAP, "error_flags", "error_flags inside the in-place k columns") {
+    a->error_flags = (uint32_t *)((char *)TS(TK_K_OUT)->data + 4);
+  } END
   MUT(TK_BASE_A, OVERLAP, "v_out|q_out", "v_out inside q_out") { qkvfuse_tensor *v = TS(TK_V_OUT); v->data = TS(TK_Q_OUT)->data; v->strides[0] = TS(TK_Q_OUT)->strides[0]; } END
   MUT(TK_BASE_A, OVERLAP, "v_out", "v_out in place on qkv's v columns") {
     qkvfuse_tensor *v = TS(TK_V_OUT), *x = TS(TK_QKV);
@@ -379,7 +410,7 @@ static int run_one(int base, int id, qkvfuse_backend be, int verbose) {
   if (c.buf[TK_FLAGS_BUF].bytes) {
     uint32_t f;
     memcpy(&f, c.buf[TK_FLAGS_BUF].got, 4);
-    if (e.flag && !(f & e.flag)) tk_stats_fail(&s, "error_flags 0x%x lacks bit 0x%x of this data error", f, e.flag);
+    if ((f & e.flag) != e.flag) tk_stats_fail(&s, "error_flags 0x%x lacks bits 0x%x of these data errors", f, e.flag);
     if (!e.flag && f) tk_stats_fail(&s, "error_flags 0x%x after an argument error", f);
   }
   if (s.failed) {

@@ -13,11 +13,6 @@ extern "C" {
 qkvfuse_status qf_cpu_plan(qkvfuse_plan *plan);
 qkvfuse_status qf_cuda_plan(qkvfuse_plan *plan);
 
-/* Copy the rows of src into dst (same rows, cols and dtype) on the plan's
- * device, enqueued on `stream` for CUDA plans. */
-qkvfuse_status qf_copy_rows(const qkvfuse_plan *plan, const qf_mat *dst, const qf_mat *src, void *stream);
-qkvfuse_status qf_cuda_copy_rows(const qf_mat *dst, const qf_mat *src, void *stream);
-
 #ifdef __cplusplus
 }
 #endif

@@ -1,6 +1,7 @@
 /* The three named operators of SPEC.md: each maps the seed's own arguments
  * onto a descriptor and the core args, plans on the stack (no allocation) and
  * runs on the device of its input tensor. */
+#include <float.h>
 #include <math.h>
 #include <string.h>
 
@@ -8,6 +9,25 @@
 #include "core/error.h"
 #include "core/plan.h"
 #include "core/tensor.h"
+
+/* Each operator's names for the core's tensors, so that messages cite the
+ * caller's own arguments. */
+static const qf_names split_names = {"input",     "weight_scale", "act_scale", "bias",     "q_weight",
+                                     "k_weight",  "q_bias",       "k_bias",    "positions", "cos_sin_cache",
+                                     "cos",       "sin",          "slot_mapping", "k_scale", "v_scale",
+                                     "k_offset",  "v_offset",     "q_out",     "k_out",     "v_out",
+                                     "k_cache",   "v_cache",      "error_flags", "q_copy",  0};
+static const qf_names cache_names = {"qkv",       "weight_scale", "act_scale", "bias",     "q_gamma",
+                                     "k_gamma",   "q_beta",       "k_beta",    "positions", "cos_sin_cache",
+                                     "cos",       "sin",          "index",     "k_scale",   "v_scale",
+                                     "k_offset",  "v_offset",     "q_out",     "k_out_before_quant",
+                                     "v_out_before_quant", "k_cache", "v_cache", "error_flags",
+                                     "q_out_before_quant", 0};
+static const qf_names dequant_names = {"x",        "weight_scale", "activation_scale", "bias", "q_gamma",
+                                       "k_gamma",  "q_beta",       "k_beta",    "positions", "cos_sin_cache",
+                                       "cos",      "sin",          "indices",   "scale_k",   "scale_v",
+                                       "offset_k", "offset_v",     "q_out",     "k_out",     "v_out",
+                                       "k_cache",  "v_cache",      "error_flags", "q_copy",  0};
 
 /* A descriptor for the device of tensor t (AUTO backend). */
 static qkvfuse_status desc_for(const char *name, const qkvfuse_tensor *t, qkvfuse_desc *d) {
@@ -19,20 +39,76 @@ static qkvfuse_status desc_for(const char *name, const qkvfuse_tensor *t, qkvfus
   return QKVFUSE_SUCCESS;
 }
 
+/* The norm computes in float32: eps must stay positive and finite there. */
 static qkvfuse_status eps_arg(const char *name, double eps, qkvfuse_desc *d) {
-  QF_CHECK(isfinite(eps) && eps > 0.0 && eps < 1e30, QKVFUSE_ERROR_INVALID_VALUE,
-           "%s: must be finite and > 0; got %g", name, eps);
-  d->eps = (float)eps;
+  QF_CHECK(isfinite(eps) && eps > 0.0, QKVFUSE_ERROR_INVALID_VALUE, "%s: must be finite and > 0; got %g", name, eps);
+  const float f = (float)eps;
+  QF_CHECK(f > 0.0f && isfinite(f), QKVFUSE_ERROR_INVALID_VALUE,
+           "%s: %g rounds to %g in float32, the norm's arithmetic; must be in [%g, %g]", name, eps, (double)f,
+           (double)FLT_TRUE_MIN, (double)FLT_MAX);
+  d->eps = f;
   return QKVFUSE_SUCCESS;
 }
 
-/* Quantization mode implied by a cache's dtype and whether an offset is given
- * (the CANN operators have no mode argument). */
-static qkvfuse_quant_mode quant_for_cache(const qkvfuse_tensor *cache, const qkvfuse_tensor *offset) {
-  if (cache == NULL) return QKVFUSE_QUANT_NONE;
-  if (cache->dtype == QKVFUSE_DTYPE_INT8) return offset ? QKVFUSE_QUANT_INT8_ASYM : QKVFUSE_QUANT_INT8_SYM;
-  if (cache->dtype == QKVFUSE_DTYPE_FLOAT8_E4M3FN) return QKVFUSE_QUANT_FP8_E4M3;
-  return QKVFUSE_QUANT_NONE;
+/* The head geometry an operator derives from its arguments, checked under the
+ * caller's names before the descriptor's own checks (which cite desc fields). */
+static qkvfuse_status heads_arg(int64_t nq, int64_t nkv, int64_t D, const char *nq_name, const char *nkv_name,
+                                const char *d_name, qkvfuse_desc *d) {
+  const int64_t max_heads = (int64_t)1 << 24;
+  QF_CHECK(D >= QF_MIN_HEAD_DIM && D <= QF_MAX_HEAD_DIM && D % 2 == 0, QKVFUSE_ERROR_INVALID_VALUE,
+           "%s: the head dim must be even and in [%d, %d]; got %lld", d_name, QF_MIN_HEAD_DIM, QF_MAX_HEAD_DIM,
+           (long long)D);
+  QF_CHECK(nq >= 1 && nq <= max_heads, QKVFUSE_ERROR_INVALID_VALUE, "%s: must give 1 to 2^24 query heads; got %lld",
+           nq_name, (long long)nq);
+  QF_CHECK(nkv >= 1 && nkv <= max_heads, QKVFUSE_ERROR_INVALID_VALUE,
+           "%s: must give 1 to 2^24 key/value heads; got %lld", nkv_name, (long long)nkv);
+  QF_CHECK(nq % nkv == 0, QKVFUSE_ERROR_INVALID_VALUE,
+           "%s: the key/value heads (%lld) must divide the query heads (%lld, from %s)", nkv_name, (long long)nkv,
+           (long long)nq, nq_name);
+  d->num_q_heads = nq;
+  d->num_kv_heads = nkv;
+  d->head_dim = D;
+  return QKVFUSE_SUCCESS;
+}
+
+/* The quantization a CANN operator implies by its cache's dtype and whether
+ * an offset is given (they have no mode argument), with the scale and offset
+ * that mode needs. */
+static qkvfuse_status quant_arg(const char *cache_name, const qkvfuse_tensor *cache, const char *scale_name,
+                                const qkvfuse_tensor *scale, const char *offset_name, const qkvfuse_tensor *offset,
+                                qkvfuse_quant_mode *mode) {
+  QF_CHECK(cache != NULL, QKVFUSE_ERROR_NULL_POINTER, "%s: required, got NULL", cache_name);
+  const char *dt = qkvfuse_dtype_name(cache->dtype);
+  switch (cache->dtype) {
+    case QKVFUSE_DTYPE_INT8:
+      QF_CHECK(scale != NULL, QKVFUSE_ERROR_NULL_POINTER, "%s: required with an int8 %s; got NULL", scale_name,
+               cache_name);
+      *mode = offset ? QKVFUSE_QUANT_INT8_ASYM : QKVFUSE_QUANT_INT8_SYM;
+      return QKVFUSE_SUCCESS;
+    case QKVFUSE_DTYPE_FLOAT8_E4M3FN:
+      QF_CHECK(scale != NULL, QKVFUSE_ERROR_NULL_POINTER, "%s: required with a float8_e4m3fn %s; got NULL",
+               scale_name, cache_name);
+      QF_CHECK(offset == NULL, QKVFUSE_ERROR_INVALID_VALUE,
+               "%s: not used with a float8_e4m3fn %s (e4m3 quantization is symmetric); pass NULL", offset_name,
+               cache_name);
+      *mode = QKVFUSE_QUANT_FP8_E4M3;
+      return QKVFUSE_SUCCESS;
+    case QKVFUSE_DTYPE_FLOAT32:
+    case QKVFUSE_DTYPE_FLOAT16:
+    case QKVFUSE_DTYPE_BFLOAT16:
+      QF_CHECK(scale == NULL, QKVFUSE_ERROR_INVALID_VALUE,
+               "%s: not used with a %s %s (not quantized); pass NULL, or give an int8 %s", scale_name, dt, cache_name,
+               cache_name);
+      QF_CHECK(offset == NULL, QKVFUSE_ERROR_INVALID_VALUE,
+               "%s: not used with a %s %s (not quantized); pass NULL, or give an int8 %s", offset_name, dt,
+               cache_name, cache_name);
+      *mode = QKVFUSE_QUANT_NONE;
+      return QKVFUSE_SUCCESS;
+    default:
+      return qf_fail(QKVFUSE_ERROR_DTYPE,
+                     "%s: dtype must be int8, float8_e4m3fn, float32, float16 or bfloat16; got %s (code %d)",
+                     cache_name, dt, (int)cache->dtype);
+  }
 }
 
 /* a * b == c for a, b >= 0, without forming an overflowing product. */
@@ -44,40 +120,12 @@ static int product_is(int64_t a, int64_t b, int64_t c) {
 static int str_is(const char *s, const char *a) { return s != NULL && strcmp(s, a) == 0; }
 
 /* Plan on the stack, run. */
-static qkvfuse_status plan_and_run(const qkvfuse_desc *d, const qkvfuse_args *a, void *stream) {
+static qkvfuse_status plan_and_run(const qkvfuse_desc *d, const qkvfuse_args *a, const qf_call *call, void *stream) {
   qkvfuse_plan plan;
   QF_FORWARD(qf_plan_init(&plan, d));
-  qkvfuse_status s = qf_plan_run(&plan, a, stream);
+  qkvfuse_status s = qf_plan_run(&plan, a, call, stream);
   qf_plan_release(&plan);
   return s;
-}
-
-/* Run, then copy q_out into q_copy (validated like an output of the call
- * before anything runs). */
-static qkvfuse_status run_then_copy_q(const qkvfuse_plan *plan, const qkvfuse_args *a, const qkvfuse_tensor *q_copy,
-                                      void *stream) {
-  qf_problem p;
-  QF_FORWARD(qf_resolve(plan, a, &p));
-  qf_mat q2;
-  QF_FORWARD(qf_check_tensor("q_out_before_quant", q_copy, QF_FLOATS, &plan->desc));
-  QF_FORWARD(qf_view_mat("q_out_before_quant", "[T, Nq*D]", q_copy, p.T, p.Nq * p.D, &q2));
-  QF_CHECK(q2.dtype == p.q_out.dtype, QKVFUSE_ERROR_DTYPE, "q_out_before_quant: dtype must equal q_out's (%s); got %s",
-           qkvfuse_dtype_name(p.q_out.dtype), qkvfuse_dtype_name(q2.dtype));
-  const int same = q2.data == p.q_out.data && (p.T <= 1 || q2.ld == p.q_out.ld);
-  if (!same) {
-    const qf_span s2 = qf_span_of_mat("q_out_before_quant", &q2);
-    const qf_span others[] = {qf_span_of_mat("qkv", &p.qkv), qf_span_of_mat("q_out", &p.q_out),
-                              qf_span_of_mat("k_out_before_quant", &p.k_out),
-                              qf_span_of_mat("v_out_before_quant", &p.v_out), qf_span_of_tensor("k_cache", a->k_cache),
-                              qf_span_of_tensor("v_cache", a->v_cache), qf_span_of_mat("cos", &p.cos),
-                              qf_span_of_mat("sin", &p.sin), qf_span_of_vec("index", &p.slot_mapping)};
-    for (size_t i = 0; i < sizeof others / sizeof others[0]; i++)
-      QF_CHECK(!qf_spans_overlap(&s2, &others[i]), QKVFUSE_ERROR_OVERLAP, "q_out_before_quant: overlaps %s",
-               others[i].name);
-  }
-  if (p.T == 0) return QKVFUSE_SUCCESS;
-  QF_FORWARD(plan->run(plan, &p, stream));
-  return same ? QKVFUSE_SUCCESS : qf_copy_rows(plan, &q2, &p.q_out, stream);
 }
 
 qkvfuse_status qkvfuse_split_qkv_rmsnorm_rope(const qkvfuse_tensor *input, const qkvfuse_tensor *q_weight,
@@ -91,13 +139,17 @@ qkvfuse_status qkvfuse_split_qkv_rmsnorm_rope(const qkvfuse_tensor *input, const
   qf_clear_error();
   qkvfuse_desc d;
   QF_FORWARD(desc_for("input", input, &d));
-  QF_CHECK(head_dim > 0, QKVFUSE_ERROR_INVALID_VALUE, "head_dim: must be > 0; got %lld", (long long)head_dim);
+  QF_CHECK(head_dim >= QF_MIN_HEAD_DIM && head_dim <= QF_MAX_HEAD_DIM && head_dim % 2 == 0,
+           QKVFUSE_ERROR_INVALID_VALUE, "head_dim: must be even and in [%d, %d]; got %lld", QF_MIN_HEAD_DIM,
+           QF_MAX_HEAD_DIM, (long long)head_dim);
   QF_CHECK(q_hidden_size > 0 && q_hidden_size % head_dim == 0, QKVFUSE_ERROR_INVALID_VALUE,
            "q_hidden_size: must be a positive multiple of head_dim = %lld; got %lld", (long long)head_dim,
            (long long)q_hidden_size);
   QF_CHECK(kv_hidden_size > 0 && kv_hidden_size % head_dim == 0, QKVFUSE_ERROR_INVALID_VALUE,
            "kv_hidden_size: must be a positive multiple of head_dim = %lld; got %lld", (long long)head_dim,
            (long long)kv_hidden_size);
+  QF_FORWARD(heads_arg(q_hidden_size / head_dim, kv_hidden_size / head_dim, head_dim, "q_hidden_size",
+                       "kv_hidden_size", "head_dim", &d));
   QF_CHECK(rope_dim == 0 || (rope_dim >= 2 && rope_dim <= head_dim && rope_dim % 2 == 0), QKVFUSE_ERROR_INVALID_VALUE,
            "rope_dim: must be 0 (= head_dim) or even in [2, head_dim = %lld]; got %lld", (long long)head_dim,
            (long long)rope_dim);
@@ -107,9 +159,6 @@ qkvfuse_status qkvfuse_split_qkv_rmsnorm_rope(const qkvfuse_tensor *input, const
   QF_CHECK(k_out != NULL, QKVFUSE_ERROR_NULL_POINTER, "k_out: required, got NULL");
   QF_CHECK(v_out != NULL, QKVFUSE_ERROR_NULL_POINTER, "v_out: required, got NULL");
   QF_FORWARD(eps_arg("eps", eps, &d));
-  d.num_q_heads = q_hidden_size / head_dim;
-  d.num_kv_heads = kv_hidden_size / head_dim;
-  d.head_dim = head_dim;
   d.rotary_dim = rope_dim ? rope_dim : head_dim;
   d.q_norm = d.k_norm = 1;
   d.rope_source = QKVFUSE_ROPE_COS_SIN_CACHE;
@@ -127,7 +176,8 @@ qkvfuse_status qkvfuse_split_qkv_rmsnorm_rope(const qkvfuse_tensor *input, const
   a.k_out = k_out;
   a.v_out = v_out;
   a.error_flags = error_flags;
-  return plan_and_run(&d, &a, stream);
+  const qf_call call = {&split_names, NULL};
+  return plan_and_run(&d, &a, &call, stream);
 }
 
 qkvfuse_status qkvfuse_qkv_rmsnorm_rope_cache(
@@ -170,15 +220,13 @@ qkvfuse_status qkvfuse_qkv_rmsnorm_rope_cache(
     return qf_fail(QKVFUSE_ERROR_INVALID_VALUE, "cache_mode: expected \"PA_NZ\", \"PA_BNSD\", \"PA\" or \"PA_BSND\"; got \"%s\"",
                    cache_mode);
   QF_FORWARD(eps_arg("epsilon", epsilon, &d));
-  d.num_q_heads = head_nums[0];
-  d.num_kv_heads = head_nums[1];
-  d.head_dim = D;
+  QF_FORWARD(heads_arg(head_nums[0], head_nums[1], D, "head_nums[0] (Nq)", "head_nums[1] (Nk)", "qkv_size[3] (D)", &d));
   d.rotary_dim = D;
   d.q_norm = d.k_norm = 1;
   d.rope_source = QKVFUSE_ROPE_COS_SIN;
   d.rope_style = QKVFUSE_ROPE_NEOX;
-  d.k_quant = quant_for_cache(k_cache, k_offset);
-  d.v_quant = quant_for_cache(v_cache, v_offset);
+  QF_FORWARD(quant_arg("k_cache", k_cache, "k_scale", k_scale, "k_offset", k_offset, &d.k_quant));
+  QF_FORWARD(quant_arg("v_cache", v_cache, "v_scale", v_scale, "v_offset", v_offset, &d.v_quant));
 
   qkvfuse_args a = QKVFUSE_ARGS_INIT;
   a.qkv = qkv;
@@ -195,23 +243,21 @@ qkvfuse_status qkvfuse_qkv_rmsnorm_rope_cache(
   a.k_offset = k_offset;
   a.v_offset = v_offset;
   a.error_flags = error_flags;
-  if (!is_output_qkv) return plan_and_run(&d, &a, stream);
-
-  /* is_output_qkv: k and v before quantization are the core's k_out / v_out;
-   * q is never quantized, so q_out_before_quant is a copy of q_out. */
-  QF_CHECK(q_out_before_quant != NULL, QKVFUSE_ERROR_NULL_POINTER,
-           "q_out_before_quant: required with is_output_qkv = 1, got NULL");
-  QF_CHECK(k_out_before_quant != NULL, QKVFUSE_ERROR_NULL_POINTER,
-           "k_out_before_quant: required with is_output_qkv = 1, got NULL");
-  QF_CHECK(v_out_before_quant != NULL, QKVFUSE_ERROR_NULL_POINTER,
-           "v_out_before_quant: required with is_output_qkv = 1, got NULL");
-  a.k_out = k_out_before_quant;
-  a.v_out = v_out_before_quant;
-  qkvfuse_plan plan;
-  QF_FORWARD(qf_plan_init(&plan, &d));
-  qkvfuse_status s = run_then_copy_q(&plan, &a, q_out_before_quant, stream);
-  qf_plan_release(&plan);
-  return s;
+  qf_call call = {&cache_names, NULL};
+  if (is_output_qkv) {
+    /* k and v before quantization are the core's k_out / v_out; q is never
+     * quantized, so q_out_before_quant is q written a second time */
+    QF_CHECK(q_out_before_quant != NULL, QKVFUSE_ERROR_NULL_POINTER,
+             "q_out_before_quant: required with is_output_qkv = 1, got NULL");
+    QF_CHECK(k_out_before_quant != NULL, QKVFUSE_ERROR_NULL_POINTER,
+             "k_out_before_quant: required with is_output_qkv = 1, got NULL");
+    QF_CHECK(v_out_before_quant != NULL, QKVFUSE_ERROR_NULL_POINTER,
+             "v_out_before_quant: required with is_output_qkv = 1, got NULL");
+    a.k_out = k_out_before_quant;
+    a.v_out = v_out_before_quant;
+    call.q_copy = q_out_before_quant;
+  }
+  return plan_and_run(&d, &a, &call, stream);
 }
 
 qkvfuse_status qkvfuse_dequant_rope_quant_kvcache(
@@ -235,6 +281,8 @@ qkvfuse_status qkvfuse_dequant_rope_quant_kvcache(
            QKVFUSE_ERROR_INVALID_VALUE,
            "size_splits: expected {Nq*D, Nkv*D, Nkv*D} with D = %lld (k_cache's last dim); got {%lld, %lld, %lld}",
            (long long)D, (long long)size_splits[0], (long long)size_splits[1], (long long)size_splits[2]);
+  QF_FORWARD(heads_arg(size_splits[0] / D, size_splits[1] / D, D, "size_splits[0] (Nq*D)", "size_splits[1] (Nkv*D)",
+                       "k_cache: shape[3] (D)", &d));
   QF_CHECK(quant_mode == NULL || str_is(quant_mode, "static"), QKVFUSE_ERROR_INVALID_VALUE,
            "quant_mode: expected \"static\"; got \"%s\"", quant_mode);
   QF_CHECK(layout == NULL || str_is(layout, "BSND"), QKVFUSE_ERROR_INVALID_VALUE,
@@ -252,14 +300,11 @@ qkvfuse_status qkvfuse_dequant_rope_quant_kvcache(
     QF_CHECK(k_out != NULL, QKVFUSE_ERROR_NULL_POINTER, "k_out: required with kv_output = 1, got NULL");
     QF_CHECK(v_out != NULL, QKVFUSE_ERROR_NULL_POINTER, "v_out: required with kv_output = 1, got NULL");
   }
-  d.num_q_heads = size_splits[0] / D;
-  d.num_kv_heads = size_splits[1] / D;
-  d.head_dim = D;
   d.rotary_dim = D;
   d.rope_source = QKVFUSE_ROPE_COS_SIN;
   d.rope_style = QKVFUSE_ROPE_NEOX;
-  d.k_quant = quant_for_cache(k_cache, offset_k);
-  d.v_quant = quant_for_cache(v_cache, offset_v);
+  QF_FORWARD(quant_arg("k_cache", k_cache, "scale_k", scale_k, "offset_k", offset_k, &d.k_quant));
+  QF_FORWARD(quant_arg("v_cache", v_cache, "scale_v", scale_v, "offset_v", offset_v, &d.v_quant));
 
   qkvfuse_args a = QKVFUSE_ARGS_INIT;
   a.qkv = x;
@@ -279,5 +324,6 @@ qkvfuse_status qkvfuse_dequant_rope_quant_kvcache(
   a.k_cache = k_cache;
   a.v_cache = v_cache;
   a.error_flags = error_flags;
-  return plan_and_run(&d, &a, stream);
+  const qf_call call = {&dequant_names, NULL};
+  return plan_and_run(&d, &a, &call, stream);
 }

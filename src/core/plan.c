@@ -127,14 +127,24 @@ void qkvfuse_plan_destroy(qkvfuse_plan *plan) {
 
 const char *qkvfuse_plan_backend_name(const qkvfuse_plan *plan) { return plan ? plan->backend_name : "?"; }
 
-qkvfuse_status qf_plan_run(const qkvfuse_plan *plan, const qkvfuse_args *args, void *stream) {
+/* q_copy on the CPU: the rows of q_out again (see problem.h). */
+static void copy_q_rows(const qf_problem *p) {
+  const size_t es = qkvfuse_dtype_size(p->q_out.dtype), row = (size_t)p->q_out.cols * es;
+  for (int64_t r = 0; r < p->T; r++)
+    memcpy((char *)p->q_copy.data + (size_t)(r * p->q_copy.ld) * es,
+           (const char *)p->q_out.data + (size_t)(r * p->q_out.ld) * es, row);
+}
+
+qkvfuse_status qf_plan_run(const qkvfuse_plan *plan, const qkvfuse_args *args, const qf_call *call, void *stream) {
   qf_problem p;
-  QF_FORWARD(qf_resolve(plan, args, &p));
+  QF_FORWARD(qf_resolve_call(plan, args, call, &p));
   if (p.T == 0) return QKVFUSE_SUCCESS;
-  return plan->run(plan, &p, stream);
+  QF_FORWARD(plan->run(plan, &p, stream));
+  if (p.q_copy.data && plan->desc.device_type == QKVFUSE_DEVICE_CPU) copy_q_rows(&p);
+  return QKVFUSE_SUCCESS;
 }
 
 qkvfuse_status qkvfuse_run(const qkvfuse_plan *plan, const qkvfuse_args *args, void *stream) {
   qf_clear_error();
-  return qf_plan_run(plan, args, stream);
+  return qf_plan_run(plan, args, NULL, stream);
 }

@@ -43,13 +43,44 @@ qkvfuse_status qf_rope_inv_freq(double theta, const qkvfuse_rope_scaling *s, int
  * the caller's. */
 void qf_plan_release(qkvfuse_plan *plan);
 
-/* Validate args against the plan (shapes, dtypes, strides, alignment, overlap;
- * for CPU plans also positions, slots and scales) and resolve them into *p.
- * Writes nothing but *p. */
+/* How the caller names each tensor of qkvfuse_args, for messages: a named
+ * operator reports its own argument ("q_weight", "index") where the core
+ * calls it q_gamma or slot_mapping. `core` is 1 for qkvfuse_run's own names,
+ * whose messages may also cite the descriptor field that requires a tensor. */
+typedef struct qf_names {
+  const char *qkv, *weight_scale, *act_scale, *bias;
+  const char *q_gamma, *k_gamma, *q_beta, *k_beta;
+  const char *positions, *cos_sin_cache, *cos, *sin;
+  const char *slot_mapping, *k_scale, *v_scale, *k_offset, *v_offset;
+  const char *q_out, *k_out, *v_out, *k_cache, *v_cache, *error_flags;
+  const char *q_copy;
+  int core;
+} qf_names;
+
+extern const qf_names qf_core_names;
+
+/* One call as a named operator makes it: its argument names, and q_copy, a
+ * second destination of q (QkvRmsNormRopeCache's q_out_before_quant) or NULL.
+ * q_copy is validated and overlap-checked like every other output. */
+typedef struct qf_call {
+  const qf_names *names;
+  const qkvfuse_tensor *q_copy;
+} qf_call;
+
+/* Validate args against the plan (shapes, dtypes, strides, alignment, overlap
+ * of every tensor and error_flags; for CPU plans also positions, slots and
+ * scales) and resolve them into *p. Writes nothing but *p, and on a CPU data
+ * error the bits of *args->error_flags. call may be NULL (qkvfuse_run's names,
+ * no q_copy). */
+qkvfuse_status qf_resolve_call(const qkvfuse_plan *plan, const qkvfuse_args *args, const qf_call *call,
+                               qf_problem *p);
+
+/* qf_resolve_call with qkvfuse_run's names. */
 qkvfuse_status qf_resolve(const qkvfuse_plan *plan, const qkvfuse_args *args, qf_problem *p);
 
-/* qkvfuse_run without touching the thread's error message first. */
-qkvfuse_status qf_plan_run(const qkvfuse_plan *plan, const qkvfuse_args *args, void *stream);
+/* Resolve and run (no-op for T = 0), without touching the thread's error
+ * message first; call as in qf_resolve_call. */
+qkvfuse_status qf_plan_run(const qkvfuse_plan *plan, const qkvfuse_args *args, const qf_call *call, void *stream);
 
 /* Backends. */
 qkvfuse_status qf_reference_run(const qkvfuse_plan *plan, const qf_problem *p, void *stream);

@@ -17,6 +17,10 @@ extern "C" {
 
 #define QF_MAX_HEAD_DIM 512
 #define QF_MIN_HEAD_DIM 16
+/* The rotary dims the frequency functions serve, bounded before any work
+ * proportional to them: every head dim a plan takes, and the D <= 1024 of
+ * CANN's DequantRopeQuantKvcache. */
+#define QF_MAX_ROTARY_DIM 1024
 
 /* A matrix of `rows` rows of `cols` contiguous elements; row r starts `ld`
  * elements after row r-1. data == NULL: absent. */
@@ -67,6 +71,12 @@ typedef struct qf_problem {
   qf_vec k_scale, v_scale, k_offset, v_offset; /* n = 1 or Nkv*D */
 
   qf_mat q_out, k_out, v_out; /* T x Nq*D, T x Nkv*D */
+  /* T x Nq*D, q_out's dtype: q written a second time (a named operator's
+   * extra output); absent unless it is a different view than q_out. The CUDA
+   * kernels store it beside q_out, so a token dropped on the device writes
+   * neither; for CPU plans the core copies q_out into it after the run, which
+   * is the same since a CPU call writes every token or none. */
+  qf_mat q_copy;
   qf_cache k_cache, v_cache;
   uint32_t *error_flags;
 } qf_problem;

@@ -15,8 +15,8 @@ static qkvfuse_status check_rule(double theta, const qkvfuse_rope_scaling *s, in
                                  const char *r_name) {
   QF_CHECK(isfinite(theta) && theta > 1.0, QKVFUSE_ERROR_INVALID_VALUE, "%s: must be finite and > 1; got %g",
            theta_name, theta);
-  QF_CHECK(R >= 2 && R % 2 == 0, QKVFUSE_ERROR_INVALID_VALUE, "%s: must be even and >= 2; got %lld", r_name,
-           (long long)R);
+  QF_CHECK(R >= 2 && R <= QF_MAX_ROTARY_DIM && R % 2 == 0, QKVFUSE_ERROR_INVALID_VALUE,
+           "%s: must be even and in [2, %d]; got %lld", r_name, QF_MAX_ROTARY_DIM, (long long)R);
   if (s == NULL || s->type == QKVFUSE_ROPE_SCALING_NONE) return QKVFUSE_SUCCESS;
   QF_CHECK(s->type >= QKVFUSE_ROPE_SCALING_LINEAR && s->type <= QKVFUSE_ROPE_SCALING_YARN,
            QKVFUSE_ERROR_INVALID_VALUE, "rope_scaling.type: unknown value %d", (int)s->type);

@@ -49,6 +49,10 @@ const char *qkvfuse_dtype_name(qkvfuse_dtype dtype) {
   }
 }
 
+/* Every size and offset derived from a tensor must be exact in int64: element
+ * counts and extents are bounded by 2^62 (check_extent below). */
+#define QF_MAX_EXTENT ((int64_t)1 << 62)
+
 qkvfuse_status qkvfuse_tensor_init(qkvfuse_tensor *t, void *data, qkvfuse_dtype dtype, int32_t ndim,
                                    const int64_t *shape) {
   qf_clear_error();
@@ -56,16 +60,27 @@ qkvfuse_status qkvfuse_tensor_init(qkvfuse_tensor *t, void *data, qkvfuse_dtype 
   QF_CHECK(ndim >= 0 && ndim <= QKVFUSE_MAX_DIMS, QKVFUSE_ERROR_INVALID_VALUE,
            "ndim: expected 0..%d; got %d", QKVFUSE_MAX_DIMS, (int)ndim);
   QF_CHECK(ndim == 0 || shape != NULL, QKVFUSE_ERROR_NULL_POINTER, "shape: NULL with ndim = %d", (int)ndim);
+  /* every check before the first write: a rejected call leaves *t as it was */
+  int64_t strides[QKVFUSE_MAX_DIMS], stride = 1;
+  for (int k = ndim - 1; k >= 0; k--) {
+    QF_CHECK(shape[k] >= 0, QKVFUSE_ERROR_SHAPE, "shape: shape[%d] must be >= 0; got %lld", k, (long long)shape[k]);
+    strides[k] = stride;
+    const int64_t s = shape[k] > 0 ? shape[k] : 1;
+    QF_CHECK(stride <= QF_MAX_EXTENT / s, QKVFUSE_ERROR_SHAPE,
+             "shape: the dims from shape[%d] on hold more than 2^62 elements (zero dims counted as 1)", k);
+    stride *= s;
+  }
+  const int64_t es = (int64_t)qkvfuse_dtype_size(dtype);
+  QF_CHECK(es == 0 || stride <= QF_MAX_EXTENT / es, QKVFUSE_ERROR_SHAPE,
+           "shape: %lld elements of %s span more than 2^62 bytes", (long long)stride, qkvfuse_dtype_name(dtype));
   memset(t, 0, sizeof *t);
   t->data = data;
   t->dtype = dtype;
   t->device_type = QKVFUSE_DEVICE_CPU;
   t->ndim = ndim;
-  int64_t stride = 1;
-  for (int k = ndim - 1; k >= 0; k--) {
+  for (int k = 0; k < ndim; k++) {
     t->shape[k] = shape[k];
-    t->strides[k] = stride;
-    stride *= shape[k] > 0 ? shape[k] : 1;
+    t->strides[k] = strides[k];
   }
   return QKVFUSE_SUCCESS;
 }
@@ -122,7 +137,6 @@ const char *qf_shape_str(const qkvfuse_tensor *t, char *buf, size_t n) {
  * write land anywhere. A tensor with a zero dim addresses nothing, but the
  * views built from it still multiply its other dims and strides: it is checked
  * with its zero dims counted as 1, and only the address check is skipped. */
-#define QF_MAX_EXTENT ((int64_t)1 << 62)
 static qkvfuse_status check_extent(const char *name, const qkvfuse_tensor *t) {
   char sh[128];
   int64_t n = 1, last = 0;

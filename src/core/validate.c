@@ -3,8 +3,10 @@
  * qf_resolve checks every tensor of qkvfuse_args against the plan (presence,
  * dtype, shape, strides, alignment, device, overlap) and, for CPU plans, the
  * data-dependent values (positions, slots, scales), then reduces the tensors to
- * the views of problem.h. It writes nothing but the problem struct, so a
- * failing call leaves every output and cache byte as it was. */
+ * the views of problem.h. It writes nothing but the problem struct (and, on a
+ * CPU data error, the error bits), so a failing call leaves every output and
+ * cache byte as it was. Messages name each tensor as the caller does
+ * (qf_names): a named operator's own argument names. */
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
@@ -14,6 +16,12 @@
 #include "core/plan.h"
 #include "core/tensor.h"
 
+const qf_names qf_core_names = {"qkv",          "weight_scale", "act_scale", "bias",     "q_gamma",
+                                "k_gamma",      "q_beta",       "k_beta",    "positions", "cos_sin_cache",
+                                "cos",          "sin",          "slot_mapping", "k_scale", "v_scale",
+                                "k_offset",     "v_offset",     "q_out",     "k_out",     "v_out",
+                                "k_cache",      "v_cache",      "error_flags", "q_copy",  1};
+
 /* An optional tensor that the configuration requires (need = 1) or forbids
  * (need = 0): return its check status. */
 static qkvfuse_status require(const char *name, const qkvfuse_tensor *t, int need, const char *why) {
@@ -22,6 +30,10 @@ static qkvfuse_status require(const char *name, const qkvfuse_tensor *t, int nee
     QF_CHECK(t == NULL, QKVFUSE_ERROR_INVALID_VALUE, "%s: not used %s; pass NULL", name, why);
   return QKVFUSE_SUCCESS;
 }
+
+/* The reason a tensor is required or refused: the descriptor field for
+ * qkvfuse_run's callers; a named operator's caller never set one. */
+static const char *cite(const qf_names *n, const char *desc_why) { return n->core ? desc_why : "by this call"; }
 
 static qkvfuse_status vec_arg(const char *name, const qkvfuse_tensor *t, unsigned dtypes, const char *what, int64_t n,
                               const qkvfuse_desc *d, qf_vec *out) {
@@ -121,47 +133,64 @@ static int same_view(const qf_mat *a, const qf_mat *b, uintptr_t b_base) {
   return (uintptr_t)a->data == b_base && a->dtype == b->dtype && (a->rows <= 1 || a->ld == b->ld);
 }
 
-static qkvfuse_status check_overlaps(const qf_problem *p, const qkvfuse_args *a) {
-  enum { MAX_IN = 20, MAX_OUT = 5 };
+/* Every tensor the call reads against every one it writes (q_copy and
+ * error_flags included), and the written ones against each other. Addresses
+ * are compared as integers: an empty view may carry any pointer, and offsetting
+ * it would be undefined. */
+static qkvfuse_status check_overlaps(const qf_problem *p, const qkvfuse_args *a, const qf_names *n) {
+  enum { MAX_IN = 20, MAX_OUT = 7 };
   qf_span in[MAX_IN], out[MAX_OUT];
   int nin = 0, nout = 0;
-  const int64_t es = (int64_t)qkvfuse_dtype_size(p->qkv.dtype);
-  const uintptr_t base = (uintptr_t)p->qkv.data;
+  char qcols[64], kcols[64], vcols[64];
+  snprintf(qcols, sizeof qcols, "%s (q columns)", n->qkv);
+  snprintf(kcols, sizeof kcols, "%s (k columns)", n->qkv);
+  snprintf(vcols, sizeof vcols, "%s (v columns)", n->qkv);
   /* qkv as its three column blocks, so q/k outputs may be exactly their own block */
-  qf_mat qin = p->qkv, kin = p->qkv, vin = p->qkv;
+  const int64_t es = (int64_t)qkvfuse_dtype_size(p->qkv.dtype);
+  qf_mat qin = p->qkv;
   qin.cols = p->Nq * p->D;
+  qf_span sq = qf_span_of_mat(qcols, &qin), sk = sq, sv = sq;
+  sk.name = kcols;
+  sv.name = vcols;
+  sk.len = sv.len = p->Nkv * p->D * es;
+  const uintptr_t kbase = sq.base + (uintptr_t)(qin.cols * es), vbase = kbase + (uintptr_t)sk.len;
+  sk.base = kbase;
+  sv.base = vbase;
+  qf_mat kin = qin;
   kin.cols = p->Nkv * p->D;
-  vin.cols = kin.cols;
-  if (p->qkv.data) { /* T = 0 may come with NULL data, and NULL + offset is undefined */
-    kin.data = (char *)p->qkv.data + qin.cols * es;
-    vin.data = (char *)kin.data + kin.cols * es;
-  }
-  const int q_inplace = same_view(&p->q_out, &qin, base);
-  const int k_inplace = p->k_out.data && same_view(&p->k_out, &kin, (uintptr_t)kin.data);
-  if (!q_inplace) in[nin++] = qf_span_of_mat("qkv (q columns)", &qin);
-  if (!k_inplace) in[nin++] = qf_span_of_mat("qkv (k columns)", &kin);
-  in[nin++] = qf_span_of_mat("qkv (v columns)", &vin);
+  const int q_inplace = same_view(&p->q_out, &qin, sq.base);
+  const int k_inplace = p->k_out.data && same_view(&p->k_out, &kin, kbase);
+  if (!q_inplace) in[nin++] = sq;
+  if (!k_inplace) in[nin++] = sk;
+  in[nin++] = sv;
   const qf_vec *vecs[] = {&p->weight_scale, &p->act_scale, &p->bias, &p->q_gamma, &p->k_gamma, &p->q_beta,
                           &p->k_beta, &p->positions, &p->slot_mapping, &p->k_scale, &p->v_scale, &p->k_offset,
                           &p->v_offset};
-  const char *vec_names[] = {"weight_scale", "act_scale", "bias", "q_gamma", "k_gamma", "q_beta", "k_beta",
-                             "positions", "slot_mapping", "k_scale", "v_scale", "k_offset", "v_offset"};
+  const char *vec_names[] = {n->weight_scale, n->act_scale, n->bias, n->q_gamma, n->k_gamma, n->q_beta,
+                             n->k_beta, n->positions, n->slot_mapping, n->k_scale, n->v_scale, n->k_offset,
+                             n->v_offset};
   for (size_t i = 0; i < sizeof vecs / sizeof vecs[0]; i++) in[nin++] = qf_span_of_vec(vec_names[i], vecs[i]);
-  in[nin++] = qf_span_of_mat("cos_sin_cache", &p->cos_sin_cache);
-  in[nin++] = qf_span_of_mat("cos", &p->cos);
-  in[nin++] = qf_span_of_mat("sin", &p->sin);
+  in[nin++] = qf_span_of_mat(n->cos_sin_cache, &p->cos_sin_cache);
+  in[nin++] = qf_span_of_mat(n->cos, &p->cos);
+  in[nin++] = qf_span_of_mat(n->sin, &p->sin);
 
-  out[nout++] = qf_span_of_mat("q_out", &p->q_out);
-  out[nout++] = qf_span_of_mat("k_out", &p->k_out);
-  out[nout++] = qf_span_of_mat("v_out", &p->v_out);
-  out[nout++] = a->k_cache ? qf_span_of_tensor("k_cache", a->k_cache) : (qf_span){"k_cache", 0, 0, 0, 0};
-  out[nout++] = a->v_cache ? qf_span_of_tensor("v_cache", a->v_cache) : (qf_span){"v_cache", 0, 0, 0, 0};
+  /* the least expected outputs first: a message names the first of a pair */
+  const qf_span none = {NULL, 0, 0, 0, 0};
+  out[nout++] = (qf_span){n->error_flags, (uintptr_t)a->error_flags, a->error_flags ? 1 : 0, 0, sizeof(uint32_t)};
+  out[nout++] = qf_span_of_mat(n->q_copy, &p->q_copy);
+  out[nout++] = qf_span_of_mat(n->q_out, &p->q_out);
+  out[nout++] = qf_span_of_mat(n->k_out, &p->k_out);
+  out[nout++] = qf_span_of_mat(n->v_out, &p->v_out);
+  out[nout] = a->k_cache ? qf_span_of_tensor(n->k_cache, a->k_cache) : none;
+  out[nout++].name = n->k_cache;
+  out[nout] = a->v_cache ? qf_span_of_tensor(n->v_cache, a->v_cache) : none;
+  out[nout++].name = n->v_cache;
 
   for (int i = 0; i < nout; i++) {
     for (int j = 0; j < nin; j++)
       QF_CHECK(!qf_spans_overlap(&out[i], &in[j]), QKVFUSE_ERROR_OVERLAP,
-               "%s: overlaps the input %s (only q_out/k_out exactly equal to the q/k columns of qkv may alias it)",
-               out[i].name, in[j].name);
+               "%s: overlaps the input %s (only %s/%s exactly equal to the q/k columns of %s may alias it)",
+               out[i].name, in[j].name, n->q_out, n->k_out, n->qkv);
     for (int j = i + 1; j < nout; j++)
       QF_CHECK(!qf_spans_overlap(&out[i], &out[j]), QKVFUSE_ERROR_OVERLAP, "%s: overlaps the output %s", out[i].name,
                out[j].name);
@@ -171,17 +200,37 @@ static qkvfuse_status check_overlaps(const qf_problem *p, const qkvfuse_args *a)
 
 /* ---- data-dependent checks (CPU: before anything is written) ---------------- */
 
-static qkvfuse_status check_data(const qf_problem *p) {
+/* Index of the first element of a float32 vector that fails the scale rule
+ * (finite; nonzero too where the library divides by it), or -1. */
+static int64_t first_bad_scale(const qf_vec *v, int divisor) {
+  for (int64_t i = 0; v->data && i < v->n; i++) {
+    const float x = ((const float *)v->data)[i];
+    if (!isfinite(x) || (divisor && x == 0.0f)) return i;
+  }
+  return -1;
+}
+
+/* Every class of data error is looked for, so that error_flags holds all of
+ * their bits (as on CUDA); the status and message are the first one's. */
+static qkvfuse_status check_data(const qf_problem *p, const qf_names *n) {
   const qkvfuse_desc *d = p->desc;
+  qkvfuse_status st = QKVFUSE_SUCCESS;
+  uint32_t bits = 0;
+#define QF_DATA_ERROR(bit, status, ...)                 \
+  do {                                                  \
+    if (!bits) st = qf_fail((status), __VA_ARGS__);     \
+    bits |= (bit);                                      \
+  } while (0)
   if (d->rope_source == QKVFUSE_ROPE_COS_SIN_CACHE || d->rope_source == QKVFUSE_ROPE_COMPUTED) {
     const int64_t hi = d->rope_source == QKVFUSE_ROPE_COMPUTED ? ((int64_t)1 << 31) : p->cos_sin_cache.rows;
     for (int64_t t = 0; t < p->T; t++) {
       int64_t pos = qf_load_index(p->positions.data, p->positions.dtype, t);
       if (pos < 0 || pos >= hi) {
-        if (p->error_flags) *p->error_flags |= QKVFUSE_DATA_ERROR_POSITION;
-        return qf_fail(QKVFUSE_ERROR_OUT_OF_RANGE, "positions: positions[%lld] = %lld is outside [0, %lld)%s",
-                       (long long)t, (long long)pos, (long long)hi,
-                       d->rope_source == QKVFUSE_ROPE_COS_SIN_CACHE ? " (the rows of cos_sin_cache)" : "");
+        char rows[80] = "";
+        if (d->rope_source == QKVFUSE_ROPE_COS_SIN_CACHE) snprintf(rows, sizeof rows, " (the rows of %s)", n->cos_sin_cache);
+        QF_DATA_ERROR(QKVFUSE_DATA_ERROR_POSITION, QKVFUSE_ERROR_OUT_OF_RANGE, "%s: %s[%lld] = %lld is outside [0, %lld)%s",
+                      n->positions, n->positions, (long long)t, (long long)pos, (long long)hi, rows);
+        break;
       }
     }
   }
@@ -193,38 +242,38 @@ static qkvfuse_status check_data(const qf_problem *p) {
     for (int64_t i = 0; i < sm->n; i++) {
       int64_t s = qf_load_index(sm->data, sm->dtype, i);
       if (s != -1 && (s < 0 || s >= hi)) {
-        if (p->error_flags) *p->error_flags |= QKVFUSE_DATA_ERROR_SLOT;
         if (contiguous)
-          return qf_fail(QKVFUSE_ERROR_OUT_OF_RANGE,
-                         "slot_mapping: slot_mapping[%lld] = %lld: a contiguous start index must be -1 or in [0, "
-                         "max_seq - S] = [0, %lld]",
-                         (long long)i, (long long)s, (long long)(hi - 1));
-        return qf_fail(QKVFUSE_ERROR_OUT_OF_RANGE,
-                       "slot_mapping: slot_mapping[%lld] = %lld is outside the cache: -1 or [0, blocks*block_size = "
-                       "%lld)",
-                       (long long)i, (long long)s, (long long)hi);
-      }
-    }
-    const qf_vec *sc[4] = {&p->k_scale, &p->v_scale, &p->k_offset, &p->v_offset};
-    const char *names[4] = {"k_scale", "v_scale", "k_offset", "v_offset"};
-    for (int k = 0; k < 4; k++) {
-      for (int64_t i = 0; sc[k]->data && i < sc[k]->n; i++) {
-        float v = ((const float *)sc[k]->data)[i];
-        int ok = isfinite(v) && (k >= 2 || v != 0.0f);
-        if (!ok) {
-          if (p->error_flags) *p->error_flags |= QKVFUSE_DATA_ERROR_SCALE;
-          return qf_fail(QKVFUSE_ERROR_BAD_SCALE, "%s: %s[%lld] = %g; must be %s", names[k], names[k], (long long)i,
-                         (double)v, k < 2 ? "finite and nonzero" : "finite");
-        }
+          QF_DATA_ERROR(QKVFUSE_DATA_ERROR_SLOT, QKVFUSE_ERROR_OUT_OF_RANGE,
+                        "%s: %s[%lld] = %lld: a contiguous start index must be -1 or in [0, max_seq - S] = [0, %lld]",
+                        n->slot_mapping, n->slot_mapping, (long long)i, (long long)s, (long long)(hi - 1));
+        else
+          QF_DATA_ERROR(QKVFUSE_DATA_ERROR_SLOT, QKVFUSE_ERROR_OUT_OF_RANGE,
+                        "%s: %s[%lld] = %lld is outside the cache: -1 or [0, blocks*block_size = %lld)",
+                        n->slot_mapping, n->slot_mapping, (long long)i, (long long)s, (long long)hi);
+        break;
       }
     }
   }
-  return QKVFUSE_SUCCESS;
+  /* scales: finite, and nonzero where they divide (quantization); the dequant
+   * scales multiply, so zero is a value like any other */
+  const qf_vec *sc[6] = {&p->k_scale, &p->v_scale, &p->k_offset, &p->v_offset, &p->weight_scale, &p->act_scale};
+  const char *names[6] = {n->k_scale, n->v_scale, n->k_offset, n->v_offset, n->weight_scale, n->act_scale};
+  for (int k = 0; k < 6; k++) {
+    const int64_t i = first_bad_scale(sc[k], k < 2);
+    if (i >= 0)
+      QF_DATA_ERROR(QKVFUSE_DATA_ERROR_SCALE, QKVFUSE_ERROR_BAD_SCALE, "%s: %s[%lld] = %g; must be %s", names[k],
+                    names[k], (long long)i, (double)((const float *)sc[k]->data)[i],
+                    k < 2 ? "finite and nonzero" : "finite");
+  }
+#undef QF_DATA_ERROR
+  if (bits && p->error_flags) *p->error_flags |= bits;
+  return st;
 }
 
 /* ---- the whole call ------------------------------------------------------------- */
 
-qkvfuse_status qf_resolve(const qkvfuse_plan *plan, const qkvfuse_args *a, qf_problem *p) {
+qkvfuse_status qf_resolve_call(const qkvfuse_plan *plan, const qkvfuse_args *a, const qf_call *call, qf_problem *p) {
+  const qf_names *n = call && call->names ? call->names : &qf_core_names;
   QF_CHECK(plan != NULL, QKVFUSE_ERROR_NULL_POINTER, "plan: NULL");
   QF_CHECK(a != NULL, QKVFUSE_ERROR_NULL_POINTER, "args: NULL");
   QF_CHECK(a->struct_size == sizeof(qkvfuse_args) && a->version == QKVFUSE_ARGS_VERSION, QKVFUSE_ERROR_VERSION,
@@ -239,14 +288,15 @@ qkvfuse_status qf_resolve(const qkvfuse_plan *plan, const qkvfuse_args *a, qf_pr
   p->R = d->rotary_dim;
   p->H = (p->Nq + 2 * p->Nkv) * p->D;
   p->error_flags = a->error_flags;
-  char sh[128];
+  char sh[128], why[96];
 
   /* qkv: [T, H] or [B, S, H]; fixes T (and B, S for the contiguous layout) */
-  QF_FORWARD(qf_check_tensor("qkv", a->qkv, QF_FLOATS | QF_I32, d));
+  QF_FORWARD(qf_check_tensor(n->qkv, a->qkv, QF_FLOATS | QF_I32, d));
   const qkvfuse_tensor *x = a->qkv;
   QF_CHECK((x->ndim == 2 || x->ndim == 3) && x->shape[x->ndim - 1] == p->H, QKVFUSE_ERROR_SHAPE,
-           "qkv: expected [T, H] or [B, S, H] with H = (Nq + 2*Nkv)*D = %lld; got %s", (long long)p->H,
+           "%s: expected [T, H] or [B, S, H] with H = (Nq + 2*Nkv)*D = %lld; got %s", n->qkv, (long long)p->H,
            qf_shape_str(x, sh, sizeof sh));
+  /* B*S cannot overflow: check_extent bounds the element count */
   p->T = x->ndim == 2 ? x->shape[0] : x->shape[0] * x->shape[1];
   p->B = x->shape[0];
   p->S = x->ndim == 3 ? x->shape[1] : 1;
@@ -254,55 +304,55 @@ qkvfuse_status qf_resolve(const qkvfuse_plan *plan, const qkvfuse_args *a, qf_pr
     p->B = p->T;
     p->S = 1;
   }
-  QF_FORWARD(qf_view_mat("qkv", "[T, H]", x, p->T, p->H, &p->qkv));
+  QF_FORWARD(qf_view_mat(n->qkv, "[T, H]", x, p->T, p->H, &p->qkv));
   const int int_input = x->dtype == QKVFUSE_DTYPE_INT32;
 
   /* dequant */
-  const char *why_int = int_input ? "for int32 qkv" : "with float qkv (dequant is for int32 input)";
-  QF_FORWARD(require("weight_scale", a->weight_scale, int_input, why_int));
+  snprintf(why, sizeof why, int_input ? "for int32 %s" : "with float %s (dequant is for int32 input)", n->qkv);
+  QF_FORWARD(require(n->weight_scale, a->weight_scale, int_input, why));
   if (!int_input) {
-    QF_FORWARD(require("act_scale", a->act_scale, 0, why_int));
-    QF_FORWARD(require("bias", a->bias, 0, why_int));
+    QF_FORWARD(require(n->act_scale, a->act_scale, 0, why));
+    QF_FORWARD(require(n->bias, a->bias, 0, why));
   }
-  if (a->weight_scale) QF_FORWARD(vec_arg("weight_scale", a->weight_scale, QF_F32, "[H]", p->H, d, &p->weight_scale));
-  if (a->act_scale) QF_FORWARD(vec_arg("act_scale", a->act_scale, QF_F32, "[T]", p->T, d, &p->act_scale));
-  if (a->bias) QF_FORWARD(vec_arg("bias", a->bias, QF_FLOATS | QF_I32, "[H]", p->H, d, &p->bias));
+  if (a->weight_scale) QF_FORWARD(vec_arg(n->weight_scale, a->weight_scale, QF_F32, "[H]", p->H, d, &p->weight_scale));
+  if (a->act_scale) QF_FORWARD(vec_arg(n->act_scale, a->act_scale, QF_F32, "[T]", p->T, d, &p->act_scale));
+  if (a->bias) QF_FORWARD(vec_arg(n->bias, a->bias, QF_FLOATS | QF_I32, "[H]", p->H, d, &p->bias));
 
   /* RMSNorm */
-  QF_FORWARD(require("q_gamma", a->q_gamma, d->q_norm, d->q_norm ? "with desc.q_norm = 1" : "with desc.q_norm = 0"));
-  QF_FORWARD(require("k_gamma", a->k_gamma, d->k_norm, d->k_norm ? "with desc.k_norm = 1" : "with desc.k_norm = 0"));
-  if (!d->q_norm) QF_FORWARD(require("q_beta", a->q_beta, 0, "with desc.q_norm = 0"));
-  if (!d->k_norm) QF_FORWARD(require("k_beta", a->k_beta, 0, "with desc.k_norm = 0"));
-  if (a->q_gamma) QF_FORWARD(vec_arg("q_gamma", a->q_gamma, QF_FLOATS, "[D]", p->D, d, &p->q_gamma));
-  if (a->k_gamma) QF_FORWARD(vec_arg("k_gamma", a->k_gamma, QF_FLOATS, "[D]", p->D, d, &p->k_gamma));
-  if (a->q_beta) QF_FORWARD(vec_arg("q_beta", a->q_beta, QF_FLOATS, "[D]", p->D, d, &p->q_beta));
-  if (a->k_beta) QF_FORWARD(vec_arg("k_beta", a->k_beta, QF_FLOATS, "[D]", p->D, d, &p->k_beta));
+  QF_FORWARD(require(n->q_gamma, a->q_gamma, d->q_norm, cite(n, d->q_norm ? "with desc.q_norm = 1" : "with desc.q_norm = 0")));
+  QF_FORWARD(require(n->k_gamma, a->k_gamma, d->k_norm, cite(n, d->k_norm ? "with desc.k_norm = 1" : "with desc.k_norm = 0")));
+  if (!d->q_norm) QF_FORWARD(require(n->q_beta, a->q_beta, 0, cite(n, "with desc.q_norm = 0")));
+  if (!d->k_norm) QF_FORWARD(require(n->k_beta, a->k_beta, 0, cite(n, "with desc.k_norm = 0")));
+  if (a->q_gamma) QF_FORWARD(vec_arg(n->q_gamma, a->q_gamma, QF_FLOATS, "[D]", p->D, d, &p->q_gamma));
+  if (a->k_gamma) QF_FORWARD(vec_arg(n->k_gamma, a->k_gamma, QF_FLOATS, "[D]", p->D, d, &p->k_gamma));
+  if (a->q_beta) QF_FORWARD(vec_arg(n->q_beta, a->q_beta, QF_FLOATS, "[D]", p->D, d, &p->q_beta));
+  if (a->k_beta) QF_FORWARD(vec_arg(n->k_beta, a->k_beta, QF_FLOATS, "[D]", p->D, d, &p->k_beta));
 
   /* RoPE */
   const qkvfuse_rope_source src = d->rope_source;
   const int use_pos = src == QKVFUSE_ROPE_COS_SIN_CACHE || src == QKVFUSE_ROPE_COMPUTED;
-  QF_FORWARD(require("positions", a->positions, use_pos,
-                     use_pos ? "with rope_source cos_sin_cache or computed" : "with this rope_source"));
-  QF_FORWARD(require("cos_sin_cache", a->cos_sin_cache, src == QKVFUSE_ROPE_COS_SIN_CACHE,
-                     src == QKVFUSE_ROPE_COS_SIN_CACHE ? "with rope_source cos_sin_cache" : "with this rope_source"));
-  QF_FORWARD(require("cos", a->cos, src == QKVFUSE_ROPE_COS_SIN,
-                     src == QKVFUSE_ROPE_COS_SIN ? "with rope_source cos_sin" : "with this rope_source"));
-  QF_FORWARD(require("sin", a->sin, src == QKVFUSE_ROPE_COS_SIN,
-                     src == QKVFUSE_ROPE_COS_SIN ? "with rope_source cos_sin" : "with this rope_source"));
-  if (a->positions) QF_FORWARD(vec_arg("positions", a->positions, QF_INDICES, "[T]", p->T, d, &p->positions));
+  QF_FORWARD(require(n->positions, a->positions, use_pos,
+                     cite(n, use_pos ? "with rope_source cos_sin_cache or computed" : "with this rope_source")));
+  QF_FORWARD(require(n->cos_sin_cache, a->cos_sin_cache, src == QKVFUSE_ROPE_COS_SIN_CACHE,
+                     cite(n, src == QKVFUSE_ROPE_COS_SIN_CACHE ? "with rope_source cos_sin_cache" : "with this rope_source")));
+  QF_FORWARD(require(n->cos, a->cos, src == QKVFUSE_ROPE_COS_SIN,
+                     cite(n, src == QKVFUSE_ROPE_COS_SIN ? "with rope_source cos_sin" : "with this rope_source")));
+  QF_FORWARD(require(n->sin, a->sin, src == QKVFUSE_ROPE_COS_SIN,
+                     cite(n, src == QKVFUSE_ROPE_COS_SIN ? "with rope_source cos_sin" : "with this rope_source")));
+  if (a->positions) QF_FORWARD(vec_arg(n->positions, a->positions, QF_INDICES, "[T]", p->T, d, &p->positions));
   if (a->cos_sin_cache) {
     const qkvfuse_tensor *c = a->cos_sin_cache;
-    QF_FORWARD(qf_check_tensor("cos_sin_cache", c, QF_FLOATS, d));
+    QF_FORWARD(qf_check_tensor(n->cos_sin_cache, c, QF_FLOATS, d));
     QF_CHECK(c->ndim == 2 && c->shape[1] == p->R && c->shape[0] >= 1, QKVFUSE_ERROR_SHAPE,
-             "cos_sin_cache: expected [max_pos >= 1, R = %lld]; got %s", (long long)p->R,
+             "%s: expected [max_pos >= 1, R = %lld]; got %s", n->cos_sin_cache, (long long)p->R,
              qf_shape_str(c, sh, sizeof sh));
-    QF_FORWARD(qf_view_mat("cos_sin_cache", "[max_pos, R]", c, c->shape[0], p->R, &p->cos_sin_cache));
+    QF_FORWARD(qf_view_mat(n->cos_sin_cache, "[max_pos, R]", c, c->shape[0], p->R, &p->cos_sin_cache));
   }
   if (a->cos) {
-    QF_FORWARD(mat_arg("cos", a->cos, QF_FLOATS, "[T, R]", p->T, p->R, d, &p->cos));
-    QF_FORWARD(mat_arg("sin", a->sin, QF_FLOATS, "[T, R]", p->T, p->R, d, &p->sin));
-    QF_CHECK(a->sin->dtype == a->cos->dtype, QKVFUSE_ERROR_DTYPE, "sin: dtype must equal cos's (%s); got %s",
-             qkvfuse_dtype_name(a->cos->dtype), qkvfuse_dtype_name(a->sin->dtype));
+    QF_FORWARD(mat_arg(n->cos, a->cos, QF_FLOATS, "[T, R]", p->T, p->R, d, &p->cos));
+    QF_FORWARD(mat_arg(n->sin, a->sin, QF_FLOATS, "[T, R]", p->T, p->R, d, &p->sin));
+    QF_CHECK(a->sin->dtype == a->cos->dtype, QKVFUSE_ERROR_DTYPE, "%s: dtype must equal %s's (%s); got %s", n->sin,
+             n->cos, qkvfuse_dtype_name(a->cos->dtype), qkvfuse_dtype_name(a->sin->dtype));
   }
   p->inv_freq = plan->inv_freq;
   p->mscale = plan->mscale;
@@ -310,57 +360,68 @@ qkvfuse_status qf_resolve(const qkvfuse_plan *plan, const qkvfuse_args *a, qf_pr
   /* outputs: qkv's dtype or float32; for int32 qkv float32 or the RoPE table's dtype */
   const qkvfuse_tensor *table = a->cos ? a->cos : a->cos_sin_cache;
   unsigned out_dtypes = QF_F32 | (int_input ? (table ? qf_dtype_bit(table->dtype) : QF_FLOATS) : qf_dtype_bit(x->dtype));
-  QF_FORWARD(mat_arg("q_out", a->q_out, out_dtypes, "[T, Nq*D]", p->T, p->Nq * p->D, d, &p->q_out));
+  QF_FORWARD(mat_arg(n->q_out, a->q_out, out_dtypes, "[T, Nq*D]", p->T, p->Nq * p->D, d, &p->q_out));
   p->io_dtype = p->q_out.dtype;
   if (a->k_out)
-    QF_FORWARD(mat_arg("k_out", a->k_out, out_dtypes, "[T, Nkv*D]", p->T, p->Nkv * p->D, d, &p->k_out));
+    QF_FORWARD(mat_arg(n->k_out, a->k_out, out_dtypes, "[T, Nkv*D]", p->T, p->Nkv * p->D, d, &p->k_out));
   if (a->v_out)
-    QF_FORWARD(mat_arg("v_out", a->v_out, out_dtypes, "[T, Nkv*D]", p->T, p->Nkv * p->D, d, &p->v_out));
+    QF_FORWARD(mat_arg(n->v_out, a->v_out, out_dtypes, "[T, Nkv*D]", p->T, p->Nkv * p->D, d, &p->v_out));
+  if (call && call->q_copy) {
+    qf_mat qc;
+    QF_FORWARD(mat_arg(n->q_copy, call->q_copy, out_dtypes, "[T, Nq*D]", p->T, p->Nq * p->D, d, &qc));
+    QF_CHECK(qc.dtype == p->q_out.dtype, QKVFUSE_ERROR_DTYPE, "%s: dtype must equal %s's (%s); got %s", n->q_copy,
+             n->q_out, qkvfuse_dtype_name(p->q_out.dtype), qkvfuse_dtype_name(qc.dtype));
+    if (!same_view(&qc, &p->q_out, (uintptr_t)p->q_out.data)) p->q_copy = qc;
+  }
 
   /* caches */
   const int use_cache = d->cache_layout != QKVFUSE_CACHE_NONE;
   const char *why_cache = use_cache ? "with a cache layout" : "with cache_layout none";
-  QF_FORWARD(require("k_cache", a->k_cache, use_cache, why_cache));
-  QF_FORWARD(require("v_cache", a->v_cache, use_cache, why_cache));
-  QF_FORWARD(require("slot_mapping", a->slot_mapping, use_cache, why_cache));
-  QF_FORWARD(require("k_scale", a->k_scale, d->k_quant != QKVFUSE_QUANT_NONE,
-                     d->k_quant != QKVFUSE_QUANT_NONE ? "with k_quant set" : "with k_quant none"));
-  QF_FORWARD(require("v_scale", a->v_scale, d->v_quant != QKVFUSE_QUANT_NONE,
-                     d->v_quant != QKVFUSE_QUANT_NONE ? "with v_quant set" : "with v_quant none"));
-  QF_FORWARD(require("k_offset", a->k_offset, d->k_quant == QKVFUSE_QUANT_INT8_ASYM,
-                     d->k_quant == QKVFUSE_QUANT_INT8_ASYM ? "with k_quant int8_asym" : "unless k_quant is int8_asym"));
-  QF_FORWARD(require("v_offset", a->v_offset, d->v_quant == QKVFUSE_QUANT_INT8_ASYM,
-                     d->v_quant == QKVFUSE_QUANT_INT8_ASYM ? "with v_quant int8_asym" : "unless v_quant is int8_asym"));
+  QF_FORWARD(require(n->k_cache, a->k_cache, use_cache, cite(n, why_cache)));
+  QF_FORWARD(require(n->v_cache, a->v_cache, use_cache, cite(n, why_cache)));
+  QF_FORWARD(require(n->slot_mapping, a->slot_mapping, use_cache, cite(n, why_cache)));
+  QF_FORWARD(require(n->k_scale, a->k_scale, d->k_quant != QKVFUSE_QUANT_NONE,
+                     cite(n, d->k_quant != QKVFUSE_QUANT_NONE ? "with k_quant set" : "with k_quant none")));
+  QF_FORWARD(require(n->v_scale, a->v_scale, d->v_quant != QKVFUSE_QUANT_NONE,
+                     cite(n, d->v_quant != QKVFUSE_QUANT_NONE ? "with v_quant set" : "with v_quant none")));
+  QF_FORWARD(require(n->k_offset, a->k_offset, d->k_quant == QKVFUSE_QUANT_INT8_ASYM,
+                     cite(n, d->k_quant == QKVFUSE_QUANT_INT8_ASYM ? "with k_quant int8_asym" : "unless k_quant is int8_asym")));
+  QF_FORWARD(require(n->v_offset, a->v_offset, d->v_quant == QKVFUSE_QUANT_INT8_ASYM,
+                     cite(n, d->v_quant == QKVFUSE_QUANT_INT8_ASYM ? "with v_quant int8_asym" : "unless v_quant is int8_asym")));
   if (use_cache) {
-    QF_FORWARD(cache_arg("k_cache", a->k_cache, d->k_quant, p, &p->k_cache));
+    QF_FORWARD(cache_arg(n->k_cache, a->k_cache, d->k_quant, p, &p->k_cache));
     if (d->cache_layout == QKVFUSE_CACHE_CONTIGUOUS)
       QF_CHECK(p->B <= p->k_cache.blocks && p->S <= p->k_cache.block_size, QKVFUSE_ERROR_SHAPE,
-               "k_cache: contiguous layout needs batch >= B = %lld and max_seq >= S = %lld; got [%lld, %lld, ...]",
-               (long long)p->B, (long long)p->S, (long long)p->k_cache.blocks, (long long)p->k_cache.block_size);
-    QF_FORWARD(cache_arg("v_cache", a->v_cache, d->v_quant, p, &p->v_cache));
+               "%s: contiguous layout needs batch >= B = %lld and max_seq >= S = %lld; got [%lld, %lld, ...]",
+               n->k_cache, (long long)p->B, (long long)p->S, (long long)p->k_cache.blocks,
+               (long long)p->k_cache.block_size);
+    QF_FORWARD(cache_arg(n->v_cache, a->v_cache, d->v_quant, p, &p->v_cache));
     QF_CHECK(p->v_cache.blocks == p->k_cache.blocks && p->v_cache.block_size == p->k_cache.block_size,
-             QKVFUSE_ERROR_SHAPE,
-             "v_cache: blocks and block_size must match k_cache's (%lld, %lld); got (%lld, %lld)",
-             (long long)p->k_cache.blocks, (long long)p->k_cache.block_size, (long long)p->v_cache.blocks,
-             (long long)p->v_cache.block_size);
+             QKVFUSE_ERROR_SHAPE, "%s: blocks and block_size must match %s's (%lld, %lld); got (%lld, %lld)",
+             n->v_cache, n->k_cache, (long long)p->k_cache.blocks, (long long)p->k_cache.block_size,
+             (long long)p->v_cache.blocks, (long long)p->v_cache.block_size);
     if (d->cache_layout == QKVFUSE_CACHE_CONTIGUOUS) {
-      QF_FORWARD(vec_arg("slot_mapping", a->slot_mapping, QF_INDICES, "[B] (contiguous layout)", p->B, d,
+      QF_FORWARD(vec_arg(n->slot_mapping, a->slot_mapping, QF_INDICES, "[B] (contiguous layout)", p->B, d,
                          &p->slot_mapping));
     } else {
-      QF_FORWARD(vec_arg("slot_mapping", a->slot_mapping, QF_INDICES, "[T]", p->T, d, &p->slot_mapping));
+      QF_FORWARD(vec_arg(n->slot_mapping, a->slot_mapping, QF_INDICES, "[T]", p->T, d, &p->slot_mapping));
     }
-    if (a->k_scale) QF_FORWARD(scale_arg("k_scale", a->k_scale, p, 0, &p->k_scale));
-    if (a->v_scale) QF_FORWARD(scale_arg("v_scale", a->v_scale, p, 0, &p->v_scale));
-    if (a->k_offset) QF_FORWARD(scale_arg("k_offset", a->k_offset, p, p->k_scale.n, &p->k_offset));
-    if (a->v_offset) QF_FORWARD(scale_arg("v_offset", a->v_offset, p, p->v_scale.n, &p->v_offset));
+    if (a->k_scale) QF_FORWARD(scale_arg(n->k_scale, a->k_scale, p, 0, &p->k_scale));
+    if (a->v_scale) QF_FORWARD(scale_arg(n->v_scale, a->v_scale, p, 0, &p->v_scale));
+    if (a->k_offset) QF_FORWARD(scale_arg(n->k_offset, a->k_offset, p, p->k_scale.n, &p->k_offset));
+    if (a->v_offset) QF_FORWARD(scale_arg(n->v_offset, a->v_offset, p, p->v_scale.n, &p->v_offset));
   }
 
   if (a->error_flags)
-    QF_CHECK((uintptr_t)a->error_flags % 4 == 0, QKVFUSE_ERROR_ALIGNMENT,
-             "error_flags: must be 4-byte aligned; got address %p", (void *)a->error_flags);
+    QF_CHECK((uintptr_t)a->error_flags % 4 == 0, QKVFUSE_ERROR_ALIGNMENT, "%s: must be 4-byte aligned; got address %p",
+             n->error_flags, (void *)a->error_flags);
 
-  QF_FORWARD(check_overlaps(p, a));
+  QF_FORWARD(check_overlaps(p, a, n));
   /* T = 0 reads no data (SPEC: it does nothing), on every device */
-  if (d->device_type == QKVFUSE_DEVICE_CPU && p->T > 0) QF_FORWARD(check_data(p));
+  if (d->device_type == QKVFUSE_DEVICE_CPU && p->T > 0) QF_FORWARD(check_data(p, n));
   return QKVFUSE_SUCCESS;
+}
+
+qkvfuse_status qf_resolve(const qkvfuse_plan *plan, const qkvfuse_args *a, qf_problem *p) {
+  return qf_resolve_call(plan, a, NULL, p);
 }

@@ -105,6 +105,7 @@ void qf_cuda_make_params(const qkvfuse_plan *plan, const qf_problem *p, qf_cu_pa
   P->q_out = mat(p->q_out);
   P->k_out = mat(p->k_out);
   P->v_out = mat(p->v_out);
+  P->q_copy = mat(p->q_copy);
   auto cache = [](const qf_cache &c, qkvfuse_quant_mode q) {
     return qf_cu_cache{c.data, c.s_block, c.s_row, c.s_chunk, c.chunk, c.blocks, c.block_size,
                        (int32_t)(c.data ? c.dtype : 0), (int32_t)q};
@@ -136,7 +137,7 @@ static bool cache_vector_ok(const qf_cache &c, int vec) {
 
 bool qf_cuda_vector_ok(const qf_problem *p, int vec) {
   if (p->D % vec) return false;
-  const qf_mat *mats[] = {&p->qkv, &p->q_out, &p->k_out, &p->v_out};
+  const qf_mat *mats[] = {&p->qkv, &p->q_out, &p->k_out, &p->v_out, &p->q_copy};
   for (const qf_mat *m : mats) {
     if (!m->data) continue;
     const int64_t es = (int64_t)qkvfuse_dtype_size(m->dtype);
@@ -188,7 +189,7 @@ static bool aligned16(const void *ptr) { return ptr == nullptr || aligned(ptr, 1
 // beta, not parity mode, small tables readable as aligned vectors.
 static bool fast_ok(const qf_problem *p, const qf_cu_params &P) {
   const qkvfuse_dtype in = p->qkv.dtype;
-  if ((in != QKVFUSE_DTYPE_BFLOAT16 && in != QKVFUSE_DTYPE_FLOAT16) || P.parity) return false;
+  if ((in != QKVFUSE_DTYPE_BFLOAT16 && in != QKVFUSE_DTYPE_FLOAT16) || P.parity || p->q_copy.data) return false;
   if (p->D % 16 || p->D < 32 || p->D > 512 || p->R % 16 || !qf_cuda_vector_ok(p, 8)) return false;
   const qf_mat *outs[] = {&p->q_out, &p->k_out, &p->v_out};
   for (const qf_mat *m : outs)
@@ -588,12 +589,4 @@ extern "C" qkvfuse_status qf_cuda_plan(qkvfuse_plan *plan) {
     plan->device_state = buf;
   }
   return QKVFUSE_SUCCESS;
-}
-
-extern "C" qkvfuse_status qf_cuda_copy_rows(const qf_mat *dst, const qf_mat *src, void *stream) {
-  const size_t es = qkvfuse_dtype_size(src->dtype);
-  cudaError_t e = cudaMemcpy2DAsync(dst->data, (size_t)dst->ld * es, src->data, (size_t)src->ld * es,
-                                    (size_t)src->cols * es, (size_t)src->rows, cudaMemcpyDeviceToDevice,
-                                    (cudaStream_t)stream);
-  return e == cudaSuccess ? QKVFUSE_SUCCESS : cuda_fail(e, "cudaMemcpy2DAsync (q_out_before_quant)");
 }

@@ -27,8 +27,10 @@
 // exchange RoPE partners, which serves every R, partial split and style.
 //
 // Data-dependent errors never read or write out of bounds: a token whose
-// position or slot is outside its table writes nothing and sets a bit of
-// *error_flags; a head whose scale or offset is bad skips its cache row.
+// position or slot is outside its table, or whose act_scale is not finite,
+// writes nothing and sets a bit of *error_flags; a head with a non-finite
+// weight_scale writes nothing, and one whose cache scale or offset is bad
+// skips its cache row.
 #ifndef QKVFUSE_CUDA_FUSED_CUH
 #define QKVFUSE_CUDA_FUSED_CUH
 
@@ -143,10 +145,11 @@ __device__ __forceinline__ void process_task(const qf_cu_params &P, float (&x)[N
   const int D = P.D, R = P.R, G = P.group;
   const int kind = h < P.Nq ? 0 : (h < P.Nq + P.Nkv ? 1 : 2); /* q, k, v */
 
-  // stage 1: dequantize
+  // stage 1: dequantize; a head with a non-finite weight scale writes nothing
   if (P.weight_scale) {
     const float as = P.act_scale ? __ldg(P.act_scale + t) : 1.0f;
     const float *ws = P.weight_scale + (int64_t)h * D;
+    bool ok = true;
 #pragma unroll
     for (int v = 0; v < NV; v++) {
       const int vi = v * G + lane;
@@ -154,11 +157,17 @@ __device__ __forceinline__ void process_task(const qf_cu_params &P, float (&x)[N
 #pragma unroll
       for (int k = 0; k < VEC; k++) {
         const int c = vi * VEC + k;
-        float y = __fmul_rn(x[v][k], __ldg(ws + c));
+        const float w = __ldg(ws + c);
+        ok &= isfinite(w);
+        float y = __fmul_rn(x[v][k], w);
         if (P.act_scale) y = __fmul_rn(y, as);
         if (P.bias.data) y = __fadd_rn(y, ld(P.bias.data, P.bias.dtype, (int64_t)h * D + c));
         x[v][k] = parity ? round_to(y, P.io_dtype) : y;
       }
+    }
+    if (!__all_sync(gmask, ok)) {
+      if (lane == 0) report(P, QKVFUSE_DATA_ERROR_SCALE);
+      return;
     }
   }
 
@@ -244,6 +253,14 @@ __device__ __forceinline__ void process_task(const qf_cu_params &P, float (&x)[N
       const int vi = v * G + lane;
       if (vi >= P.nvec) continue;
       store_floats<VEC>(out.data, out.dtype, row + vi * VEC, x[v]);
+    }
+  }
+  if (kind == 0 && P.q_copy.data) {
+    const int64_t row = t * P.q_copy.ld + ocol;
+#pragma unroll
+    for (int v = 0; v < NV; v++) {
+      const int vi = v * G + lane;
+      if (vi < P.nvec) store_floats<VEC>(P.q_copy.data, P.q_copy.dtype, row + vi * VEC, x[v]);
     }
   }
   if (kind == 0 || !tok[j].dest) return;
@@ -346,6 +363,10 @@ __global__ void __launch_bounds__(kBlock, kFusedBlocksPerSm) fused_kernel(const 
     for (int j = threadIdx.x; j < tokens; j += kBlock) {
       const int64_t t = t0 + j;
       tile_token tt = {0, 0, 1, 0};
+      if (P.act_scale && !isfinite(__ldg(P.act_scale + t))) { /* the token's every head is undefined */
+        tt.ok = 0;
+        if (h0 == 0) report(P, QKVFUSE_DATA_ERROR_SCALE);
+      }
       if (P.positions.data) {
         const int64_t pos = ld_index(P.positions.data, P.positions.dtype, t);
         if (pos < 0 || pos >= P.max_pos) {

@@ -96,6 +96,8 @@ typedef struct qf_cu_params {
   /* the prefill form's v items of a quantized cache: a lane's vectors
      adjacent (fast.cuh: vadj); in the padding after slot_lin */
   int32_t fast_vadj;
+  /* q written a second time (problem.h: q_copy); the general kernel only */
+  qf_cu_mat q_copy;
 } qf_cu_params;
 
 #endif /* QKVFUSE_CUDA_PARAMS_H */

@@ -216,10 +216,11 @@ def main():
     ap.add_argument("--target", action="append", default=[], metavar="OP=PCT[@MIN_T]",
                     help="an op's target in %% of copy, from token count MIN_T on")
     a = ap.parse_args()
+    targets = parse_targets(a.target)
     rows, meta = load(a.rows)
     if a.svg:
         with open(a.svg, "w", encoding="utf-8") as f:
-            f.write(svg(rows, meta, parse_targets(a.target)))
+            f.write(svg(rows, meta, targets))
     if a.markdown:
         sys.stdout.write(markdown(rows))
     if not a.svg and not a.markdown:

@@ -98,12 +98,13 @@ void tk_cmp_output(tk_stats *st, const char *name, const qkvfuse_tensor *got, ui
 }
 
 void tk_cmp_output_rows(tk_stats *st, const char *name, const qkvfuse_tensor *got, uint8_t *mark, const double *v,
-                        const double *s, int64_t T, int64_t X, qkvfuse_dtype mid, int normwise, const uint8_t *skip) {
+                        const double *s, int64_t T, int64_t X, qkvfuse_dtype mid, int normwise, const tk_skip *skip) {
   size_t es = tk_size(got->dtype);
   double err2 = 0, ref2 = 0;
   for (int64_t t = 0; t < T; t++) {
-    if (skip && skip[t]) continue;
+    if (skip && skip->rows && skip->rows[t]) continue;
     for (int64_t c = 0; c < X; c++) {
+      if (skip && skip->heads && skip->heads[c / skip->D]) continue;
       int64_t i = t * X + c, off = tk_elem_offset(got, i);
       double g = tk_decode(got->dtype, (const char *)got->data + off * (int64_t)es), r;
       mark_elem(mark, off, es);

@@ -42,9 +42,16 @@ void tk_stats_merge(tk_stats *into, const tk_stats *from);
  * (fused mode; unfused parity is exempt). */
 void tk_cmp_output(tk_stats *st, const char *name, const qkvfuse_tensor *got, uint8_t *mark, const double *v,
                    const double *s, int64_t T, int64_t X, qkvfuse_dtype mid, int normwise);
-/* The same, skipping rows t with skip[t] != 0 (their bytes stay unmarked). */
+/* What a CUDA run drops on a data error: rows t with rows[t] != 0, and the
+ * columns of heads h (D elements each, counted in this output) with
+ * heads[h] != 0. Either pointer may be NULL. */
+typedef struct tk_skip {
+  const uint8_t *rows, *heads;
+  int64_t D;
+} tk_skip;
+/* The same, skipping what skip names (its bytes stay unmarked); skip may be NULL. */
 void tk_cmp_output_rows(tk_stats *st, const char *name, const qkvfuse_tensor *got, uint8_t *mark, const double *v,
-                        const double *s, int64_t T, int64_t X, qkvfuse_dtype mid, int normwise, const uint8_t *skip);
+                        const double *s, int64_t T, int64_t X, qkvfuse_dtype mid, int normwise, const tk_skip *skip);
 
 /* n cache elements: element i at element offset off[i] of got (skipped if
  * off[i] < 0), expected pre[i] +- s[i] before the cache's rounding.

@@ -32,12 +32,15 @@ void tk_compare_case(tk_case *c, const tk_oracle *o, tk_stats *st) {
   int64_t QD = o->Nq * o->D, KV = o->Nkv * o->D;
   int parity = c->desc.rounding == QKVFUSE_ROUNDING_UNFUSED_PARITY; /* exempt from the norm-wise bound */
 #define MASK_AT(slot) (mask[c->view[slot].buf] + c->view[slot].off * (int64_t)tk_size(c->view[slot].t.dtype))
-  tk_cmp_output_rows(st, "q_out", &got[TK_Q_OUT], MASK_AT(TK_Q_OUT), o->q, o->qs, o->T, QD, o->mid, !parity, o->row_skip);
-  if (a.k_out) tk_cmp_output_rows(st, "k_out", &got[TK_K_OUT], MASK_AT(TK_K_OUT), o->k, o->ks, o->T, KV, o->mid, !parity, o->row_skip);
+  const uint8_t *hs = o->head_skip;
+  const tk_skip sq = {o->row_skip, hs, o->D}, sk = {o->row_skip, hs ? hs + o->Nq : NULL, o->D},
+                sv = {o->row_skip, hs ? hs + o->Nq + o->Nkv : NULL, o->D};
+  tk_cmp_output_rows(st, "q_out", &got[TK_Q_OUT], MASK_AT(TK_Q_OUT), o->q, o->qs, o->T, QD, o->mid, !parity, &sq);
+  if (a.k_out) tk_cmp_output_rows(st, "k_out", &got[TK_K_OUT], MASK_AT(TK_K_OUT), o->k, o->ks, o->T, KV, o->mid, !parity, &sk);
   /* v_out: v is only ever rounded after an int32 dequant (already in o->v);
    * its copy is not an output of a rounding stage (docs/API.md, and what a
    * stage-by-stage chain produces), so no intermediate dtype applies */
-  if (a.v_out) tk_cmp_output_rows(st, "v_out", &got[TK_V_OUT], MASK_AT(TK_V_OUT), o->v, o->vs, o->T, KV, QKVFUSE_DTYPE_NONE, !parity, o->row_skip);
+  if (a.v_out) tk_cmp_output_rows(st, "v_out", &got[TK_V_OUT], MASK_AT(TK_V_OUT), o->v, o->vs, o->T, KV, QKVFUSE_DTYPE_NONE, !parity, &sv);
   if (a.k_cache) tk_cmp_cache(st, "k_cache", &got[TK_K_CACHE], MASK_AT(TK_K_CACHE), o->kc_off, o->kc, o->kcs, o->T * KV, !parity);
   if (a.v_cache) tk_cmp_cache(st, "v_cache", &got[TK_V_CACHE], MASK_AT(TK_V_CACHE), o->vc_off, o->vc, o->vcs, o->T * KV, !parity);
 #undef MASK_AT

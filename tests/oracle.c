@@ -237,7 +237,7 @@ int tk_oracle_run(const qkvfuse_desc *desc, const qkvfuse_args *a, tk_oracle *o,
   *o = (tk_oracle){k.T, k.Nq, k.Nkv, k.D, k.R, k.H, k.parity ? k.io : QKVFUSE_DTYPE_NONE,
                    dalloc(nq), dalloc(nq), dalloc(nkv), dalloc(nkv), dalloc(nkv), dalloc(nkv),
                    (int64_t *)calloc((size_t)nkv + 1, 8), (int64_t *)calloc((size_t)nkv + 1, 8),
-                   dalloc(nkv), dalloc(nkv), dalloc(nkv), dalloc(nkv), NULL};
+                   dalloc(nkv), dalloc(nkv), dalloc(nkv), dalloc(nkv), NULL, NULL};
   k.x = dalloc(k.H);
   k.ex = dalloc(k.H);
   k.c = dalloc(512);

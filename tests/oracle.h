@@ -32,6 +32,10 @@ typedef struct tk_oracle {
   /* [T], NULL by default: rows whose q_out/k_out/v_out must stay untouched
    * (a CUDA run drops a token with a bad position or slot). Set by tests. */
   const uint8_t *row_skip;
+  /* [Nq + 2*Nkv] (q, then k, then v heads), NULL by default: heads whose
+   * output columns must stay untouched in every row (a CUDA run drops a head
+   * with a non-finite weight_scale). Set by tests; cache rows via *_off. */
+  const uint8_t *head_skip;
 } tk_oracle;
 
 /* Evaluate desc on args (CPU tensors; only valid arguments). 0 on success,

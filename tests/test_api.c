@@ -79,6 +79,28 @@ static void tensor_init(void) {
   CHECK(qkvfuse_tensor_init(&t, buf, QKVFUSE_DTYPE_INT8, -1, shape) == QKVFUSE_ERROR_INVALID_VALUE, "tensor_init ndim -1");
   CHECK(qkvfuse_tensor_init(NULL, buf, QKVFUSE_DTYPE_INT8, 1, shape) == QKVFUSE_ERROR_NULL_POINTER, "tensor_init(NULL)");
   CHECK(qkvfuse_tensor_init(&t, buf, QKVFUSE_DTYPE_INT8, 2, NULL) == QKVFUSE_ERROR_NULL_POINTER, "tensor_init shape NULL");
+  /* negative sizes and extents whose strides overflow int64: SHAPE, and *t as it was */
+  static const int64_t bad[][3] = {{3, -1, 5},
+                                   {(int64_t)1 << 40, (int64_t)1 << 40, 2},
+                                   {INT64_MAX, 2, 1},
+                                   {2, (int64_t)1 << 61, 4},
+                                   {0, INT64_MAX, INT64_MAX},
+                                   {(int64_t)1 << 61, 1, 1}}; /* 2^61 float32: 2^63 bytes */
+  for (int i = 0; i < 6; i++) {
+    qkvfuse_tensor before;
+    memset(&t, 0x3C, sizeof t);
+    memcpy(&before, &t, sizeof t);
+    const qkvfuse_status st = qkvfuse_tensor_init(&t, buf, QKVFUSE_DTYPE_FLOAT32, 3, bad[i]);
+    CHECK(st == QKVFUSE_ERROR_SHAPE && strstr(qkvfuse_last_error(), "shape"),
+          "tensor_init [%lld, %lld, %lld]: %s (\"%s\"), want QKVFUSE_ERROR_SHAPE naming shape", (long long)bad[i][0],
+          (long long)bad[i][1], (long long)bad[i][2], qkvfuse_status_string(st), qkvfuse_last_error());
+    CHECK(!memcmp(&t, &before, sizeof t), "tensor_init [%lld, %lld, %lld] changed *t although refused",
+          (long long)bad[i][0], (long long)bad[i][1], (long long)bad[i][2]);
+  }
+  /* the largest accepted: 2^62 bytes, zero dims counted as 1 */
+  const int64_t edge[3] = {(int64_t)1 << 30, 0, (int64_t)1 << 30};
+  CHECK(qkvfuse_tensor_init(&t, buf, QKVFUSE_DTYPE_FLOAT32, 3, edge) == QKVFUSE_SUCCESS && t.strides[0] == (int64_t)1 << 30,
+        "tensor_init [2^30, 0, 2^30] float32 must succeed with strides[0] = 2^30");
 }
 
 static void plans(void) {

@@ -22,8 +22,9 @@ typedef struct bad_data {
   int64_t at[2];   /* elements poked (-1: none) */
   double val[2];
   uint32_t flag;
-  int drop_tokens; /* the poked positions/slots drop their tokens (contiguous: whole batch) */
-  int kv;          /* scale errors: 1 k cache, 2 v cache */
+  int drop_tokens; /* 1: the poked positions/slots drop their tokens (contiguous: whole batch);
+                      2: the poked act_scale elements drop their tokens */
+  int kv;          /* scale errors: 1 k cache, 2 v cache, 3 weight_scale (its head writes nothing) */
 } bad_data;
 
 static int failed, ran;
@@ -46,13 +47,21 @@ static void one(const bad_data *b, const tk_device *dev) {
   char err[128];
   tk_case_oracle(&c, &o, err, sizeof err);
   uint8_t *skip = (uint8_t *)calloc((size_t)(s.T + 1), 1);
+  uint8_t *head_skip = (uint8_t *)calloc((size_t)(s.Nq + 2 * s.Nkv), 1);
   int64_t KV = s.Nkv * s.D;
   for (int i = 0; i < 2; i++) {
     if (b->at[i] < 0) continue;
     poke(&c, b->slot, b->at[i], b->val[i]);
-    if (b->drop_tokens) {
-      int64_t t0 = s.layout == QKVFUSE_CACHE_CONTIGUOUS ? b->at[i] * s.S : b->at[i];
-      int64_t n = s.layout == QKVFUSE_CACHE_CONTIGUOUS ? s.S : 1;
+    if (b->kv == 3) { /* a weight_scale channel: its head, of every token, in the outputs and the cache */
+      const int64_t h = b->at[i] / s.D, kvh = h < s.Nq ? -1 : (h - s.Nq) % s.Nkv;
+      int64_t *off = h < s.Nq ? NULL : h < s.Nq + s.Nkv ? o.kc_off : o.vc_off;
+      head_skip[h] = 1;
+      for (int64_t t = 0; off && t < s.T; t++)
+        for (int64_t j = kvh * s.D; j < (kvh + 1) * s.D; j++) off[t * KV + j] = -1;
+    } else if (b->drop_tokens) {
+      const int by_batch = b->drop_tokens == 1 && s.layout == QKVFUSE_CACHE_CONTIGUOUS;
+      int64_t t0 = by_batch ? b->at[i] * s.S : b->at[i];
+      int64_t n = by_batch ? s.S : 1;
       for (int64_t t = t0; t < t0 + n; t++) {
         skip[t] = 1;
         for (int64_t j = 0; j < KV; j++) o.kc_off[t * KV + j] = o.vc_off[t * KV + j] = -1;
@@ -67,6 +76,7 @@ static void one(const bad_data *b, const tk_device *dev) {
     }
   }
   o.row_skip = skip;
+  o.head_skip = head_skip;
   qkvfuse_status st;
   const int moved = tk_run_core_on(&c, dev, QKVFUSE_BACKEND_CUDA, &st);
   tk_stats ss;
@@ -84,7 +94,7 @@ static void one(const bad_data *b, const tk_device *dev) {
     failed++;
     printf("FAIL test_cuda_data '%s': %s\n  failing: %s\n", b->what, ss.first, ss.where);
   }
-  free(skip);
+  free(skip), free(head_skip);
   tk_oracle_free(&o);
   tk_case_free(&c);
 }
@@ -104,6 +114,14 @@ int main(void) {
       {"a NaN per-tensor v_scale", TK_BASE_A, TK_V_SCALE, {0, -1}, {NAN, 0}, QKVFUSE_DATA_ERROR_SCALE, 0, 2},
       {"an Inf k_offset (head 0)", TK_BASE_A, TK_K_OFFSET, {7, -1}, {INFINITY, 0}, QKVFUSE_DATA_ERROR_SCALE, 0, 1},
       {"a zero v_scale channel (flat, head 1)", TK_BASE_B, TK_V_SCALE, {32 + 3, -1}, {0, 0}, QKVFUSE_DATA_ERROR_SCALE, 0, 2},
+      /* the dequant scales: a token with a non-finite act_scale, a head with a non-finite weight_scale */
+      {"a NaN act_scale (token 5)", TK_BASE_B, TK_ACT_SCALE, {5, -1}, {NAN, 0}, QKVFUSE_DATA_ERROR_SCALE, 2, 0},
+      {"an Inf weight_scale channel (q head 1)", TK_BASE_B, TK_WEIGHT_SCALE, {32 + 7, -1}, {INFINITY, 0},
+       QKVFUSE_DATA_ERROR_SCALE, 0, 3},
+      {"a NaN weight_scale channel (k head 1)", TK_BASE_B, TK_WEIGHT_SCALE, {3 * 32 + 2, -1}, {NAN, 0},
+       QKVFUSE_DATA_ERROR_SCALE, 0, 3},
+      {"a NaN weight_scale channel (v head 0)", TK_BASE_B, TK_WEIGHT_SCALE, {4 * 32 + 31, -1}, {NAN, 0},
+       QKVFUSE_DATA_ERROR_SCALE, 0, 3},
       /* an engine's call (the decode kernel's constant-geometry form) */
       {"engine: positions out of range", TK_BASE_E, TK_POSITIONS, {1, 4}, {16, -3}, QKVFUSE_DATA_ERROR_POSITION, 1, 0},
       {"engine: slots outside the cache", TK_BASE_E, TK_SLOT_MAPPING, {0, 5}, {12, -2}, QKVFUSE_DATA_ERROR_SLOT, 1, 0},

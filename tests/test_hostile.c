@@ -546,7 +546,7 @@ static void offsets64(qkvfuse_backend be) {
 
 static void extents(qkvfuse_backend be) {
   if (be == QKVFUSE_BACKEND_CUDA) return; /* the same validation; its CPU form is enough */
-  for (int k = 0; k < 7; k++) {
+  for (int k = 0; k < 8; k++) {
     small_call s;
     small_init(&s);
     float before[3 * 16];
@@ -575,6 +575,13 @@ static void extents(qkvfuse_backend be) {
         s.tout.shape[0] = 0;
         what = "qkv [2^62, 0, H] (zero tokens; 2^62 * H elements with the zero as 1)", name = "qkv",
         want = QKVFUSE_ERROR_SHAPE;
+        break;
+      case 7: /* zero tokens at the top of the address space: no pointer is offset (UBSan's
+                 pointer-overflow check in the sanitizer run), error_flags there too */
+        s.tq.shape[0] = 0, s.tout.shape[0] = 0;
+        s.tq.data = (void *)(~(uintptr_t)0 - 15), s.tout.data = (void *)(~(uintptr_t)0 - 7);
+        s.a.error_flags = (uint32_t *)(~(uintptr_t)0 - 3);
+        what = "qkv, q_out and error_flags [0, *] at the top of the address space (accepted)", want = QKVFUSE_SUCCESS;
         break;
       default: /* zero tokens: the row stride addresses nothing, so any is fine */
         s.tq.shape[0] = 0, s.tq.strides[0] = INT64_MAX, s.tout.shape[0] = 0, s.tout.strides[0] = INT64_MAX / 3;

@@ -276,6 +276,81 @@ static void one_case(int op, uint64_t seed, qkvfuse_backend be, int verbose) {
   tk_case_free(&c);
 }
 
+/* A token whose index is outside the cache, with is_output_qkv = 1: the CPU
+ * rejects the call and writes nothing; CUDA drops the token (flag SLOT) and
+ * writes none of its rows, q_out_before_quant's included, and every other
+ * token's q_out_before_quant row equals its q_out row. */
+static void rejected_token(qkvfuse_backend be) {
+  tk_rng r;
+  tk_rng_seed(&r, 777);
+  tk_spec s;
+  named_ctx x;
+  do named_spec(OP_CACHE, &r, &s, &x);
+  while (s.T < 4);
+  x.flag = 1;
+  s.k_out_dt = s.v_out_dt = s.q_out_dt;
+  s.error_flags = 1, s.skip_prob = 0;
+  s.layout = QKVFUSE_CACHE_PAGED, x.cache_mode = "PA";
+  tk_spec_fixup(&s);
+  tk_case c;
+  tk_case_build(&c, &s, 778);
+  const tk_device *dev = tk_device_for_backend(be);
+  const int64_t bad = 2;
+  const tk_view *sm = &c.view[TK_SLOT_MAPPING];
+  tk_encode(sm->t.dtype, c.buf[sm->buf].init + (sm->off + tk_elem_offset(&sm->t, bad)) * (int64_t)tk_size(sm->t.dtype),
+            (double)(s.blocks * s.block_size + 5));
+  extra_out qb = {0};
+  x.q_before = poison_like(&c, TK_Q_OUT, dev, &qb);
+  tk_case_upload(&c, dev);
+  qkvfuse_tensor tens[TK_NSLOT];
+  qkvfuse_args a;
+  tk_case_args(&c, TK_AT_DEVICE, tens, &a);
+  int unsupported = 0;
+  const qkvfuse_status st = run_named(&c, &a, be, &x, &unsupported);
+  const char *msg = qkvfuse_last_error();
+  tk_case_download(&c);
+  download_extra(&qb);
+  tk_stats ss;
+  memset(&ss, 0, sizeof ss);
+  if (dev->type == QKVFUSE_DEVICE_CPU) {
+    if (st != QKVFUSE_ERROR_OUT_OF_RANGE || !tk_names_argument(msg, "index"))
+      tk_stats_fail(&ss, "status %s (\"%s\"), want OUT_OF_RANGE naming index", qkvfuse_status_string(st), msg);
+    for (int k = 0; k < TK_NSLOT; k++)
+      if (c.buf[k].bytes) tk_cmp_untouched(&ss, tk_slot_name[k], c.buf[k].got, c.buf[k].init, NULL, c.buf[k].bytes);
+    tk_cmp_untouched(&ss, "q_out_before_quant", qb.buf, qb.init, NULL, qb.n);
+  } else {
+    uint32_t flags;
+    memcpy(&flags, c.buf[TK_FLAGS_BUF].got, 4);
+    if (st != QKVFUSE_SUCCESS || !(flags & QKVFUSE_DATA_ERROR_SLOT))
+      tk_stats_fail(&ss, "status %s, error_flags 0x%x; want success with the SLOT bit", qkvfuse_status_string(st),
+                    flags);
+    const int outs[3] = {TK_Q_OUT, TK_K_OUT, TK_V_OUT};
+    const int64_t width[3] = {s.Nq * s.D, s.Nkv * s.D, s.Nkv * s.D};
+    for (int o = 0; o < 3 && !ss.failed; o++) {
+      const tk_view *w = &c.view[outs[o]];
+      const int64_t es = (int64_t)tk_size(w->t.dtype);
+      for (int64_t t = 0; t < s.T && !ss.failed; t++)
+        for (int64_t e = 0; e < width[o]; e++) {
+          const int64_t off = (w->off + tk_elem_offset(&w->t, t * width[o] + e)) * es;
+          const uint8_t *got = c.buf[w->buf].got + off, *init = c.buf[w->buf].init + off, *copy = qb.buf + off;
+          if (t == bad && memcmp(got, init, (size_t)es)) {
+            tk_stats_fail(&ss, "%s: the dropped token's row was written", tk_slot_name[outs[o]]);
+            break;
+          }
+          if (o == 0 && memcmp(copy, t == bad ? qb.init + off : got, (size_t)es)) {
+            tk_stats_fail(&ss, "q_out_before_quant: token %lld's row %s", (long long)t,
+                          t == bad ? "was written although the token was dropped" : "differs from q_out");
+            break;
+          }
+        }
+    }
+  }
+  checks++;
+  if (ss.failed) fail("FAIL test_named %s: %s%s\n", "qkv_rmsnorm_rope_cache: rejected token", ": ", ss.first);
+  free_extra(&qb);
+  tk_case_free(&c);
+}
+
 /* ---- argument checks of the named entry points ---- */
 
 typedef struct bad {
@@ -327,6 +402,7 @@ static void bad_call(const bad *b) {
     case 19: x.drop_k_out = 1; break;
     case 20: x.eps = -1; break;
     case 21: x.cache_mode = ""; break;
+    case 33: x.eps = 1e-50; break;
     default: break;
   }
   tk_case_upload(&c, tk_device_cpu());
@@ -337,6 +413,25 @@ static void bad_call(const bad *b) {
     /* k_bias without q_bias */
     a.q_beta = NULL;
   }
+  /* q_out_before_quant (or error_flags) over another tensor of the call */
+  const qkvfuse_tensor *alias[] = {a.q_gamma, a.k_gamma, a.cos, a.slot_mapping};
+  if (idx >= 22 && idx <= 25) qb.t.data = alias[idx - 22]->data;
+  if (idx == 26) a.error_flags = (uint32_t *)(((uintptr_t)x.q_before->data + 7) & ~(uintptr_t)3);
+  qkvfuse_tensor bad_t;
+  if (idx >= 27 && idx <= 32) { /* a bad view of one input, named as the caller names it */
+    const qkvfuse_tensor **slot[] = {&a.q_gamma, &a.q_beta, &a.slot_mapping, &a.slot_mapping, &a.k_scale, &a.k_out};
+    bad_t = **slot[idx - 27];
+    if (idx == 30) bad_t.dtype = QKVFUSE_DTYPE_FLOAT32;
+    else if (idx == 28) bad_t.dtype = QKVFUSE_DTYPE_INT8;
+    else bad_t.shape[0] -= 1;
+    *slot[idx - 27] = &bad_t;
+  }
+  if (idx == 34) {
+    bad_t = *a.k_cache;
+    bad_t.dtype = QKVFUSE_DTYPE_INT32;
+    a.k_cache = &bad_t;
+  }
+  if (idx == 35) a.q_gamma = NULL;
   int unsupported = 0;
   qkvfuse_status st = run_named(&c, &a, QKVFUSE_BACKEND_AUTO, &x, &unsupported);
   const char *msg = qkvfuse_last_error();
@@ -370,6 +465,7 @@ int main(int argc, char **argv) {
   if (!tk_device_for_backend(be)) return TK_SKIP;
   for (int op = OP_SPLIT; op <= OP_DEQUANT; op++)
     for (uint64_t i = 0; i < n; i++) one_case(op, tk_case_seed(seed + (uint64_t)op, i), be, verbose);
+  rejected_token(be);
   if (be == QKVFUSE_BACKEND_CUDA) {
     printf("test_named[cuda]: %d random cases, %d failed\n", checks, failed);
     return failed ? 1 : 0;
@@ -400,6 +496,21 @@ int main(int argc, char **argv) {
       {OP_SPLIT, 19, "k_bias without q_bias", QKVFUSE_ERROR_NULL_POINTER, "q_bias|k_bias"},
       {OP_SPLIT, 5, "k_out NULL", QKVFUSE_ERROR_NULL_POINTER, "k_out"},
       {OP_SPLIT, 15, "v_out NULL", QKVFUSE_ERROR_NULL_POINTER, "v_out"},
+      /* every tensor a call writes is overlap-checked, the extra outputs and error_flags included */
+      {OP_CACHE, 22, "q_out_before_quant over q_gamma", QKVFUSE_ERROR_OVERLAP, "q_out_before_quant"},
+      {OP_CACHE, 23, "q_out_before_quant over k_gamma", QKVFUSE_ERROR_OVERLAP, "q_out_before_quant"},
+      {OP_CACHE, 24, "q_out_before_quant over cos", QKVFUSE_ERROR_OVERLAP, "q_out_before_quant"},
+      {OP_CACHE, 25, "q_out_before_quant over index", QKVFUSE_ERROR_OVERLAP, "q_out_before_quant"},
+      {OP_CACHE, 26, "error_flags inside q_out_before_quant", QKVFUSE_ERROR_OVERLAP, "error_flags"},
+      /* messages name the caller's own arguments */
+      {OP_SPLIT, 27, "q_weight one element short", QKVFUSE_ERROR_SHAPE, "q_weight"},
+      {OP_SPLIT, 35, "q_weight NULL", QKVFUSE_ERROR_NULL_POINTER, "q_weight"},
+      {OP_CACHE, 29, "index one token short", QKVFUSE_ERROR_SHAPE, "index"},
+      {OP_DEQUANT, 30, "indices float32", QKVFUSE_ERROR_DTYPE, "indices"},
+      {OP_DEQUANT, 31, "scale_k one channel short", QKVFUSE_ERROR_SHAPE, "scale_k"},
+      {OP_CACHE, 32, "k_out_before_quant one token short", QKVFUSE_ERROR_SHAPE, "k_out_before_quant"},
+      {OP_CACHE, 34, "k_cache int32", QKVFUSE_ERROR_DTYPE, "k_cache"},
+      {OP_CACHE, 33, "epsilon 1e-50 (0 in float32)", QKVFUSE_ERROR_INVALID_VALUE, "epsilon"},
   };
   for (size_t i = 0; i < sizeof BAD / sizeof BAD[0]; i++) bad_call(&BAD[i]);
   printf("test_named: %d checks (%llu random cases per operator + %d bad arguments), %d failed\n", checks,

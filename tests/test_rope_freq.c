@@ -98,6 +98,25 @@ static void expect_status(const char *what, qkvfuse_status got, qkvfuse_status w
     FAILF("%s: qkvfuse_last_error() \"%s\" after success", what, msg);
 }
 
+/* R past 1024, as an argument and as an empty table's width: INVALID_VALUE at
+ * once, nothing written. */
+static void big_r(const qkvfuse_rope_scaling *s, double *m) {
+  static const int64_t Rs[] = {1026, (int64_t)1 << 28, (int64_t)1 << 40, INT64_MAX - 1};
+  double f[4] = {7, 7, 7, 7}, m0 = *m;
+  for (int i = 0; i < 4; i++) {
+    expect_status("inv_freq R past 1024", qkvfuse_rope_inv_freq(1e4, s, Rs[i], f, m), QKVFUSE_ERROR_INVALID_VALUE,
+                  "rotary_dim");
+    if (f[0] != 7 || *m != m0) FAILF("inv_freq R = %lld wrote its outputs although refused", (long long)Rs[i]);
+    qkvfuse_tensor t;
+    const int64_t shape[2] = {0, Rs[i]};
+    float one = 7;
+    qkvfuse_tensor_init(&t, &one, QKVFUSE_DTYPE_FLOAT32, 2, shape);
+    expect_status("build_cos_sin_cache [0, R past 1024]", qkvfuse_build_cos_sin_cache(1e4, s, &t),
+                  QKVFUSE_ERROR_INVALID_VALUE, "cos_sin_cache");
+    if (one != 7) FAILF("build_cos_sin_cache [0, %lld] wrote memory although refused", (long long)Rs[i]);
+  }
+}
+
 static void check_inv_freq_errors(void) {
   static const qkvfuse_rope_scaling init = QKVFUSE_ROPE_SCALING_INIT;
   double f[256], m;
@@ -107,13 +126,15 @@ static void check_inv_freq_errors(void) {
   expect_status("inv_freq theta NaN", qkvfuse_rope_inv_freq(NAN, &s, 64, f, &m), QKVFUSE_ERROR_INVALID_VALUE, "theta|rope_theta");
   expect_status("inv_freq R odd", qkvfuse_rope_inv_freq(1e4, &s, 63, f, &m), QKVFUSE_ERROR_INVALID_VALUE, "rotary_dim");
   expect_status("inv_freq R 0", qkvfuse_rope_inv_freq(1e4, &s, 0, f, &m), QKVFUSE_ERROR_INVALID_VALUE, "rotary_dim");
-  /* the header asks only for an even R >= 2 here (the descriptor bounds R by D <= 512) */
+  /* the header allows an even R in [2, 1024] here (the descriptor bounds R by D <= 512) */
   {
     static double big[512];
     expect_status("inv_freq R 1024", qkvfuse_rope_inv_freq(1e4, &s, 1024, big, &m), QKVFUSE_SUCCESS, "");
     if (!(fabs(big[511] - pow(1e4, -1022.0 / 1024.0)) <= 1e-15 * pow(1e4, -1022.0 / 1024.0)))
       FAILF("inv_freq R 1024: f_511 = %.17g, want %.17g", big[511], pow(1e4, -1022.0 / 1024.0));
   }
+  /* past the bound, refused before any work proportional to R (2^40 would run for hours) */
+  big_r(&s, &m);
   expect_status("inv_freq out NULL", qkvfuse_rope_inv_freq(1e4, &s, 64, NULL, &m), QKVFUSE_ERROR_NULL_POINTER, "inv_freq");
   /* scaling NULL: the header is silent; the library takes it as no scaling. Pin that: same as NONE. */
   {

@@ -128,6 +128,16 @@ static void edit_big_acc(tk_case *c) {
     poke(c, TK_QKV, i, (double)(tk_rng_chance(&r, 0.5) ? 2147483647 - tk_rng_range(&r, 0, 300) : -2147483647 - 1 + tk_rng_range(&r, 0, 300)));
 }
 
+/* Dequant scales multiply, so zero is a value (docs/API.md: one rule for every
+ * scale): a zero weight_scale channel of q, k and v, and a zero act_scale. */
+static void edit_zero_dequant_scales(tk_case *c) {
+  const int64_t D = c->sp.D, Nq = c->sp.Nq, Nkv = c->sp.Nkv;
+  poke(c, TK_WEIGHT_SCALE, 3, 0.0);
+  poke(c, TK_WEIGHT_SCALE, Nq * D + 5, -0.0);
+  poke(c, TK_WEIGHT_SCALE, (Nq + Nkv) * D + D - 1, 0.0);
+  poke(c, TK_ACT_SCALE, c->sp.T - 1, 0.0);
+}
+
 /* T = 0 with NULL data pointers on every 0-element tensor. */
 static void empty_with_null_data(qkvfuse_backend be, qkvfuse_cache_layout L) {
   tk_spec s;
@@ -225,6 +235,9 @@ int main(int argc, char **argv) {
     s.qkv_dt = QKVFUSE_DTYPE_INT32, s.q_out_dt = QKVFUSE_DTYPE_FLOAT32, s.acc_bits = 31, s.act_scale = 1;
     s.bias_dt = QKVFUSE_DTYPE_INT32;
     run_spec(be, "int32 accumulators near +-2^31", &s, 26, edit_big_acc);
+    featured(&s, QKVFUSE_CACHE_PAGED, 9);
+    s.qkv_dt = QKVFUSE_DTYPE_INT32, s.q_out_dt = QKVFUSE_DTYPE_FLOAT32, s.act_scale = 1;
+    run_spec(be, "zero weight_scale channels and a zero act_scale (accepted)", &s, 29, edit_zero_dequant_scales);
     featured(&s, QKVFUSE_CACHE_PAGED_HND, 9);
     s.eps = 1.0f, s.amp = 0.01;
     run_spec(be, "eps >> mean(x^2)", &s, 27, NULL);

@@ -90,7 +90,7 @@ static void fz_fail(fz_call *f, const char *fmt, ...) {
   va_start(ap, fmt);
   vsnprintf(msg, sizeof msg, fmt, ap);
   va_end(ap);
-  fprintf(stderr, "\nFUZZ INVARIANT VIOLATED: %s\n%s\n", msg, f->log);
+  fprintf(stderr, "\nFUZZ INVARIANT VIOLATED: %s\n%s\n", msg, f ? f->log : "");
   fflush(stderr);
   abort();
 }
@@ -330,11 +330,13 @@ static void poke_float(fz_call *f, const qkvfuse_tensor *t, int64_t i, double v)
   memcpy(f->buf[b].init + (run - f->buf[b].run), run, tk_size(t->dtype));
 }
 
-/* Data values at and around their limits: positions, slots, scales, offsets, and
- * NaN/Inf in qkv. Applied to the case's (valid) tensors. */
+/* Data values at and around their limits: positions, slots, scales (the
+ * dequant ones too), offsets, and NaN/Inf in qkv. Applied to the case's
+ * (valid) tensors; several calls put several classes of data error in one
+ * call. */
 static void mutate_data(fz_call *f, fz_src *s) {
-  static const int slots[] = {TK_POSITIONS, TK_SLOT_MAPPING, TK_SLOT_MAPPING, TK_K_SCALE, TK_V_SCALE,
-                              TK_K_OFFSET,  TK_V_OFFSET,     TK_QKV};
+  static const int slots[] = {TK_POSITIONS, TK_SLOT_MAPPING, TK_SLOT_MAPPING, TK_K_SCALE,  TK_V_SCALE,
+                              TK_K_OFFSET,  TK_V_OFFSET,     TK_QKV,          TK_WEIGHT_SCALE, TK_ACT_SCALE};
   const int slot = PICK(s, slots);
   const tk_view *v = &f->c.view[slot];
   if (!v->present) return;
@@ -369,7 +371,11 @@ static void mutate_data(fz_call *f, fz_src *s) {
     fz_log(f, "data: qkv[%lld] = %g\n", (long long)i, val);
   } else {
     const double vals[] = {0.0, -0.0, NAN, INFINITY, -INFINITY, 1e-45, FLT_MAX, -FLT_MAX, 1e-30, 3e38, 0.5, -1.0};
-    double val = PICK(s, vals);
+    /* a dequant scale multiplies into every later stage: the finite ones stay
+     * where float32 neither overflows nor underflows (the oracle's model) */
+    const double dequant_vals[] = {0.0, -0.0, NAN, INFINITY, -INFINITY, 0.5, -1.0};
+    const int dequant = slot == TK_WEIGHT_SCALE || slot == TK_ACT_SCALE;
+    double val = dequant ? PICK(s, dequant_vals) : PICK(s, vals);
     poke_float(f, t, i, val);
     fz_log(f, "data: %s[%lld] = %g\n", slot_name(slot), (long long)i, val);
   }
@@ -386,8 +392,14 @@ static void mutate_tensor(fz_call *f, fz_src *s) {
                             QKVFUSE_DTYPE_INT64,   QKVFUSE_DTYPE_FLOAT16, QKVFUSE_DTYPE_FLOAT32,
                             QKVFUSE_DTYPE_BFLOAT16, QKVFUSE_DTYPE_FLOAT8_E4M3FN, QKVFUSE_DTYPE_CODE(2, 64),
                             QKVFUSE_DTYPE_CODE(1, 8), 0x1234, -1};
-  switch (fz_range(s, 0, 10)) {
+  switch (fz_range(s, 0, 11)) {
     case 0: *field = NULL; fz_log(f, "args.%s = NULL\n", slot_name(slot)); break;
+    case 10: { /* near the top of the address space, often with no element: nothing may offset it */
+      if (fz_chance(s, 160)) t->shape[0] = 0;
+      t->data = (void *)(UINTPTR_MAX - (uintptr_t)(8 * fz_range(s, 0, 64)) - 7);
+      fz_log(f, "%s.data = %p, shape[0] = %lld\n", slot_name(slot), t->data, (long long)t->shape[0]);
+      break;
+    }
     case 1: t->data = NULL; fz_log(f, "%s.data = NULL\n", slot_name(slot)); break;
     case 2: {
       int64_t by = fz_range(s, 1, 7);
@@ -605,7 +617,7 @@ static void add_tensor(fz_call *f, fz_src *s) {
 }
 
 static void mutate_args(fz_call *f, fz_src *s) {
-  switch (fz_range(s, 0, 7)) {
+  switch (fz_range(s, 0, 8)) {
     case 0: f->args.struct_size = (uint32_t)fz_range(s, 0, sizeof(qkvfuse_args) + 8); fz_log(f, "args.struct_size\n"); break;
     case 1: f->args.version = (uint32_t)fz_range(s, 0, 3); fz_log(f, "args.version = %u\n", f->args.version); break;
     case 2: f->null_args = 1; fz_log(f, "args NULL\n"); break;
@@ -618,6 +630,16 @@ static void mutate_args(fz_call *f, fz_src *s) {
         fz_log(f, "error_flags misaligned\n");
       }
       break;
+    case 6: { /* error_flags inside any tensor of the call (4-byte aligned, so only the overlap is wrong) */
+      int pres[TK_NSLOT], np = present_slots(f, pres);
+      if (!np) break;
+      const int other = pres[fz_range(s, 0, np - 1)];
+      const qkvfuse_tensor *o = *tk_args_field(&f->args, other);
+      if (!o->data) break;
+      f->args.error_flags = (uint32_t *)(((uintptr_t)o->data + 4 * (uintptr_t)fz_range(s, 0, 3) + 3) & ~(uintptr_t)3);
+      fz_log(f, "error_flags inside %s\n", slot_name(other));
+      break;
+    }
     default: add_tensor(f, s); break;
   }
 }
@@ -930,10 +952,38 @@ void fz_check(fz_call *f, fz_src *s) {
   }
 }
 
+/* The frequency functions with any R: they must refuse R past 1024 before any
+ * work proportional to it, and never write past R/2 doubles or the table. */
+static void check_rope_functions(fz_src *s) {
+  static const int64_t Rs[] = {-2, 0, 1, 2, 3, 64, 1024, 1026, (int64_t)1 << 31, (int64_t)1 << 40, INT64_MAX - 1};
+  const int64_t R = fz_chance(s, 128) ? 2 * fz_range(s, 1, 512) : PICK(s, Rs);
+  const int ok = R >= 2 && R <= 1024 && R % 2 == 0;
+  qkvfuse_rope_scaling sc = QKVFUSE_ROPE_SCALING_INIT;
+  sc.type = (qkvfuse_rope_scaling_type)fz_range(s, 0, 4), sc.factor = 2.0, sc.original_max_position = 4096;
+  double *f = (double *)malloc(512 * sizeof(double));
+  const qkvfuse_status st = qkvfuse_rope_inv_freq(1e4, &sc, R, f, NULL);
+  if (!ok && st == QKVFUSE_SUCCESS) fz_fail(NULL, "rope_inv_freq: success with R = %lld", (long long)R);
+  free(f);
+  const int64_t rows = fz_range(s, 0, 2), shape[2] = {rows, R};
+  float *tab = (float *)malloc(2 * 1024 * sizeof(float));
+  qkvfuse_tensor t;
+  if (qkvfuse_tensor_init(&t, rows ? (void *)tab : (void *)(UINTPTR_MAX - 15), QKVFUSE_DTYPE_FLOAT32, 2, shape) ==
+          QKVFUSE_SUCCESS &&
+      (rows == 0 || ok)) {
+    const qkvfuse_status st2 = qkvfuse_build_cos_sin_cache(1e4, &sc, &t);
+    if (!ok && st2 == QKVFUSE_SUCCESS) fz_fail(NULL, "build_cos_sin_cache: success with R = %lld", (long long)R);
+  }
+  free(tab);
+}
+
 int fz_one_input(const uint8_t *data, size_t size, int op) {
   static fz_call f; /* large; one input at a time */
   fz_src s = {data, size, 0};
   if (op < 0) op = (int)fz_range(&s, FZ_SPLIT, FZ_DEQUANT);
+  if (op == FZ_CORE && fz_chance(&s, 16)) {
+    check_rope_functions(&s);
+    return 0;
+  }
   if (fz_setup(&f, &s, op)) return 0;
   fz_mutate(&f, &s);
   if (op != FZ_CORE) fz_named_mutate(&f, &s);

@@ -79,13 +79,13 @@ void fz_named_mutate(fz_call *f, fz_src *s) {
       break;
   }
   fz_log(f, "named op %d\n", n->op);
-  static const double epss[] = {0.0, -1e-6, NAN, INFINITY, 1e30, 1e-300, 1e-5, 1e29};
+  static const double epss[] = {0.0, -1e-6, NAN, INFINITY, 1e30, 1e-300, 1e-5, 1e29, 1e-50, 1e39, 1e-45};
   static const char *modes[] = {NULL, "", "PA_NZ", "PA_BNSD", "PA", "PA_BSND", "pa_nz", "page", "contiguous",
                                 "static", "dynamic", "BSND", "BNSD", "PA_NZ "};
   static const int flags[] = {0, 1, 2, -1};
   const int k = (int)fz_bytes(s, 1), nops = k < 128 ? 0 : k < 220 ? 1 : 2;
   for (int i = 0; i < nops; i++) {
-    const int field = (int)fz_range(s, 0, 13);
+    const int field = (int)fz_range(s, 0, 15);
     const int j = (int)fz_range(s, 0, 3);
     switch (field) {
       case 0: n->q_hidden = odd_size(s, n->q_hidden); break;
@@ -101,6 +101,21 @@ void fz_named_mutate(fz_call *f, fz_src *s) {
       case 10: n->kv_output = PICK(s, flags); break;
       case 11: n->cache_mode = PICK(s, modes); break;
       case 12: if (fz_chance(s, 128)) n->quant_mode = PICK(s, modes); else n->layout = PICK(s, modes); break;
+      case 13: /* q_out_before_quant inside another tensor of the call */
+      case 14: { /* or error_flags inside q_out_before_quant */
+        int pres[TK_NSLOT], np = 0;
+        for (int sl = 0; sl < TK_NSLOT; sl++)
+          if (*tk_args_field(&f->args, sl)) pres[np++] = sl;
+        if (!n->has_q_copy || !np) break;
+        if (field == 14) {
+          f->args.error_flags = (uint32_t *)(((uintptr_t)n->q_copy.data + 7) & ~(uintptr_t)3);
+          break;
+        }
+        const qkvfuse_tensor *o = *tk_args_field(&f->args, pres[fz_range(s, 0, np - 1)]);
+        const size_t es = tk_size(n->q_copy.dtype) ? tk_size(n->q_copy.dtype) : 1;
+        n->q_copy.data = (void *)((((uintptr_t)o->data + es - 1) & ~(uintptr_t)(es - 1)) + es * (uintptr_t)fz_range(s, 0, 3));
+        break;
+      }
       default: n->null_sizes = 1; break;
     }
     fz_log(f, "named #%d[%d]: sizes %lld/%lld/%lld/%lld qkv_size {%lld,%lld,%lld,%lld} heads {%lld,%lld,%lld} "

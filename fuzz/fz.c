@@ -771,8 +771,8 @@ static void check_untouched(fz_call *f, qkvfuse_status st, const char *be) {
     const uint32_t any = QKVFUSE_DATA_ERROR_POSITION | QKVFUSE_DATA_ERROR_SLOT | QKVFUSE_DATA_ERROR_SCALE;
     uint32_t want = st == QKVFUSE_ERROR_BAD_SCALE ? QKVFUSE_DATA_ERROR_SCALE
                                                  : (QKVFUSE_DATA_ERROR_POSITION | QKVFUSE_DATA_ERROR_SLOT);
-    if ((after & ~before & want) == 0 || (after & before) != before || (after & ~(before | any)))
-      fz_fail(f, "%s: %s, error_flags 0x%x -> 0x%x (want one of 0x%x added, no bit outside 0x%x)", be,
+    if ((after & want) == 0 || (after & before) != before || (after & ~(before | any)))
+      fz_fail(f, "%s: %s, error_flags 0x%x -> 0x%x (want one of 0x%x set, no bit outside 0x%x added)", be,
               qkvfuse_status_string(st), before, after, want, any);
   }
 }

@@ -305,8 +305,8 @@ typedef struct qkvfuse_args {
   /* input */
   const qkvfuse_tensor *qkv;         /* [T, H] or [B, S, H]; float32/float16/bfloat16, or int32 (dequant);
                                         row stride >= H */
-  const qkvfuse_tensor *weight_scale;/* [H] float32; required iff qkv is int32 */
-  const qkvfuse_tensor *act_scale;   /* [T] float32; optional, int32 qkv only (1 when absent) */
+  const qkvfuse_tensor *weight_scale;/* [H] float32; required iff qkv is int32; finite */
+  const qkvfuse_tensor *act_scale;   /* [T] float32; optional, int32 qkv only (1 when absent); finite */
   const qkvfuse_tensor *bias;        /* [H] float32/float16/bfloat16/int32; optional, int32 qkv only,
                                         added after scaling */
 
@@ -343,11 +343,13 @@ typedef struct qkvfuse_args {
   const qkvfuse_tensor *v_cache;     /* same layout, blocks and block_size as k_cache; dtype per desc.v_quant */
 
   /* data-dependent error report (optional): a uint32 on the tensors' device that
-   * the run ORs QKVFUSE_DATA_ERROR_* bits into. On the CPU a data error is also
-   * returned as a status before anything is written; on CUDA it is only
-   * recorded here (the offending token's outputs and cache rows are not written,
-   * nothing is read out of bounds) and read by the caller after the stream
-   * synchronizes. */
+   * the run ORs QKVFUSE_DATA_ERROR_* bits into, one for each class of data
+   * error present. It is an output of the call: it may not overlap any tensor
+   * of the call (QKVFUSE_ERROR_OVERLAP). On the CPU a data error is also
+   * returned as a status (the first class found) before anything is written;
+   * on CUDA it is only recorded here (the offending token's outputs and cache
+   * rows are not written, nothing is read out of bounds) and read by the
+   * caller after the stream synchronizes. */
   uint32_t *error_flags;
 } qkvfuse_args;
 
@@ -359,7 +361,8 @@ typedef struct qkvfuse_args {
 
 #define QKVFUSE_DATA_ERROR_POSITION 1u /* a position outside [0, max_pos) (or negative, COMPUTED) */
 #define QKVFUSE_DATA_ERROR_SLOT 2u     /* a slot or contiguous index outside the cache */
-#define QKVFUSE_DATA_ERROR_SCALE 4u    /* a zero or non-finite scale, or a non-finite offset */
+#define QKVFUSE_DATA_ERROR_SCALE 4u    /* a non-finite scale or offset, or a zero k_scale / v_scale
+                                          (the dequant scales multiply: zero is allowed there) */
 
 typedef struct qkvfuse_plan qkvfuse_plan;
 
@@ -405,7 +408,7 @@ QKVFUSE_API qkvfuse_status qkvfuse_run(const qkvfuse_plan *plan, const qkvfuse_a
  * @param q_hidden_size  Nq * head_dim
  * @param kv_hidden_size Nkv * head_dim
  * @param head_dim       D
- * @param eps            RMSNorm epsilon (> 0)
+ * @param eps            RMSNorm epsilon (rounds to a positive finite float32)
  * @param cos_sin_cache  [max_pos, rope_dim]
  * @param positions      [T] int32/int64
  * @param rope_dim       R; 0 means head_dim (the seed's None)
@@ -444,12 +447,12 @@ QKVFUSE_API qkvfuse_status qkvfuse_split_qkv_rmsnorm_rope(
  * @param v_scale    [Nv, D] float32 iff v_cache is int8, else NULL
  * @param k_offset   [Nk, D] float32 for asymmetric k quantization, else NULL
  * @param v_offset   [Nv, D] float32 for asymmetric v quantization, else NULL
- * @param q_out_before_quant  [B*S, Nq*D] or NULL: a copy of q_out (q is never quantized)
+ * @param q_out_before_quant  [B*S, Nq*D] or NULL: q written a second time (q is never quantized)
  * @param k_out_before_quant  [B*S, Nk*D] or NULL: k after RoPE, before quantization
  * @param v_out_before_quant  [B*S, Nv*D] or NULL: v before quantization
  * @param qkv_size   {B, S, N, D}: N = Nq + Nk + Nv
  * @param head_nums  {Nq, Nk, Nv}: Nk = Nv
- * @param epsilon    RMSNorm epsilon; the seed's default is 1e-6
+ * @param epsilon    RMSNorm epsilon (rounds to a positive finite float32); the seed's default is 1e-6
  * @param cache_mode "PA_NZ" (the seed's only mode; NULL means it), "PA_BNSD" (paged_hnd), "PA"
  *                   or "PA_BSND" (paged)
  * @param is_output_qkv  1: write the *_before_quant outputs (which must then be given)

@@ -624,7 +624,7 @@ static void mutate_args(fz_call *f, fz_src *s) {
     case 3: f->null_plan_out = 1; fz_log(f, "plan out-pointer NULL\n"); break;
     case 4: f->args.error_flags = NULL; fz_log(f, "error_flags NULL\n"); break;
     case 5:
-      if (f->args.error_flags) { /* from the flags buffer's start: misaligned again and again stays misaligned
+      if (f->args.error_flags && f->buf[TK_FLAGS_BUF].run) { /* from the flags buffer's start: misaligned again and again stays misaligned
                                     (adding to the pointer could make it aligned again, past the buffer) */
         f->args.error_flags = (uint32_t *)(f->buf[TK_FLAGS_BUF].run + fz_range(s, 1, 3));
         fz_log(f, "error_flags misaligned\n");

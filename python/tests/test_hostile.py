@@ -21,7 +21,7 @@ import numpy as np
 import pytest
 
 import qkvfuse
-from conftest import HAVE_TORCH
+from conftest import HAVE_TORCH, requires_cuda
 
 if HAVE_TORCH:
     import torch
@@ -542,6 +542,24 @@ def test_meta_tensor_through_the_operators_and_the_numpy_path():
     q = qkvfuse.run(m["qkv"], num_q_heads=Nq, num_kv_heads=Nkv, head_dim=D, q_gamma=m["q_gamma"],
                     k_gamma=m["k_gamma"], cos_sin_cache=m["cos_sin_cache"], positions=m["positions"]).q
     assert q.device.type == "meta" and tuple(q.shape) == (T, Nq * D)
+
+
+@requires_cuda
+@pytest.mark.parametrize("op", ["run", "split", "cache", "dequant"])
+def test_error_flags_off_the_cuda_device(op):
+    """CUDA tensors with a CPU flag word: the kernel would write through a host
+    pointer. A DeviceError naming error_flags; on the GPU nothing changes."""
+    c = Case(op)
+    t = {k: as_kind(v, "torch").cuda() for k, v in c.tensors.items()}
+    before = {k: v.clone() for k, v in t.items()}
+    t["error_flags"] = as_kind(c.tensors["error_flags"], "torch")  # on the CPU
+    args = [t.pop(n) for n in POSITIONAL[op]]
+    with pytest.raises(qkvfuse.DeviceError, match="^error_flags: on cpu, but the call is on cuda"):
+        FUNCTIONS[op](*args, **t, **c.scalars)
+    torch.cuda.synchronize()
+    t = dict(zip(POSITIONAL[op], args), **t)
+    assert all(torch.equal(before[k].view(torch.uint8), t[k].view(torch.uint8)) for k in before if k != "error_flags")
+    assert c.buf.changed() == []
 
 
 # ---- a sweep of hostile values over every scalar argument -------------------------------------

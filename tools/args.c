@@ -3,6 +3,7 @@
 
 #include <errno.h>
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -41,6 +42,13 @@ int cli_args_option(cli_args *a, const char *name) {
   a->value = a->argv[a->i + 1];
   a->i += 2;
   return 1;
+}
+
+int cli_usage_error(const char *command, const char *msg, const char *arg) {
+  const char *sp = command ? " " : "", *cmd = command ? command : "";
+  fprintf(stderr, "qkvfuse%s%s: %s%s%s\nsee 'qkvfuse%s%s --help'\n", sp, cmd, msg, arg ? ": " : "", arg ? arg : "",
+          sp, cmd);
+  return 2;
 }
 
 int cli_parse_i64(const char *s, int64_t lo, int64_t hi, int64_t *out) {

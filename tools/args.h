@@ -25,6 +25,12 @@ int cli_args_option(cli_args *a, const char *name);
 /* The current argument (for "unknown option" messages). */
 const char *cli_args_current(const cli_args *a);
 
+/* A usage error: one line on stderr, "qkvfuse <command>: <msg>[: <arg>]",
+ * and a hint to the command's --help (the help itself is not printed, so
+ * the line stays in view). command: "bench", "demo", ... or NULL for the
+ * top level. @return 2, the usage-error exit status. */
+int cli_usage_error(const char *command, const char *msg, const char *arg);
+
 /* Strict parsers: the whole string must be a number within [lo, hi].
  * @return 0 on success, -1 otherwise. */
 int cli_parse_i64(const char *s, int64_t lo, int64_t hi, int64_t *out);

@@ -36,15 +36,17 @@ void cli_bench_usage(FILE *f) {
           "  --preset NAME     one preset instead of all: %s\n"
           "  --tokens LIST     token counts, comma-separated, each 1..1048576 (default 1,16,512,4096;\n"
           "                    with --device cuda 1,8,64,512,4096,32768)\n"
-          "  --op LIST         variants, comma-separated (default split,cache,dequant,inplace):\n"
-          "                      split    split_qkv_rmsnorm_rope out of place: q/k RMSNorm, RoPE from a\n"
-          "                               cos_sin_cache by position, q, k and v outputs\n"
-          "                      cache    q/k RMSNorm, RoPE from a cos_sin_cache, q output, k and v int8\n"
-          "                               (symmetric, per channel) into a paged cache (block size 16)\n"
-          "                      dequant  int32 input dequantized, RoPE from per-token cos/sin, q output,\n"
-          "                               k and v int8 into a paged cache\n"
-          "                      inplace  split in place: q and k normalized and rotated inside the qkv rows\n"
-          "                               (q_out and k_out are views of qkv), v neither read nor written\n"
+          "  --op LIST         variants, comma-separated (default: all of %s):\n",
+          cli_preset_names(), bench_op_names());
+  for (int i = 0; i < BENCH_OP_COUNT; i++) { /* the help of each, its lines under one another */
+    fprintf(f, "                      %-8s ", bench_op_name((bench_op)i));
+    for (const char *p = bench_op_help((bench_op)i); *p; p++) {
+      fputc(*p, f);
+      if (*p == '\n') fprintf(f, "%31s", "");
+    }
+    fputc('\n', f);
+  }
+  fprintf(f,
           "  --dtype T         activations, cos/sin and outputs: bfloat16 (default), float16, float32\n"
           "  --backend B       fused operator's backend: auto (default), reference, cpu, cuda; one that cannot\n"
           "                    serve the device is refused with the library's reason\n"
@@ -52,8 +54,10 @@ void cli_bench_usage(FILE *f) {
           "  --device D        cpu (default) or cuda (CUDA builds with a GPU: calls are timed as CUDA-graph replays\n"
           "                    of 100 launches, inputs rotated past the L2 cache; the copy is a 16-byte-access copy kernel)\n"
           "  --min-time S      seconds of samples per measurement, 0.001..60 (default 0.2)\n"
-          "  --rotate-mb M     memory the rotated tensor copies span, in MB (default: twice the last-level\n"
-          "                    cache)\n"
+          "  --rotate-mb M     memory the rotated tensor copies should span, in MB, > 0 (default: twice the\n"
+          "                    last-level cache); whole copies, at least one, so each row reports the span it\n"
+          "                    used: column rot MB, JSON rotate_bytes = instances * set_bytes (the fused and\n"
+          "                    unfused calls) and copy_rotate_bytes (the copy)\n"
           "  --seed S          random seed (default 1)\n"
           "  --slots MODE      cache slots of the cache and dequant ops: tokens (default: a random slot per\n"
           "                    token) or pages (consecutive tokens fill pages taken in random order)\n"
@@ -62,15 +66,10 @@ void cli_bench_usage(FILE *f) {
           "  --json            one JSON object per result line instead of the table\n"
           "  --json-out FILE   also write the JSON lines to FILE (with the table or --json on stdout:\n"
           "                    one run gives both)\n"
-          "  --help            this text\n",
-          cli_preset_names());
+          "  --help            this text\n");
 }
 
-static int usage_error(const char *msg, const char *arg) {
-  fprintf(stderr, "qkvfuse bench: %s%s%s\n\n", msg, arg ? ": " : "", arg ? arg : "");
-  cli_bench_usage(stderr);
-  return 2;
-}
+static int usage_error(const char *msg, const char *arg) { return cli_usage_error("bench", msg, arg); }
 
 typedef struct bench_options {
   const cli_preset *only;
@@ -83,7 +82,7 @@ typedef struct bench_options {
   int threads;
   const char *device;
   double min_time;
-  double rotate_mb; /* 0: twice the last-level cache */
+  double rotate_mb; /* 0: not given, twice the last-level cache */
   uint64_t seed;
   int page_slots;
   int json;
@@ -144,9 +143,15 @@ typedef struct bench_row {
 
 static double gbps(size_t bytes, double us) { return us > 0 ? (double)bytes / (us * 1e3) : NAN; }
 
+/* The memory a case's calls cycle through: every set of per-call tensors
+ * (fused and unfused calls), and the copy's source and destination buffers. */
+static size_t rotate_bytes_of(const bench_case *c) { return (size_t)c->instances * c->instance_bytes; }
+
+static size_t copy_rotate_bytes_of(const bench_case *c) { return (size_t)c->copy_instances * 2 * c->copy_stride; }
+
 static void print_header(int reference) {
-  printf("%-7s %-11s %7s %-8s %-9s %3s %9s %10s %7s %7s %6s %10s %7s", "op", "preset", "tokens", "dtype", "backend",
-         "thr", "MB", "fused us", "GB/s", "copy", "%copy", "unfused us", "speedup");
+  printf("%-7s %-11s %7s %-8s %-9s %3s %9s %9s %10s %7s %7s %6s %10s %7s", "op", "preset", "tokens", "dtype",
+         "backend", "thr", "MB", "rot MB", "fused us", "GB/s", "copy", "%copy", "unfused us", "speedup");
   printf(reference ? " %11s %7s\n" : "\n", "ref us", "vs ref");
 }
 
@@ -159,9 +164,10 @@ static void print_row(const bench_case *c, const bench_row *r) {
     snprintf(unfused, sizeof unfused, "%.2f", r->unfused_us);
     snprintf(speedup, sizeof speedup, "%.2fx", r->unfused_us / r->us);
   }
-  printf("%-7s %-11s %7" PRId64 " %-8s %-9s %3d %9.3f %10.2f %7.2f %7.2f %5.0f%% %10s %7s", bench_op_name(c->spec.op),
-         c->spec.preset->name, c->spec.tokens, qkvfuse_dtype_name(c->spec.dtype), qkvfuse_plan_backend_name(c->plan),
-         c->spec.threads, (double)c->bytes / 1e6, r->us, gbps(c->bytes, r->us), gbps(c->bytes, r->copy_us),
+  printf("%-7s %-11s %7" PRId64 " %-8s %-9s %3d %9.3f %9.3f %10.2f %7.2f %7.2f %5.0f%% %10s %7s",
+         bench_op_name(c->spec.op), c->spec.preset->name, c->spec.tokens, qkvfuse_dtype_name(c->spec.dtype),
+         qkvfuse_plan_backend_name(c->plan), c->spec.threads, (double)c->bytes / 1e6,
+         (double)rotate_bytes_of(c) / 1e6, r->us, gbps(c->bytes, r->us), gbps(c->bytes, r->copy_us),
          100.0 * r->copy_us / r->us, unfused, speedup);
   if (isnan(r->ref_us))
     printf("\n");
@@ -185,6 +191,10 @@ static void print_json(FILE *f, const bench_case *c, const bench_row *r) {
   if (c->args[0].slot_mapping) cli_json_str(&j, "slots", c->spec.page_slots ? "pages" : "tokens");
   cli_json_int(&j, "bytes", (int64_t)c->bytes);
   cli_json_int(&j, "instances", c->instances);
+  cli_json_int(&j, "rotate_target_bytes", (int64_t)c->rotate_target);
+  cli_json_int(&j, "set_bytes", (int64_t)c->instance_bytes);
+  cli_json_int(&j, "rotate_bytes", (int64_t)rotate_bytes_of(c));
+  cli_json_int(&j, "copy_rotate_bytes", (int64_t)copy_rotate_bytes_of(c));
   cli_json_num(&j, "us", r->us);
   cli_json_num(&j, "gbps", gbps(c->bytes, r->us));
   cli_json_num(&j, "copy_us", r->copy_us);
@@ -293,16 +303,18 @@ static int parse_options(int argc, char **argv, bench_options *o, int *exit_code
       if (a.missing_value || cli_parse_i64_list(a.value, 1, 1 << 20, o->tokens, MAX_TOKEN_COUNTS, &o->ntokens) != 0)
         return *exit_code = usage_error("--tokens needs a comma-separated list of integers in 1..1048576", a.value), -1;
     } else if (cli_args_option(&a, "--op")) {
-      char list[64];
-      if (a.missing_value || strlen(a.value) >= sizeof list)
-        return *exit_code = usage_error("--op needs split, cache and/or dequant", a.value), -1;
+      char list[64], unknown[160];
+      snprintf(unknown, sizeof unknown, "--op: unknown variant (the variants: %s)", bench_op_names());
+      if (a.missing_value) return *exit_code = usage_error(unknown, "(no value)"), -1;
+      if (strlen(a.value) >= sizeof list) return *exit_code = usage_error("--op: list too long", a.value), -1;
       strcpy(list, a.value);
       o->nops = 0;
       for (char *p = list, *comma; p; p = comma ? comma + 1 : NULL) {
         if ((comma = strchr(p, ','))) *comma = '\0';
         const int op = bench_op_parse(p);
-        if (op < 0 || o->nops == BENCH_OP_COUNT)
-          return *exit_code = usage_error("--op needs split, cache and/or dequant", a.value), -1;
+        if (op < 0) return *exit_code = usage_error(unknown, p), -1;
+        for (int k = 0; k < o->nops; k++)
+          if (o->ops[k] == op) return *exit_code = usage_error("--op: variant given twice", p), -1;
         o->ops[o->nops++] = op;
       }
     } else if (cli_args_option(&a, "--dtype")) {
@@ -331,8 +343,9 @@ static int parse_options(int argc, char **argv, bench_options *o, int *exit_code
       if (a.missing_value || cli_parse_double(a.value, 0.001, 60.0, &o->min_time) != 0)
         return *exit_code = usage_error("--min-time needs seconds in 0.001..60", a.value), -1;
     } else if (cli_args_option(&a, "--rotate-mb")) {
-      if (a.missing_value || cli_parse_double(a.value, 0.0, 1e6, &o->rotate_mb) != 0)
-        return *exit_code = usage_error("--rotate-mb needs a number of MB in 0..1000000", a.value), -1;
+      /* 0 stands for "not given" (the default span): a 0 given is refused, not read as the default */
+      if (a.missing_value || cli_parse_double(a.value, 0.0, 1e6, &o->rotate_mb) != 0 || !(o->rotate_mb > 0))
+        return *exit_code = usage_error("--rotate-mb needs a number of MB > 0 and <= 1000000", a.value), -1;
     } else if (cli_args_option(&a, "--slots")) {
       if (a.missing_value || (strcmp(a.value, "tokens") != 0 && strcmp(a.value, "pages") != 0))
         return *exit_code = usage_error("--slots needs tokens or pages", a.value), -1;
@@ -384,8 +397,10 @@ int cli_bench(int argc, char **argv) {
   int npresets, failures = 0;
   const cli_preset *presets = cli_presets(&npresets);
   if (!o.json) {
-    printf("device %s, %d thread%s, min time %g s per measurement, rotating over %.0f MB, cache slots: %s\n\n",
+    printf("device %s, %d thread%s, min time %g s per measurement, rotation target %g MB (%s; rot MB: the\n"
+           "span each row's calls cycle through, whole tensor sets), cache slots: %s\n\n",
            dev->name, o.threads, o.threads == 1 ? "" : "s", o.min_time, (double)rotate_bytes / 1e6,
+           o.rotate_mb > 0 ? "--rotate-mb" : "twice the last-level cache",
            o.page_slots ? "pages (consecutive tokens per page)" : "tokens (a random slot each)");
     print_header(o.reference);
   }
@@ -408,8 +423,9 @@ int cli_bench(int argc, char **argv) {
   }
   if (!o.json)
     printf(
-        "\nMB: bytes one call moves (inputs read once + outputs written once). GB/s = MB / time. copy: GB/s of\n"
-        "a memcpy of MB/2 (same read + write traffic). %%copy: copy time / fused time. speedup: unfused / fused.\n"
+        "\nMB: bytes one call moves (inputs read once + outputs written once). rot MB: memory the calls cycle\n"
+        "through. GB/s = MB / time. copy: GB/s of a memcpy of MB/2 (same read + write traffic). %%copy: copy\n"
+        "time / fused time. speedup: unfused / fused.\n"
         "%s",
         o.reference ? "ref us: the scalar reference backend (single-threaded) on the same tensors. vs ref: ref / fused.\n"
                     : "");

@@ -18,13 +18,39 @@ enum role { R_QKV, R_POSITIONS, R_ACT_SCALE, R_COS, R_SIN, R_SLOTS, R_Q_OUT, R_K
 /* Model parameters: one copy. */
 enum shared { S_Q_GAMMA, S_K_GAMMA, S_COS_SIN_CACHE, S_WEIGHT_SCALE, S_K_SCALE, S_V_SCALE };
 
-static const char *const op_names[BENCH_OP_COUNT] = {"split", "cache", "dequant", "inplace"};
+/* The variants: name and help, in bench_op order; the option parser, its
+ * messages and the help text all read this table. */
+static const struct {
+  const char *name, *help;
+} ops[BENCH_OP_COUNT] = {
+    {"split", "split_qkv_rmsnorm_rope out of place: q/k RMSNorm, RoPE from a\n"
+              "cos_sin_cache by position, q, k and v outputs"},
+    {"cache", "q/k RMSNorm, RoPE from a cos_sin_cache, q output, k and v int8\n"
+              "(symmetric, per channel) into a paged cache (block size 16)"},
+    {"dequant", "int32 input dequantized, RoPE from per-token cos/sin, q output,\n"
+                "k and v int8 into a paged cache"},
+    {"inplace", "split in place: q and k normalized and rotated inside the qkv rows\n"
+                "(q_out and k_out are views of qkv), v neither read nor written"},
+};
 
-const char *bench_op_name(bench_op op) { return op < BENCH_OP_COUNT ? op_names[op] : "?"; }
+const char *bench_op_name(bench_op op) { return op < BENCH_OP_COUNT ? ops[op].name : "?"; }
+
+const char *bench_op_help(bench_op op) { return op < BENCH_OP_COUNT ? ops[op].help : "?"; }
+
+const char *bench_op_names(void) {
+  static char names[BENCH_OP_COUNT * 16];
+  if (names[0] == '\0') {
+    for (int i = 0; i < BENCH_OP_COUNT; i++) {
+      if (i) strcat(names, ", ");
+      strcat(names, ops[i].name);
+    }
+  }
+  return names;
+}
 
 int bench_op_parse(const char *s) {
   for (int i = 0; i < BENCH_OP_COUNT; i++)
-    if (strcmp(s, op_names[i]) == 0) return i;
+    if (strcmp(s, ops[i].name) == 0) return i;
   return -1;
 }
 
@@ -326,6 +352,7 @@ int bench_case_make(bench_case *c, const bench_spec *spec, const cli_device *dev
   memset(c, 0, sizeof *c);
   c->spec = *spec;
   c->dev = dev;
+  c->rotate_target = rotate_bytes;
   cli_tensor proto[BENCH_ROLES], sh[BENCH_SHARED];
   memset(proto, 0, sizeof proto);
   memset(sh, 0, sizeof sh);

@@ -20,6 +20,8 @@ typedef enum bench_op {
 } bench_op;
 
 const char *bench_op_name(bench_op op); /* "split", "cache", "dequant", "inplace" */
+const char *bench_op_help(bench_op op); /* what the variant times, lines separated by '\n' */
+const char *bench_op_names(void);       /* every name, in order: "split, cache, dequant, inplace" */
 int bench_op_parse(const char *s);      /* -1 if unknown */
 
 typedef struct bench_spec {
@@ -42,8 +44,9 @@ typedef struct bench_case {
   qkvfuse_desc desc;
   qkvfuse_plan *plan;
   const char *norm;                    /* model / model (1+g) / synthetic / none / omitted */
+  size_t rotate_target;                /* the span the instances should cover (bench_case_make's) */
   int64_t instances;                   /* sets of per-call tensors, cycled through */
-  size_t instance_bytes;               /* device memory of one set */
+  size_t instance_bytes;               /* device memory of one set: instances * instance_bytes is rotated */
   size_t bytes;                        /* traffic of one call: every input read once + every output written once */
   qkvfuse_args *args;                  /* [instances] */
   qkvfuse_tensor *views;               /* [instances][BENCH_ROLES] */
@@ -59,7 +62,10 @@ typedef struct bench_case {
 } bench_case;
 
 /* Build a case; rotate_bytes is how much memory the instances together should
- * span (about twice the last-level cache). @return 0, or -1 with a message in err. */
+ * span (about twice the last-level cache): ceil(rotate_bytes / set size) sets,
+ * at least 1 and at most 65536, so the span used (instances * instance_bytes,
+ * copy_instances * 2 * copy_stride for the copy) is what a report must show.
+ * @return 0, or -1 with a message in err. */
 int bench_case_make(bench_case *c, const bench_spec *spec, const cli_device *dev, size_t rotate_bytes, char *err,
                     size_t errn);
 void bench_case_free(bench_case *c);

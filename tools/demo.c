@@ -36,11 +36,7 @@ void cli_demo_usage(FILE *f) {
           cli_preset_names());
 }
 
-static int usage_error(const char *msg, const char *arg) {
-  fprintf(stderr, "qkvfuse demo: %s%s%s\n\n", msg, arg ? ": " : "", arg ? arg : "");
-  cli_demo_usage(stderr);
-  return 2;
-}
+static int usage_error(const char *msg, const char *arg) { return cli_usage_error("demo", msg, arg); }
 
 static void print_json(const demo_result *r) {
   cli_json j;

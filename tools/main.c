@@ -2,6 +2,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "args.h"
 #include "commands.h"
 #include "qkvfuse.h"
 
@@ -29,8 +30,7 @@ static int version(int argc, char **argv) {
           "that the auto backend picks on the CPU.\n");
       return 0;
     }
-    fprintf(stderr, "qkvfuse version: unknown option: %s\n\nusage: qkvfuse version\n", argv[1]);
-    return 2;
+    return cli_usage_error("version", "unknown option", argv[1]);
   }
   const unsigned v = qkvfuse_version_number();
   printf("qkvfuse %d.%d.%d (library %u.%u.%u)\n", QKVFUSE_VERSION_MAJOR, QKVFUSE_VERSION_MINOR, QKVFUSE_VERSION_PATCH,
@@ -54,10 +54,7 @@ static int version(int argc, char **argv) {
 }
 
 int main(int argc, char **argv) {
-  if (argc < 2) {
-    usage(stderr);
-    return 2;
-  }
+  if (argc < 2) return cli_usage_error(NULL, "a command is needed (demo, bench, version or help)", NULL);
   const char *cmd = argv[1];
   if (strcmp(cmd, "--help") == 0 || strcmp(cmd, "-h") == 0) {
     usage(stdout);
@@ -72,17 +69,12 @@ int main(int argc, char **argv) {
       cli_bench_usage(stdout);
     else if (strcmp(argv[2], "version") == 0)
       printf("usage: qkvfuse version\n");
-    else {
-      fprintf(stderr, "qkvfuse help: unknown command: %s\n\n", argv[2]);
-      usage(stderr);
-      return 2;
-    }
+    else
+      return cli_usage_error(NULL, "help: unknown command", argv[2]);
     return 0;
   }
   if (strcmp(cmd, "--version") == 0 || strcmp(cmd, "version") == 0) return version(argc - 1, argv + 1);
   if (strcmp(cmd, "demo") == 0) return cli_demo(argc - 1, argv + 1);
   if (strcmp(cmd, "bench") == 0) return cli_bench(argc - 1, argv + 1);
-  fprintf(stderr, "qkvfuse: unknown command: %s\n\n", cmd);
-  usage(stderr);
-  return 2;
+  return cli_usage_error(NULL, "unknown command", cmd);
 }

@@ -61,6 +61,7 @@ class Problem:
                       + T * Nq * D * es + 2 * T * Nkv * D * ces)
         per_call = T * H * es + T * Nq * D * es + 2 * T * Nkv * D * ces
         self.K = max(1, min(64, math.ceil(rotate_bytes / max(per_call, 1))))
+        self.rotate_bytes = self.K * per_call  # the span the calls cycle through: whole copies, 1 to 64
         g = torch.Generator(device=device).manual_seed(T)
         bs = 16
         self.blocks = math.ceil(T * self.K / bs) + 1
@@ -239,12 +240,16 @@ def main():
                     help="KV-cache dtype (default: the model dtype)")
     ap.add_argument("--mode", default="eager", choices=["eager", "graph"])
     ap.add_argument("--min-time", type=float, default=0.3, help="seconds of samples per measurement")
-    ap.add_argument("--rotate-mb", type=float, default=0, help="bytes the rotated copies span (default 2x L2)")
+    ap.add_argument("--rotate-mb", type=float, default=None,
+                    help="MB the rotated copies should span, > 0 (default: twice the L2 cache); whole copies, 1 to "
+                         "64, so each JSON row gives the span used (rotate_bytes)")
     ap.add_argument("--no-compile", action="store_true", help="skip the torch.compile column")
     ap.add_argument("--json", help="write the rows as JSON here")
     ap.add_argument("--svg", help="write a GB/s-vs-tokens plot (SVG) here")
     ap.add_argument("--png", help="write the plot as PNG here (needs matplotlib)")
     a = ap.parse_args()
+    if a.rotate_mb is not None and not a.rotate_mb > 0:
+        ap.error("--rotate-mb: must be > 0 MB; got %r" % a.rotate_mb)
     if not torch.cuda.is_available():
         print("bench_torch: no CUDA device; nothing to time")
         return 0
@@ -252,7 +257,7 @@ def main():
     cache = getattr(torch, a.cache or a.dtype)
     props = torch.cuda.get_device_properties(0)
     l2 = getattr(props, "L2_cache_size", 50 << 20)
-    rotate = a.rotate_mb * 1e6 if a.rotate_mb > 0 else 2 * l2
+    rotate = a.rotate_mb * 1e6 if a.rotate_mb is not None else 2 * l2
     Nq, Nkv, D, _ = PRESETS[a.preset]
     title = "%s prologue (Nq=%d, Nkv=%d, D=%d, %s, %s cache), %s, %s mode" % (
         a.preset, Nq, Nkv, D, a.dtype, a.cache or a.dtype, props.name, a.mode)
@@ -267,7 +272,8 @@ def main():
     for T in [int(t) for t in a.tokens.split(",")]:
         p = Problem(T, a.preset, dtype, cache, rotate)
         err, kerr = check(p)
-        r = dict(tokens=T, bytes=p.bytes, instances=p.K, max_abs_diff_q=err, max_abs_diff_kcache=kerr)
+        r = dict(tokens=T, bytes=p.bytes, instances=p.K, rotate_target_bytes=int(rotate), rotate_bytes=p.rotate_bytes,
+                 max_abs_diff_q=err, max_abs_diff_kcache=kerr)
         for name, fn in (("qkvfuse", fused), ("eager", eager), ("compile", compiled), ("copy", copy)):
             us = float("nan") if (name == "compile" and a.no_compile) else time_calls(fn, p, a.mode, a.min_time)
             r[name + "_us"], r[name + "_gbps"] = us, gbps(p.bytes, us)

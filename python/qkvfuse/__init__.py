@@ -20,9 +20,9 @@ from ._arrays import TypedArray
 from ._capi import library_path, version
 from .config import Config, RopeScaling
 from .core import Outputs, Plan, run
-from .errors import (AlignmentError, BadScaleError, CudaError, DeviceError, DtypeError, InvalidValueError,
-                     LibraryNotFoundError, NullPointerError, OutOfMemoryError, OutOfRangeError, OverlapError,
-                     QkvfuseError, ShapeError, StrideError, UnsupportedError, VersionError)
+from .errors import (AlignmentError, ArgumentTypeError, BadScaleError, CudaError, DeviceError, DtypeError,
+                     InvalidValueError, LibraryNotFoundError, NullPointerError, OutOfMemoryError, OutOfRangeError,
+                     OverlapError, QkvfuseError, ShapeError, StrideError, UnsupportedError, VersionError)
 from .named import dequant_rope_quant_kvcache, qkv_rmsnorm_rope_cache, split_qkv_rmsnorm_rope
 from .rope import build_cos_sin_cache, rope_inv_freq
 
@@ -49,8 +49,8 @@ __all__ = [
     "run", "Plan", "Config", "RopeScaling", "Outputs", "TypedArray",
     "split_qkv_rmsnorm_rope", "qkv_rmsnorm_rope_cache", "dequant_rope_quant_kvcache",
     "build_cos_sin_cache", "rope_inv_freq", "version", "library_path", "errors",
-    "QkvfuseError", "NullPointerError", "InvalidValueError", "DtypeError", "ShapeError", "StrideError",
-    "AlignmentError", "OverlapError", "OutOfRangeError", "BadScaleError", "DeviceError", "UnsupportedError",
+    "QkvfuseError", "NullPointerError", "InvalidValueError", "ArgumentTypeError", "DtypeError", "ShapeError",
+    "StrideError", "AlignmentError", "OverlapError", "OutOfRangeError", "BadScaleError", "DeviceError", "UnsupportedError",
     "CudaError", "OutOfMemoryError", "VersionError", "LibraryNotFoundError",
     "DATA_ERROR_POSITION", "DATA_ERROR_SLOT", "DATA_ERROR_SCALE", "HAVE_TORCH",
 ]

@@ -44,6 +44,7 @@ class TypedArray:
             raise errors.DtypeError(errors.QKVFUSE_ERROR_DTYPE,
                                     "TypedArray: dtype must be bfloat16 or float8_e4m3fn; got %s" % dtype)
         storage = np.asarray(storage)
+        _native(storage, "TypedArray")
         if storage.dtype != want:
             raise errors.DtypeError(errors.QKVFUSE_ERROR_DTYPE, "TypedArray: %s needs %s storage; got %s"
                                     % (dtype, np.dtype(want).name, storage.dtype))
@@ -83,41 +84,78 @@ def is_torch(x) -> bool:
     return _torch is not None and isinstance(x, _torch.Tensor)
 
 
-def dtype_name(dt) -> str:
-    """Canonical name of a dtype given as a string, NumPy dtype, torch dtype or TypedArray dtype."""
+def is_torch_device(d) -> bool:
+    return _torch is not None and isinstance(d, _torch.device)
+
+
+_DTYPE_ALIASES = {"float": "float32", "half": "float16", "bf16": "bfloat16", "fp16": "float16", "fp32": "float32",
+                  "fp8": "float8_e4m3fn", "float8_e4m3": "float8_e4m3fn", "e4m3": "float8_e4m3fn"}
+
+
+def dtype_name(dt, name="dtype") -> str:
+    """Canonical name of a dtype given as a string, NumPy dtype, torch dtype or
+    TypedArray dtype; ``name``: the caller's argument, for the message."""
     if isinstance(dt, str):
-        name = dt
+        text = dt
     elif _torch is not None and isinstance(dt, _torch.dtype):
-        name = str(dt).replace("torch.", "")
+        text = str(dt).replace("torch.", "")
+    elif dt is None or isinstance(dt, (bool, numbers.Number)):  # np.dtype(None) would be float64
+        text = repr(dt)
     else:
         try:
-            name = np.dtype(dt).name
-        except TypeError:
-            name = str(dt)
-    aliases = {"float": "float32", "half": "float16", "bf16": "bfloat16", "fp16": "float16", "fp32": "float32",
-               "fp8": "float8_e4m3fn", "float8_e4m3": "float8_e4m3fn", "e4m3": "float8_e4m3fn"}
-    name = aliases.get(name, name)
-    if name not in _capi.DTYPE:
+            d = np.dtype(dt)
+            text = d.name if d.isnative else "%s (byte order %r)" % (d.name, d.byteorder)
+        except Exception:  # np.dtype raises TypeError or ValueError for what is not a dtype
+            text = repr(dt)
+    text = _DTYPE_ALIASES.get(text, text)
+    if text not in _capi.DTYPE:
         raise errors.DtypeError(errors.QKVFUSE_ERROR_DTYPE,
-                                "dtype: qkvfuse handles %s; got %s" % (", ".join(DTYPE_NAMES), name))
-    return name
+                                "%s: qkvfuse handles %s; got %s" % (name, ", ".join(DTYPE_NAMES), text))
+    return text
 
 
-def dtype_of(x) -> str:
-    """The qkvfuse dtype name of an array or tensor."""
+def dtype_of(x, name="dtype") -> str:
+    """The qkvfuse dtype name of an array or tensor (``name``: the argument x is)."""
     if isinstance(x, TypedArray):
         return x.dtype
-    if is_torch(x):
-        return dtype_name(x.dtype)
-    return dtype_name(x.dtype)
+    return dtype_name(x.dtype, name)
 
 
-def torch_dtype(name):
-    return getattr(_torch, dtype_name(name))
+def torch_dtype(dt, name="dtype"):
+    return getattr(_torch, dtype_name(dt, name))
 
 
 def _fail(cls, code, name, msg):
     raise cls(code, "%s: %s" % (name, msg))
+
+
+def _native(arr, name):
+    """A NumPy array whose bytes are in the machine's order: the library reads
+    them as native, so a byte-swapped array would be misread, not converted."""
+    if not arr.dtype.isnative:
+        _fail(errors.DtypeError, errors.QKVFUSE_ERROR_DTYPE, name,
+              "byte order %r (non-native: %s); qkvfuse reads native-endian data only: convert with "
+              "arr.astype(arr.dtype.newbyteorder('='))" % (arr.dtype.byteorder, arr.dtype.str))
+
+
+def check_tensor(x, name, required=False):
+    """x (None allowed unless ``required``) is a NumPy array, TypedArray or
+    torch tensor, with native byte order: what ``describe`` accepts, checked
+    before the binding reads shapes or allocates."""
+    if x is None:
+        if required:
+            _fail(errors.NullPointerError, errors.QKVFUSE_ERROR_NULL_POINTER, name, "required, got None")
+        return None
+    if is_torch(x):  # first: the torch path is traced by Dynamo, and NumPy is no part of it
+        return x
+    if isinstance(x, np.ndarray):
+        _native(x, name)
+    elif isinstance(x, TypedArray):
+        _native(x.storage, name)
+    else:
+        _fail(errors.DtypeError, errors.QKVFUSE_ERROR_DTYPE, name,
+              "expected a NumPy array, qkvfuse.TypedArray or torch.Tensor; got %s" % type(x).__name__)
+    return x
 
 
 def describe(x, name, *, writable=False, keep=None) -> _capi.Tensor:
@@ -137,14 +175,21 @@ def describe(x, name, *, writable=False, keep=None) -> _capi.Tensor:
             dev_type, dev_id = _capi.DEVICE_CUDA, dev.index or 0
         elif dev.type == "cpu":
             dev_type, dev_id = _capi.DEVICE_CPU, 0
-        else:
+        else:  # a meta tensor has no bytes: it must never reach the library
             _fail(errors.DeviceError, errors.QKVFUSE_ERROR_DEVICE, name,
                   "tensors must be on cpu or cuda; got %s" % dev)
+        if x.layout != _torch.strided:
+            _fail(errors.StrideError, errors.QKVFUSE_ERROR_STRIDE, name,
+                  "expected a dense (strided) tensor; got layout %s" % x.layout)
+        if x.is_neg():  # a negative-bit view: its bytes hold the values before negation
+            _fail(errors.DtypeError, errors.QKVFUSE_ERROR_DTYPE, name,
+                  "a negative view (torch._neg_view) holds the un-negated bytes; materialize it with .resolve_neg()")
         shape, strides = x.shape, x.stride()
         ptr = x.data_ptr()
     else:
         if isinstance(x, np.ndarray):
             arr = x
+            _native(arr, name)
             code = _NP_CODES.get(arr.dtype)
             if code is None:
                 code = _capi.DTYPE.get(arr.dtype.name)  # ml_dtypes bfloat16 / float8_e4m3fn
@@ -154,6 +199,7 @@ def describe(x, name, *, writable=False, keep=None) -> _capi.Tensor:
                           "qkvfuse.TypedArray)" % (arr.dtype.name, ", ".join(DTYPE_NAMES)))
         elif isinstance(x, TypedArray):
             arr, code = x.storage, _capi.DTYPE[x.dtype]
+            _native(arr, name)
         else:
             _fail(errors.DtypeError, errors.QKVFUSE_ERROR_DTYPE, name,
                   "expected a NumPy array, qkvfuse.TypedArray or torch.Tensor; got %s" % type(x).__name__)
@@ -215,6 +261,8 @@ def flags_pointer(flags, name="error_flags"):
                   "expected a uint32 or int32 tensor with at least 1 element; got %s %s"
                   % (flags.dtype, tuple(flags.shape)))
         return flags.data_ptr()
+    if isinstance(flags, np.ndarray):
+        _native(flags, name)
     if isinstance(flags, np.ndarray) and flags.dtype in (np.uint32, np.int32) and flags.size >= 1:
         if not flags.flags.writeable:
             _fail(errors.InvalidValueError, errors.QKVFUSE_ERROR_INVALID_VALUE, name, "the array is read-only")
@@ -232,23 +280,22 @@ def device_of(x):
     return _capi.DEVICE_CPU, 0
 
 
-def empty_like_kind(ref, shape, dtype):
-    """A new NumPy output of `shape`/`dtype` (a TypedArray for bfloat16/float8;
-    ml_dtypes arrays when `ref` is one)."""
+def empty_like_kind(ref, shape, dtype, name):
+    """A new NumPy output ``name`` of `shape`/`dtype` (a TypedArray for
+    bfloat16/float8; ml_dtypes arrays when `ref` is one). NumPy's refusal
+    (too large, no memory) becomes OutOfMemoryError naming the output."""
     dtype = dtype_name(dtype)
-    if dtype in _NP_STORAGE:
-        if isinstance(ref, np.ndarray) and ref.dtype.name == dtype:  # ml_dtypes
-            return np.empty(shape, ref.dtype)
-        return TypedArray.empty(shape, dtype)
-    return np.empty(shape, dtype)
+    try:
+        if dtype in _NP_STORAGE:
+            if isinstance(ref, np.ndarray) and ref.dtype.name == dtype:  # ml_dtypes
+                return np.empty(shape, ref.dtype)
+            return TypedArray.empty(shape, dtype)
+        return np.empty(shape, dtype)
+    except (MemoryError, ValueError, OverflowError) as e:
+        raise errors.OutOfMemoryError(errors.QKVFUSE_ERROR_OUT_OF_MEMORY, "%s: cannot allocate %s %s: %s"
+                                      % (name, list(shape), dtype, e)) from None
 
 
 def shape_of(x):
     return tuple(int(n) for n in x.shape)
 
-
-def as_int(v, name):
-    if isinstance(v, bool) or not isinstance(v, numbers.Integral):
-        raise errors.InvalidValueError(errors.QKVFUSE_ERROR_INVALID_VALUE,
-                                       "%s: must be an integer; got %r" % (name, v))
-    return int(v)

@@ -8,9 +8,9 @@ short text form for messages and reprs.
 from __future__ import annotations
 
 import dataclasses
-from typing import NamedTuple
+from typing import Mapping, NamedTuple
 
-from . import _capi, errors
+from . import _capi, _check, errors
 
 
 def _bad(msg):
@@ -18,11 +18,8 @@ def _bad(msg):
 
 
 def _choice(name, value, table):
-    if value is None:
-        value = "none"
-    if isinstance(value, bool) or not isinstance(value, str) or value not in table:
-        raise _bad("%s: expected one of %s; got %r" % (name, ", ".join(repr(k) for k in table), value))
-    return value
+    """An enum given by its name (None: "none")."""
+    return _check.string("none" if value is None else value, name, tuple(table))
 
 
 _SCALING_KEYS = {
@@ -69,6 +66,11 @@ class RopeScaling(NamedTuple):
             return cls()
         if isinstance(cfg, RopeScaling):
             return cfg.checked()
+        if not isinstance(cfg, Mapping):
+            raise errors.ArgumentTypeError(
+                errors.QKVFUSE_ERROR_INVALID_VALUE,
+                "rope_scaling: expected a qkvfuse.RopeScaling, a dict (a model config's rope_scaling) or None; got %r "
+                "(%s)" % (cfg, type(cfg).__name__))
         cfg = dict(cfg)
         kind = cfg.pop("rope_type", None) or cfg.pop("type", None) or "none"
         cfg.pop("type", None)
@@ -78,21 +80,26 @@ class RopeScaling(NamedTuple):
             raise _bad("rope_scaling: 'dynamic' NTK depends on the sequence length; qkvfuse has static 'ntk'")
         fields = {}
         for k, v in cfg.items():
-            if k not in _SCALING_KEYS:
+            if not isinstance(k, str) or k not in _SCALING_KEYS:
                 raise _bad("rope_scaling: key %r is not supported (known: %s)"
                            % (k, ", ".join(sorted(_SCALING_KEYS))))
             fields[_SCALING_KEYS[k]] = v
         return cls(type=kind, **fields).checked()
 
     def checked(self) -> "RopeScaling":
-        _choice("rope_scaling.type", self.type, _capi.ROPE_SCALING)
-        return self
+        """This rule with each field checked against its C type (the values
+        themselves are judged by the library)."""
+        fields = {"type": _choice("rope_scaling.type", self.type, _capi.ROPE_SCALING)}
+        for name in self._fields[1:]:
+            v = getattr(self, name)
+            fields[name] = (_check.integer(v, "rope_scaling." + name) if name == "original_max_position"
+                            else _check.real(v, "rope_scaling." + name))
+        return self._replace(**fields)
 
     def to_c(self) -> _capi.RopeScaling:
-        self.checked()
-        return _capi.RopeScaling(_capi.ROPE_SCALING[self.type], float(self.factor), int(self.original_max_position),
-                                 float(self.low_freq_factor), float(self.high_freq_factor), float(self.beta_fast),
-                                 float(self.beta_slow), float(self.extrapolation_factor), float(self.attn_factor))
+        r = self.checked()
+        return _capi.RopeScaling(_capi.ROPE_SCALING[r.type], r.factor, r.original_max_position, r.low_freq_factor,
+                                 r.high_freq_factor, r.beta_fast, r.beta_slow, r.extrapolation_factor, r.attn_factor)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -128,20 +135,13 @@ class Config:
     num_threads: int = 0
 
     def __post_init__(self):
-        for name in ("num_q_heads", "num_kv_heads", "head_dim", "rotary_dim", "num_threads"):
-            v = getattr(self, name)
-            if isinstance(v, bool) or not isinstance(v, int):
-                try:
-                    iv = int(v)
-                except (TypeError, ValueError):
-                    raise _bad("%s: must be an integer; got %r" % (name, v)) from None
-                if iv != v:
-                    raise _bad("%s: must be an integer; got %r" % (name, v))
-                object.__setattr__(self, name, iv)
+        # each field checked against the C type of its qkvfuse_desc field
+        for name, ctype in _INT_FIELDS:
+            object.__setattr__(self, name, _check.integer(getattr(self, name), name, ctype))
         for name in ("q_norm", "k_norm", "gamma_offset"):
-            object.__setattr__(self, name, bool(getattr(self, name)))
-        for name in ("eps", "rope_theta"):
-            object.__setattr__(self, name, float(getattr(self, name)))
+            object.__setattr__(self, name, _check.flag(getattr(self, name), name))
+        object.__setattr__(self, "eps", _check.real(self.eps, "eps", "float"))
+        object.__setattr__(self, "rope_theta", _check.real(self.rope_theta, "rope_theta"))
         object.__setattr__(self, "rope_scaling", RopeScaling.from_config(self.rope_scaling))
         _choice("rope_source", self.rope_source, _capi.ROPE_SOURCE)
         _choice("rope_style", self.rope_style, _capi.ROPE_STYLE)
@@ -181,6 +181,10 @@ class Config:
             elif v != f.default:
                 parts.append("%s=%s" % (f.name, _fmt(v)))
         return ";".join(parts)
+
+
+_INT_FIELDS = (("num_q_heads", "int64_t"), ("num_kv_heads", "int64_t"), ("head_dim", "int64_t"),
+               ("rotary_dim", "int64_t"), ("num_threads", "int32_t"))
 
 
 def _fmt(v):

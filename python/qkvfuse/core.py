@@ -16,7 +16,7 @@ import functools
 import threading
 from typing import NamedTuple, Optional
 
-from . import _arrays, _capi, errors
+from . import _arrays, _capi, _check, errors
 from .config import Config, RopeScaling
 
 TENSOR_ARGS = _capi.ARG_TENSORS
@@ -33,17 +33,37 @@ class Outputs(NamedTuple):
 
 
 def _device_tuple(device):
-    if isinstance(device, tuple):
-        return device
+    """(qkvfuse_device_type, device_id) of "cpu", "cuda", "cuda:N", a
+    torch.device, None (cpu) or such a tuple; device_id within int32_t."""
     if device is None:
         return _capi.DEVICE_CPU, 0
-    s = str(device)
-    if s == "cpu":
-        return _capi.DEVICE_CPU, 0
-    if s.startswith("cuda"):
-        return _capi.DEVICE_CUDA, int(s.split(":")[1]) if ":" in s else 0
-    raise errors.InvalidValueError(errors.QKVFUSE_ERROR_INVALID_VALUE,
-                                   "device: expected 'cpu', 'cuda' or 'cuda:N'; got %r" % (device,))
+    if isinstance(device, tuple):
+        if len(device) != 2 or device[0] not in (_capi.DEVICE_CPU, _capi.DEVICE_CUDA) \
+                or isinstance(device[0], bool):
+            raise _bad_device(device)
+        dev_id = _check.integer(device[1], "device id", "int32_t")
+        if dev_id < 0 or (device[0] == _capi.DEVICE_CPU and dev_id != 0):
+            raise _bad_device(device)
+        return int(device[0]), dev_id
+    s = str(device) if _arrays.is_torch_device(device) else device
+    if isinstance(s, str):
+        if s == "cpu":
+            return _capi.DEVICE_CPU, 0
+        if s == "cuda":
+            return _capi.DEVICE_CUDA, 0
+        if s.startswith("cuda:") and s[5:].isdigit() and s[5:].isascii():
+            return _capi.DEVICE_CUDA, _check.integer(int(s[5:]), "device id", "int32_t")
+    raise _bad_device(device)
+
+
+def _bad_device(device):
+    return errors.InvalidValueError(errors.QKVFUSE_ERROR_INVALID_VALUE,
+                                    "device: expected 'cpu', 'cuda' or 'cuda:N'; got %r" % (device,))
+
+
+def _device_key(device_tuple):
+    """_check.device_key's form of a (device_type, device_id) pair."""
+    return ("cpu", 0) if device_tuple[0] == _capi.DEVICE_CPU else ("cuda", device_tuple[1])
 
 
 class Plan:
@@ -55,13 +75,25 @@ class Plan:
     """
 
     def __init__(self, config: Optional[Config] = None, *, device="cpu", **fields):
+        self._handle = ctypes.c_void_p()
         if config is None:
+            unknown = sorted(set(fields) - set(Config.__dataclass_fields__))
+            if unknown:
+                raise errors.ArgumentTypeError(errors.QKVFUSE_ERROR_INVALID_VALUE,
+                                               "%s: not a Config field" % ", ".join(unknown))
+            missing = [f for f in ("num_q_heads", "num_kv_heads", "head_dim") if f not in fields]
+            if missing:
+                raise errors.ArgumentTypeError(errors.QKVFUSE_ERROR_INVALID_VALUE,
+                                               "%s: required, got nothing" % ", ".join(missing))
             config = Config(**fields)
+        elif not isinstance(config, Config):
+            raise errors.ArgumentTypeError(errors.QKVFUSE_ERROR_INVALID_VALUE,
+                                           "config: expected a qkvfuse.Config; got %s" % type(config).__name__)
         elif fields:
-            raise TypeError("Plan: give a Config or keyword fields, not both")
+            raise errors.ArgumentTypeError(errors.QKVFUSE_ERROR_INVALID_VALUE,
+                                           "%s: give a Config or keyword fields, not both" % ", ".join(sorted(fields)))
         self.config = config
         self.device = _device_tuple(device)
-        self._handle = ctypes.c_void_p()
         desc = config.to_c(*self.device)
         L = _capi.lib()
         self._lib = L
@@ -101,14 +133,15 @@ class Plan:
         """
         unknown = set(tensors) - set(TENSOR_ARGS)
         if unknown:
-            raise TypeError("Plan.run: unknown tensor argument(s) %s" % ", ".join(sorted(unknown)))
+            raise errors.ArgumentTypeError(errors.QKVFUSE_ERROR_INVALID_VALUE,
+                                           "%s: not a tensor argument of qkvfuse_run" % ", ".join(sorted(unknown)))
         tensors["qkv"], tensors["q_out"] = qkv, q_out
         run_raw(self, tensors, error_flags, stream)
 
 
 def _stream_handle(stream, tensors):
     if stream is not None:
-        return int(getattr(stream, "cuda_stream", stream)) or None
+        return _check.integer(getattr(stream, "cuda_stream", stream), "stream", "uintptr_t") or None
     for x in tensors.values():
         if _arrays.is_torch(x) and x.is_cuda:
             import torch
@@ -117,7 +150,10 @@ def _stream_handle(stream, tensors):
 
 
 def run_raw(plan: Plan, tensors: dict, error_flags=None, stream=None):
-    """qkvfuse_run on a dict {arg name: tensor or None}."""
+    """qkvfuse_run on a dict {arg name: tensor or None}: every tensor and
+    error_flags on the plan's device, described (dtype, byte order, strides),
+    then one library call."""
+    _check.same_device(dict(tensors, error_flags=error_flags), _device_key(plan.device), "the plan's device")
     keep = []
     ptrs = []
     for name in TENSOR_ARGS:
@@ -166,9 +202,69 @@ OPTION_NAMES = ("num_q_heads", "num_kv_heads", "head_dim", "rotary_dim", "rope",
 
 def scaling_args(rope_scaling):
     """(type, [8 floats]) of a RopeScaling, a config dict or None: plain values
-    for the torch operator's schema."""
+    for the torch operator's schema (original_max_position must survive the
+    float exactly)."""
     rs = RopeScaling.from_config(rope_scaling)
+    if float(rs.original_max_position) != rs.original_max_position:
+        raise errors.InvalidValueError(
+            errors.QKVFUSE_ERROR_INVALID_VALUE,
+            "rope_scaling.original_max_position: %d is not exactly representable as a double (|value| > 2^53)"
+            % rs.original_max_position)
     return rs.type, [float(v) for v in rs[1:]]
+
+
+def scaling_from_args(sc_type, params) -> RopeScaling:
+    """The RopeScaling of scaling_args' (type, [8 floats]) form."""
+    if len(params) != 8:
+        raise errors.InvalidValueError(errors.QKVFUSE_ERROR_INVALID_VALUE,
+                                       "rope_scaling_params: expected the 8 numbers after a RopeScaling's type; got %d"
+                                       % len(params))
+    omp = _check.real(params[1], "rope_scaling.original_max_position")
+    if not omp.is_integer():
+        raise errors.InvalidValueError(errors.QKVFUSE_ERROR_INVALID_VALUE,
+                                       "rope_scaling.original_max_position: must be an integer; got %r" % omp)
+    return RopeScaling(sc_type, params[0], int(omp), *params[2:]).checked()
+
+
+def run_options(num_q_heads, num_kv_heads, head_dim, rotary_dim, rope, rope_style, rope_theta, rope_scaling, eps,
+                gamma_offset, cache_layout, k_quant, v_quant, rounding, backend, num_threads):
+    """run()'s configuration arguments checked (each against the C type it
+    becomes), in OPTION_NAMES order, as plain values for the operator schema
+    (rotary_dim None: -1, inferred)."""
+    sc_type, sc_params = scaling_args(rope_scaling)
+    if rotary_dim is None:
+        rd = -1
+    else:
+        rd = _check.integer(rotary_dim, "rotary_dim")
+        if rd < 0:
+            raise errors.InvalidValueError(errors.QKVFUSE_ERROR_INVALID_VALUE,
+                                           "rotary_dim: must be >= 0 (None: the table's width, else head_dim); got %d"
+                                           % rd)
+    return (_check.integer(num_q_heads, "num_q_heads"), _check.integer(num_kv_heads, "num_kv_heads"),
+            _check.integer(head_dim, "head_dim"), rd, _check.string(rope, "rope", _ROPE_CHOICES),
+            _check.string(rope_style, "rope_style", _STYLE_CHOICES), _check.real(rope_theta, "rope_theta"), sc_type,
+            sc_params, _check.real(eps, "eps", "float"), _check.flag(gamma_offset, "gamma_offset"),
+            _check.string(cache_layout, "cache_layout", _LAYOUT_CHOICES),
+            _check.string(k_quant, "k_quant", _QUANT_CHOICES), _check.string(v_quant, "v_quant", _QUANT_CHOICES),
+            _check.string(rounding, "rounding", _ROUNDING_CHOICES), _check.string(backend, "backend", _BACKEND_CHOICES),
+            _check.integer(num_threads, "num_threads", "int32_t"))
+
+
+_ROPE_CHOICES = ("auto",) + tuple(_capi.ROPE_SOURCE)
+_STYLE_CHOICES = tuple(_capi.ROPE_STYLE)
+_LAYOUT_CHOICES = ("auto",) + tuple(_capi.CACHE_LAYOUT)
+_QUANT_CHOICES = ("auto",) + tuple(_capi.QUANT)
+_ROUNDING_CHOICES = tuple(_capi.ROUNDING)
+_BACKEND_CHOICES = tuple(_capi.BACKEND)
+
+
+def check_out_widths(qkv, num_q_heads, num_kv_heads, head_dim):
+    """Before the binding allocates q/k/v outputs from the head counts: they
+    must give qkv's row width, as the library will require, so that no
+    allocation is larger than the input."""
+    _check.output_sizes((("num_q_heads", num_q_heads), ("num_kv_heads", num_kv_heads), ("head_dim", head_dim)),
+                        "(num_q_heads + 2 * num_kv_heads) * head_dim", (num_q_heads + 2 * num_kv_heads) * head_dim,
+                        qkv, "qkv")
 
 
 def _quant_for(cache_dtype, has_offset, given):
@@ -183,15 +279,16 @@ def _quant_for(cache_dtype, has_offset, given):
 
 def tensor_facts(ins: dict, k_cache, v_cache):
     """What the configuration inference needs to know about the tensors (hashable)."""
-    def width(x):
-        return -1 if x is None else int(x.shape[-1])
+    def width(name):
+        x = ins.get(name)
+        return -1 if x is None else int(_check.last_dim(x, name))
 
-    def dt(x):
-        return "" if x is None else _arrays.dtype_of(x)
+    def dt(x, name):
+        return "" if x is None else _arrays.dtype_of(x, name)
 
-    return (ins.get("q_gamma") is not None, ins.get("k_gamma") is not None, width(ins.get("cos_sin_cache")),
-            width(ins.get("cos")), ins.get("positions") is not None, dt(k_cache), ins.get("k_offset") is not None,
-            dt(v_cache), ins.get("v_offset") is not None)
+    return (ins.get("q_gamma") is not None, ins.get("k_gamma") is not None, width("cos_sin_cache"), width("cos"),
+            ins.get("positions") is not None, dt(k_cache, "k_cache"), ins.get("k_offset") is not None,
+            dt(v_cache, "v_cache"), ins.get("v_offset") is not None)
 
 
 @functools.lru_cache(maxsize=1024)
@@ -209,7 +306,7 @@ def resolve_config(options: tuple, facts: tuple) -> Config:
             rd = hd
     if layout == "auto":
         layout = "paged" if kc_dt else "none"
-    scaling = RopeScaling(sc_type, *sc_params[:1], int(sc_params[1]), *sc_params[2:])
+    scaling = scaling_from_args(sc_type, sc_params)
     return Config(num_q_heads=nq, num_kv_heads=nkv, head_dim=hd, rotary_dim=rd, q_norm=q_norm, k_norm=k_norm,
                   eps=eps, gamma_offset=goff, rope_source=rope, rope_style=style, rope_theta=theta,
                   rope_scaling=scaling, cache_layout=layout, k_quant=_quant_for(kc_dt, k_off, kq),
@@ -219,11 +316,12 @@ def resolve_config(options: tuple, facts: tuple) -> Config:
 def default_out_dtype(qkv, cos_sin_cache=None, cos=None):
     """SPEC's output dtype: the input's for float input; for int32 input the
     RoPE table's dtype, or float32 without a table."""
-    dt = _arrays.dtype_of(qkv)
+    dt = _arrays.dtype_of(qkv, "qkv")
     if dt != "int32":
         return dt
-    table = cos if cos is not None else cos_sin_cache
-    return _arrays.dtype_of(table) if table is not None else "float32"
+    if cos is not None:
+        return _arrays.dtype_of(cos, "cos")
+    return _arrays.dtype_of(cos_sin_cache, "cos_sin_cache") if cos_sin_cache is not None else "float32"
 
 
 def run(qkv, *, num_q_heads: int, num_kv_heads: int, head_dim: int,
@@ -275,30 +373,39 @@ def run(qkv, *, num_q_heads: int, num_kv_heads: int, head_dim: int,
     (or ``run_out`` when outputs are given), on the current CUDA stream.
     Returns ``Outputs(q, k, v)``; ``k``/``v`` are None unless asked for.
     """
-    sc_type, sc_params = scaling_args(rope_scaling)
-    options = (num_q_heads, num_kv_heads, head_dim, -1 if rotary_dim is None else rotary_dim, rope, rope_style,
-               float(rope_theta), sc_type, sc_params, float(eps), bool(gamma_offset), cache_layout, k_quant,
-               v_quant, rounding, backend, num_threads)
+    options = run_options(num_q_heads, num_kv_heads, head_dim, rotary_dim, rope, rope_style, rope_theta,
+                          rope_scaling, eps, gamma_offset, cache_layout, k_quant, v_quant, rounding, backend,
+                          num_threads)
+    return_k, return_v = _check.flag(return_k, "return_k"), _check.flag(return_v, "return_v")
     ins = dict(qkv=qkv, weight_scale=weight_scale, act_scale=act_scale, bias=bias, q_gamma=q_gamma,
                k_gamma=k_gamma, q_beta=q_beta, k_beta=k_beta, positions=positions, cos_sin_cache=cos_sin_cache,
                cos=cos, sin=sin, slot_mapping=slot_mapping, k_scale=k_scale, v_scale=v_scale, k_offset=k_offset,
                v_offset=v_offset)
+    outs = dict(q_out=q_out, k_out=k_out, v_out=v_out, k_cache=k_cache, v_cache=v_cache)
+    _arrays.check_tensor(qkv, "qkv", required=True)
+    for name, x in list(ins.items()) + list(outs.items()):
+        _arrays.check_tensor(x, name)
     if _arrays.is_torch(qkv):
+        _check.torch_tensors("qkv", ins, outs, {"error_flags": error_flags})
         from . import torch_ops
         return torch_ops.run(options, ins, k_cache, v_cache, q_out, k_out, v_out, out_dtype, return_k, return_v,
                              error_flags)
 
-    config = config_for(options, ins, k_cache, v_cache)
-    dt = _arrays.dtype_name(out_dtype) if out_dtype is not None else default_out_dtype(qkv, cos_sin_cache, cos)
+    dt = (_arrays.dtype_name(out_dtype, "out_dtype") if out_dtype is not None
+          else default_out_dtype(qkv, cos_sin_cache, cos))
+    # the plan first: a bad configuration is the library's error, before anything is allocated
+    plan = get_plan(config_for(options, ins, k_cache, v_cache), _arrays.device_of(qkv))
+    nq, nkv, hd = options[0], options[1], options[2]
     lead = _arrays.shape_of(qkv)[:-1]
+    if q_out is None or (k_out is None and return_k) or (v_out is None and return_v):
+        check_out_widths(qkv, nq, nkv, hd)
     if q_out is None:
-        q_out = _arrays.empty_like_kind(qkv, lead + (num_q_heads * head_dim,), dt)
+        q_out = _arrays.empty_like_kind(qkv, lead + (nq * hd,), dt, "q_out")
     if k_out is None and return_k:
-        k_out = _arrays.empty_like_kind(qkv, lead + (num_kv_heads * head_dim,), dt)
+        k_out = _arrays.empty_like_kind(qkv, lead + (nkv * hd,), dt, "k_out")
     if v_out is None and return_v:
-        v_out = _arrays.empty_like_kind(qkv, lead + (num_kv_heads * head_dim,), dt)
-    tensors = dict(ins, q_out=q_out, k_out=k_out, v_out=v_out, k_cache=k_cache, v_cache=v_cache)
-    run_raw(get_plan(config, _arrays.device_of(qkv)), tensors, error_flags)
+        v_out = _arrays.empty_like_kind(qkv, lead + (nkv * hd,), dt, "v_out")
+    run_raw(plan, dict(ins, q_out=q_out, k_out=k_out, v_out=v_out, k_cache=k_cache, v_cache=v_cache), error_flags)
     return Outputs(q_out, k_out, v_out)
 
 

@@ -5,9 +5,11 @@ Every failing library call raises a subclass of :class:`QkvfuseError` whose
 argument, what was expected and what was given) and whose ``status`` is the
 numeric ``qkvfuse_status``. The classes also derive from the built-in
 exception a Python user would catch (``ValueError`` for a bad shape,
-``TypeError`` for a bad dtype, ``IndexError`` for a position or slot outside
-its table, ...). Checks the binding makes itself before calling the library
-(an array it cannot describe, say) raise the same classes.
+``TypeError`` for a bad dtype or an argument of the wrong Python type,
+``IndexError`` for a position or slot outside its table, ...). Checks the
+binding makes itself before calling the library (an array it cannot describe,
+an integer outside its C type, a string with a NUL; see ``_check.py``) raise
+the same classes.
 """
 
 QKVFUSE_SUCCESS = 0
@@ -47,6 +49,11 @@ class NullPointerError(QkvfuseError, ValueError):
 
 class InvalidValueError(QkvfuseError, ValueError):
     """An option or scalar is out of range, or a tensor the configuration does not use was given."""
+
+
+class ArgumentTypeError(InvalidValueError, TypeError):
+    """An argument of the wrong Python type (None or a string where an integer,
+    flag or real number belongs, ...); checked by the binding before the call."""
 
 
 class DtypeError(QkvfuseError, TypeError):

@@ -11,15 +11,37 @@ from __future__ import annotations
 import ctypes
 from typing import Optional, Sequence
 
-from . import _arrays, _capi, errors
+from . import _arrays, _capi, _check, errors
 
 
 def _bad(msg):
     return errors.InvalidValueError(errors.QKVFUSE_ERROR_INVALID_VALUE, msg)
 
 
-def _tensor_ptrs(named, outputs=()):
-    """{name: tensor or None} -> ({name: POINTER(Tensor) or None}, keepalive)."""
+def _tensor_args(ref_name, required, optional, error_flags):
+    """Each tensor argument checked before the binding reads a shape or
+    allocates: a NumPy array, TypedArray or torch tensor of native byte order,
+    the ``required`` ones present. Returns True for the torch path (the
+    ``ref_name`` tensor is a torch tensor), where every tensor must be one."""
+    for name, x in required.items():
+        _arrays.check_tensor(x, name, required=True)
+    for name, x in optional.items():
+        _arrays.check_tensor(x, name)
+    if _arrays.is_torch(required[ref_name]):
+        _check.torch_tensors(ref_name, required, optional, {"error_flags": error_flags})
+        return True
+    return False
+
+
+def _mode(s, name):
+    """A mode string argument: None (the library's default) or a str without NUL."""
+    return None if s is None else _check.string(s, name)
+
+
+def _tensor_ptrs(named, outputs, error_flags):
+    """{name: tensor or None} -> ({name: POINTER(Tensor) or None}, keepalive),
+    every tensor and error_flags on the first tensor's device."""
+    _check.same_device(dict(named, error_flags=error_flags))
     keep, ptrs = [], {}
     for name, x in named.items():
         if x is None:
@@ -38,25 +60,35 @@ def _stream_of(x):
     return None
 
 
-def _cstr(s):
-    return None if s is None else s.encode()
-
-
 # ---- split_qkv_rmsnorm_rope (vllm-ascend) ----------------------------------------------
 
 def split_sizes(input, q_weight, q_hidden_size, kv_hidden_size, head_dim):
     """(q_hidden_size, kv_hidden_size, head_dim) with the missing ones inferred
     from input [T, q_hidden + 2*kv_hidden] and q_weight [head_dim]."""
-    if head_dim is None:
-        head_dim = int(q_weight.shape[-1])
-    width = int(input.shape[-1])
+    head_dim = (_check.last_dim(q_weight, "q_weight") if head_dim is None
+                else _check.integer(head_dim, "head_dim"))
+    width = _check.last_dim(input, "input")
     if q_hidden_size is None and kv_hidden_size is None:
-        raise _bad("split_qkv_rmsnorm_rope: give q_hidden_size or kv_hidden_size (Nq*D, Nkv*D)")
+        raise _bad("q_hidden_size: give q_hidden_size or kv_hidden_size (Nq*D, Nkv*D); got neither")
     if q_hidden_size is None:
-        q_hidden_size = width - 2 * int(kv_hidden_size)
-    if kv_hidden_size is None:
-        kv_hidden_size = (width - int(q_hidden_size)) // 2
-    return int(q_hidden_size), int(kv_hidden_size), int(head_dim)
+        kv_hidden_size = _check.integer(kv_hidden_size, "kv_hidden_size")
+        q_hidden_size = _check.integer(width - 2 * kv_hidden_size,
+                                       "q_hidden_size (input's width - 2 * kv_hidden_size)")
+    else:
+        q_hidden_size = _check.integer(q_hidden_size, "q_hidden_size")
+        if kv_hidden_size is None:
+            kv_hidden_size = _check.integer((width - q_hidden_size) // 2,
+                                            "kv_hidden_size ((input's width - q_hidden_size) / 2)")
+        else:
+            kv_hidden_size = _check.integer(kv_hidden_size, "kv_hidden_size")
+    return q_hidden_size, kv_hidden_size, head_dim
+
+
+def check_split_widths(input, q_hidden_size, kv_hidden_size):
+    """Before the binding allocates q, k, v from the hidden sizes (see
+    _check.output_sizes)."""
+    _check.output_sizes((("q_hidden_size", q_hidden_size), ("kv_hidden_size", kv_hidden_size)),
+                        "q_hidden_size + 2 * kv_hidden_size", q_hidden_size + 2 * kv_hidden_size, input, "input")
 
 
 def split_qkv_rmsnorm_rope(input, q_weight, k_weight, cos_sin_cache, positions, *,
@@ -80,21 +112,28 @@ def split_qkv_rmsnorm_rope(input, q_weight, k_weight, cos_sin_cache, positions, 
       v [T, kv_hidden_size] (a copy), dtype of input (or ``out_dtype`` =
       float32), written into q_out/k_out/v_out when given
     """
+    torch_path = _tensor_args("input", dict(input=input, q_weight=q_weight, k_weight=k_weight,
+                                            cos_sin_cache=cos_sin_cache, positions=positions),
+                              dict(q_bias=q_bias, k_bias=k_bias, q_out=q_out, k_out=k_out, v_out=v_out), error_flags)
     qh, kvh, hd = split_sizes(input, q_weight, q_hidden_size, kv_hidden_size, head_dim)
-    rd = 0 if rope_dim is None else int(rope_dim)
-    if _arrays.is_torch(input):
+    eps = _check.real(eps, "eps")
+    rd = 0 if rope_dim is None else _check.integer(rope_dim, "rope_dim")
+    is_neox = _check.flag(is_neox, "is_neox")
+    if torch_path:
         from . import torch_ops
         return torch_ops.split_qkv_rmsnorm_rope(input, q_weight, k_weight, cos_sin_cache, positions, qh, kvh, hd,
-                                                float(eps), rd, q_bias, k_bias, bool(is_neox), q_out, k_out, v_out,
+                                                eps, rd, q_bias, k_bias, is_neox, q_out, k_out, v_out,
                                                 out_dtype, error_flags)
-    dt = _arrays.dtype_name(out_dtype) if out_dtype is not None else _arrays.dtype_of(input)
+    dt = _arrays.dtype_name(out_dtype, "out_dtype") if out_dtype is not None else _arrays.dtype_of(input, "input")
     lead = _arrays.shape_of(input)[:-1]
+    if q_out is None or k_out is None or v_out is None:
+        check_split_widths(input, qh, kvh)
     if q_out is None:
-        q_out = _arrays.empty_like_kind(input, lead + (qh,), dt)
+        q_out = _arrays.empty_like_kind(input, lead + (qh,), dt, "q_out")
     if k_out is None:
-        k_out = _arrays.empty_like_kind(input, lead + (kvh,), dt)
+        k_out = _arrays.empty_like_kind(input, lead + (kvh,), dt, "k_out")
     if v_out is None:
-        v_out = _arrays.empty_like_kind(input, lead + (kvh,), dt)
+        v_out = _arrays.empty_like_kind(input, lead + (kvh,), dt, "v_out")
     split_qkv_rmsnorm_rope_raw(input, q_weight, k_weight, cos_sin_cache, positions, qh, kvh, hd, eps, rd, q_bias,
                                k_bias, is_neox, q_out, k_out, v_out, error_flags)
     return q_out, k_out, v_out
@@ -104,26 +143,36 @@ def split_qkv_rmsnorm_rope_raw(input, q_weight, k_weight, cos_sin_cache, positio
                                head_dim, eps, rope_dim, q_bias, k_bias, is_neox, q_out, k_out, v_out, error_flags):
     p, keep = _tensor_ptrs(dict(input=input, q_weight=q_weight, k_weight=k_weight, cos_sin_cache=cos_sin_cache,
                                 positions=positions, q_bias=q_bias, k_bias=k_bias, q_out=q_out, k_out=k_out,
-                                v_out=v_out), outputs=("q_out", "k_out", "v_out"))
+                                v_out=v_out), ("q_out", "k_out", "v_out"), error_flags)
     s = _capi.lib().qkvfuse_split_qkv_rmsnorm_rope(
-        p["input"], p["q_weight"], p["k_weight"], q_hidden_size, kv_hidden_size, head_dim, float(eps),
-        p["cos_sin_cache"], p["positions"], rope_dim, p["q_bias"], p["k_bias"], int(bool(is_neox)), p["q_out"],
-        p["k_out"], p["v_out"], _arrays.flags_pointer(error_flags), _stream_of(input))
+        p["input"], p["q_weight"], p["k_weight"], _check.integer(q_hidden_size, "q_hidden_size"),
+        _check.integer(kv_hidden_size, "kv_hidden_size"), _check.integer(head_dim, "head_dim"),
+        _check.real(eps, "eps"), p["cos_sin_cache"], p["positions"], _check.integer(rope_dim, "rope_dim"),
+        p["q_bias"], p["k_bias"], int(_check.flag(is_neox, "is_neox")), p["q_out"], p["k_out"], p["v_out"],
+        _arrays.flags_pointer(error_flags), _stream_of(input))
     _capi.check(s, "split_qkv_rmsnorm_rope")
 
 
 # ---- qkv_rmsnorm_rope_cache (CANN QkvRmsNormRopeCache) --------------------------------------
 
 def cache_sizes(qkv, q_gamma, head_nums, qkv_size):
-    if head_nums is None or len(head_nums) != 3:
-        raise _bad("qkv_rmsnorm_rope_cache: head_nums must be (Nq, Nk, Nv); got %r" % (head_nums,))
-    head_nums = tuple(int(n) for n in head_nums)
+    """head_nums (Nq, Nk, Nv) and qkv_size (B, S, N, D), the latter inferred
+    as (B*S, 1, Nq+Nk+Nv, q_gamma's length) when not given."""
+    head_nums = _check.integers(head_nums, "head_nums", 3)
     if qkv_size is None:
-        d = int(q_gamma.shape[-1])
-        qkv_size = (int(qkv.shape[0]), 1, sum(head_nums), d)
-    if len(qkv_size) != 4:
-        raise _bad("qkv_rmsnorm_rope_cache: qkv_size must be (B, S, N, D); got %r" % (qkv_size,))
-    return head_nums, tuple(int(n) for n in qkv_size)
+        if len(qkv.shape) == 0:
+            raise errors.ShapeError(errors.QKVFUSE_ERROR_SHAPE, "qkv: expected [B*S, N*D]; got a 0-d tensor")
+        qkv_size = (qkv.shape[0], 1, sum(head_nums), _check.last_dim(q_gamma, "q_gamma"))
+    return head_nums, _check.integers(qkv_size, "qkv_size", 4)
+
+
+def check_cache_widths(qkv, head_nums, qkv_size):
+    """Before the binding allocates q and the before-quant outputs (see
+    _check.output_sizes)."""
+    nq, nk, nv = head_nums
+    d = qkv_size[3]
+    _check.output_sizes((("head_nums[0]", nq), ("head_nums[1]", nk), ("head_nums[2]", nv), ("qkv_size[3]", d)),
+                        "(Nq + Nk + Nv) * D", (nq + nk + nv) * d, qkv, "qkv")
 
 
 def qkv_rmsnorm_rope_cache(qkv, q_gamma, k_gamma, cos, sin, index, k_cache, v_cache, *,
@@ -151,26 +200,39 @@ def qkv_rmsnorm_rope_cache(qkv, q_gamma, k_gamma, cos, sin, index, k_cache, v_ca
       tuple (q_out, q_out_before_quant, k_out_before_quant [B*S, Nk*D],
       v_out_before_quant [B*S, Nv*D])
     """
+    torch_path = _tensor_args("qkv", dict(qkv=qkv, q_gamma=q_gamma, k_gamma=k_gamma, cos=cos, sin=sin, index=index,
+                                          k_cache=k_cache, v_cache=v_cache),
+                              dict(k_scale=k_scale, v_scale=v_scale, k_offset=k_offset, v_offset=v_offset,
+                                   q_out=q_out, q_out_before_quant=q_out_before_quant,
+                                   k_out_before_quant=k_out_before_quant, v_out_before_quant=v_out_before_quant),
+                              error_flags)
     head_nums, qkv_size = cache_sizes(qkv, q_gamma, head_nums, qkv_size)
-    if _arrays.is_torch(qkv):
+    epsilon = _check.real(epsilon, "epsilon")
+    cache_mode = _mode(cache_mode, "cache_mode")
+    is_output_qkv = _check.flag(is_output_qkv, "is_output_qkv")
+    if torch_path:
         from . import torch_ops
         return torch_ops.qkv_rmsnorm_rope_cache(qkv, q_gamma, k_gamma, cos, sin, index, k_cache, v_cache, k_scale,
-                                                v_scale, k_offset, v_offset, head_nums, qkv_size, float(epsilon),
-                                                cache_mode, bool(is_output_qkv), q_out, q_out_before_quant,
+                                                v_scale, k_offset, v_offset, head_nums, qkv_size, epsilon,
+                                                cache_mode, is_output_qkv, q_out, q_out_before_quant,
                                                 k_out_before_quant, v_out_before_quant, error_flags)
-    T = int(qkv.shape[0])
-    nq, nk, _ = head_nums
+    nq, nk, nv = head_nums
     d = qkv_size[3]
-    dt = _arrays.dtype_of(qkv)
+    dt = _arrays.dtype_of(qkv, "qkv")
+    if q_out is None or (is_output_qkv and (q_out_before_quant is None or k_out_before_quant is None
+                                            or v_out_before_quant is None)):
+        check_cache_widths(qkv, head_nums, qkv_size)
+        T = qkv.shape[0]
     if q_out is None:
-        q_out = _arrays.empty_like_kind(qkv, (T, nq * d), dt)
+        q_out = _arrays.empty_like_kind(qkv, (T, nq * d), dt, "q_out")
     if is_output_qkv:
         if q_out_before_quant is None:
-            q_out_before_quant = _arrays.empty_like_kind(qkv, (T, nq * d), _arrays.dtype_of(q_out))
+            q_out_before_quant = _arrays.empty_like_kind(qkv, (T, nq * d), _arrays.dtype_of(q_out, "q_out"),
+                                                         "q_out_before_quant")
         if k_out_before_quant is None:
-            k_out_before_quant = _arrays.empty_like_kind(qkv, (T, nk * d), dt)
+            k_out_before_quant = _arrays.empty_like_kind(qkv, (T, nk * d), dt, "k_out_before_quant")
         if v_out_before_quant is None:
-            v_out_before_quant = _arrays.empty_like_kind(qkv, (T, nk * d), dt)
+            v_out_before_quant = _arrays.empty_like_kind(qkv, (T, nv * d), dt, "v_out_before_quant")
     qkv_rmsnorm_rope_cache_raw(qkv, q_gamma, k_gamma, cos, sin, index, q_out, k_cache, v_cache, k_scale, v_scale,
                                k_offset, v_offset, q_out_before_quant, k_out_before_quant, v_out_before_quant,
                                qkv_size, head_nums, epsilon, cache_mode, is_output_qkv, error_flags)
@@ -187,14 +249,16 @@ def qkv_rmsnorm_rope_cache_raw(qkv, q_gamma, k_gamma, cos, sin, index, q_out, k_
              k_cache=k_cache, v_cache=v_cache, k_scale=k_scale, v_scale=v_scale, k_offset=k_offset,
              v_offset=v_offset, q_out_before_quant=q_out_before_quant, k_out_before_quant=k_out_before_quant,
              v_out_before_quant=v_out_before_quant),
-        outputs=("q_out", "k_cache", "v_cache", "q_out_before_quant", "k_out_before_quant", "v_out_before_quant"))
-    qs = (ctypes.c_int64 * 4)(*qkv_size)
-    hn = (ctypes.c_int64 * 3)(*head_nums)
+        ("q_out", "k_cache", "v_cache", "q_out_before_quant", "k_out_before_quant", "v_out_before_quant"),
+        error_flags)
+    qs = (ctypes.c_int64 * 4)(*_check.integers(qkv_size, "qkv_size", 4))
+    hn = (ctypes.c_int64 * 3)(*_check.integers(head_nums, "head_nums", 3))
     s = _capi.lib().qkvfuse_qkv_rmsnorm_rope_cache(
         p["qkv"], p["q_gamma"], p["k_gamma"], p["cos"], p["sin"], p["index"], p["q_out"], p["k_cache"],
         p["v_cache"], p["k_scale"], p["v_scale"], p["k_offset"], p["v_offset"], p["q_out_before_quant"],
-        p["k_out_before_quant"], p["v_out_before_quant"], qs, hn, float(epsilon), _cstr(cache_mode),
-        int(bool(is_output_qkv)), _arrays.flags_pointer(error_flags), _stream_of(qkv))
+        p["k_out_before_quant"], p["v_out_before_quant"], qs, hn, _check.real(epsilon, "epsilon"),
+        _check.c_string(cache_mode, "cache_mode"), int(_check.flag(is_output_qkv, "is_output_qkv")),
+        _arrays.flags_pointer(error_flags), _stream_of(qkv))
     _capi.check(s, "qkv_rmsnorm_rope_cache")
 
 
@@ -204,16 +268,28 @@ def dequant_sizes(x, k_cache, size_splits):
     """size_splits (Nq*D, Nkv*D, Nkv*D), inferred from k_cache [C1, C2, Nkv, D]
     and x's width when not given."""
     if size_splits is None:
-        kv = int(k_cache.shape[2]) * int(k_cache.shape[3])
-        size_splits = (int(x.shape[-1]) - 2 * kv, kv, kv)
-    if len(size_splits) != 3:
-        raise _bad("dequant_rope_quant_kvcache: size_splits must be (Nq*D, Nkv*D, Nkv*D); got %r" % (size_splits,))
-    return tuple(int(n) for n in size_splits)
+        _cache_head_dim(k_cache)
+        kv = k_cache.shape[2] * k_cache.shape[3]
+        size_splits = (_check.last_dim(x, "x") - 2 * kv, kv, kv)
+    return _check.integers(size_splits, "size_splits", 3)
+
+
+def _cache_head_dim(k_cache):
+    """D, read from k_cache [C1, C2, Nkv, D] (as the library reads it)."""
+    if len(k_cache.shape) != 4 or k_cache.shape[3] < 1:
+        raise errors.ShapeError(errors.QKVFUSE_ERROR_SHAPE, "k_cache: expected [C1, C2, Nkv, D] with D >= 1 (D is "
+                                "read from it); got shape %s" % (tuple(k_cache.shape),))
+    return k_cache.shape[3]
 
 
 def dequant_out_shapes(x, k_cache, size_splits):
-    d = int(k_cache.shape[3])
-    lead = _arrays.shape_of(x)[:-1]
+    """q's and k/v's shapes [.., N, D], once the sizes are known to fit x's
+    width (see _check.output_sizes)."""
+    d = _cache_head_dim(k_cache)
+    _check.output_sizes((("size_splits[0]", size_splits[0]), ("size_splits[1]", size_splits[1]),
+                         ("size_splits[2]", size_splits[2])), "size_splits[0] + size_splits[1] + size_splits[2]",
+                        size_splits[0] + size_splits[1] + size_splits[2], x, "x")
+    lead = tuple(x.shape[:-1])
     return lead + (size_splits[0] // d, d), lead + (size_splits[1] // d, d)
 
 
@@ -239,27 +315,36 @@ def dequant_rope_quant_kvcache(x, cos, sin, k_cache, v_cache, indices, scale_k, 
       with ``kv_output``, else None. q's dtype: cos's for int32 x, else x's
       (``out_dtype`` float32 also allowed)
     """
+    torch_path = _tensor_args("x", dict(x=x, cos=cos, sin=sin, k_cache=k_cache, v_cache=v_cache, indices=indices,
+                                        scale_k=scale_k, scale_v=scale_v),
+                              dict(offset_k=offset_k, offset_v=offset_v, weight_scale=weight_scale,
+                                   activation_scale=activation_scale, bias=bias, q_out=q_out, k_out=k_out,
+                                   v_out=v_out), error_flags)
     size_splits = dequant_sizes(x, k_cache, size_splits)
-    if _arrays.is_torch(x):
+    quant_mode, layout = _mode(quant_mode, "quant_mode"), _mode(layout, "layout")
+    cache_mode = _mode(cache_mode, "cache_mode")
+    kv_output = _check.flag(kv_output, "kv_output")
+    if torch_path:
         from . import torch_ops
         return torch_ops.dequant_rope_quant_kvcache(x, cos, sin, k_cache, v_cache, indices, scale_k, scale_v,
                                                     offset_k, offset_v, weight_scale, activation_scale, bias,
-                                                    size_splits, quant_mode, layout, bool(kv_output), cache_mode,
+                                                    size_splits, quant_mode, layout, kv_output, cache_mode,
                                                     q_out, k_out, v_out, out_dtype, error_flags)
     if out_dtype is not None:
-        dt = _arrays.dtype_name(out_dtype)
+        dt = _arrays.dtype_name(out_dtype, "out_dtype")
     else:
-        dt = _arrays.dtype_of(cos) if _arrays.dtype_of(x) == "int32" else _arrays.dtype_of(x)
-    q_shape, kv_shape = dequant_out_shapes(x, k_cache, size_splits)
+        dt = _arrays.dtype_of(cos, "cos") if _arrays.dtype_of(x, "x") == "int32" else _arrays.dtype_of(x, "x")
+    if not kv_output:
+        k_out = v_out = None
+    if q_out is None or (kv_output and (k_out is None or v_out is None)):
+        q_shape, kv_shape = dequant_out_shapes(x, k_cache, size_splits)
     if q_out is None:
-        q_out = _arrays.empty_like_kind(x, q_shape, dt)
+        q_out = _arrays.empty_like_kind(x, q_shape, dt, "q_out")
     if kv_output:
         if k_out is None:
-            k_out = _arrays.empty_like_kind(x, kv_shape, dt)
+            k_out = _arrays.empty_like_kind(x, kv_shape, dt, "k_out")
         if v_out is None:
-            v_out = _arrays.empty_like_kind(x, kv_shape, dt)
-    else:
-        k_out = v_out = None
+            v_out = _arrays.empty_like_kind(x, kv_shape, dt, "v_out")
     dequant_rope_quant_kvcache_raw(x, cos, sin, k_cache, v_cache, indices, scale_k, scale_v, offset_k, offset_v,
                                    weight_scale, activation_scale, bias, size_splits, quant_mode, layout, kv_output,
                                    cache_mode, q_out, k_out, v_out, error_flags)
@@ -273,11 +358,12 @@ def dequant_rope_quant_kvcache_raw(x, cos, sin, k_cache, v_cache, indices, scale
         dict(x=x, cos=cos, sin=sin, k_cache=k_cache, v_cache=v_cache, indices=indices, scale_k=scale_k,
              scale_v=scale_v, offset_k=offset_k, offset_v=offset_v, weight_scale=weight_scale,
              activation_scale=activation_scale, bias=bias, q_out=q_out, k_out=k_out, v_out=v_out),
-        outputs=("k_cache", "v_cache", "q_out", "k_out", "v_out"))
-    ss = (ctypes.c_int64 * 3)(*size_splits)
+        ("k_cache", "v_cache", "q_out", "k_out", "v_out"), error_flags)
+    ss = (ctypes.c_int64 * 3)(*_check.integers(size_splits, "size_splits", 3))
     s = _capi.lib().qkvfuse_dequant_rope_quant_kvcache(
         p["x"], p["cos"], p["sin"], p["k_cache"], p["v_cache"], p["indices"], p["scale_k"], p["scale_v"],
-        p["offset_k"], p["offset_v"], p["weight_scale"], p["activation_scale"], p["bias"], ss, _cstr(quant_mode),
-        _cstr(layout), int(bool(kv_output)), _cstr(cache_mode), p["q_out"], p["k_out"], p["v_out"],
-        _arrays.flags_pointer(error_flags), _stream_of(x))
+        p["offset_k"], p["offset_v"], p["weight_scale"], p["activation_scale"], p["bias"], ss,
+        _check.c_string(quant_mode, "quant_mode"), _check.c_string(layout, "layout"),
+        int(_check.flag(kv_output, "kv_output")), _check.c_string(cache_mode, "cache_mode"), p["q_out"], p["k_out"],
+        p["v_out"], _arrays.flags_pointer(error_flags), _stream_of(x))
     _capi.check(s, "dequant_rope_quant_kvcache")

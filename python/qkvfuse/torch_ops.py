@@ -23,12 +23,13 @@ cached) at run time from them and the tensors.
 from __future__ import annotations
 
 import contextlib
+import functools
+import inspect
 from typing import List, Optional, Tuple
 
 import torch
 
-from . import core, named, rope
-from .config import RopeScaling
+from . import _check, core, errors, named, rope
 
 Tensor = torch.Tensor
 OptTensor = Optional[torch.Tensor]
@@ -53,10 +54,30 @@ def _op(name, mutates_args):
 
 
 def _fake(op_fn):
+    """Register fake_fn as op_fn's fake (meta) implementation, behind a check
+    that every tensor argument is on one device: torch sends a call with a
+    meta tensor among CPU or CUDA ones to this kernel, whose outputs would be
+    uninitialized memory instead of an error."""
+    names = tuple(inspect.signature(op_fn).parameters)
+
     def register(fake_fn):
-        torch.library.register_fake("qkvfuse::" + op_fn._qkvfuse_name, fake_fn, lib=_LIB)
+        @functools.wraps(fake_fn)
+        def checked(*args, **kwargs):
+            bound = dict(zip(names, args), **kwargs)
+            _check.same_device({n: v for n, v in bound.items() if isinstance(v, torch.Tensor)})
+            return fake_fn(*args, **kwargs)
+
+        torch.library.register_fake("qkvfuse::" + op_fn._qkvfuse_name, checked, lib=_LIB)
         return fake_fn
     return register
+
+
+def _computing_device(x: Tensor, name: str):
+    """The real kernels compute on CPU or CUDA tensors only (a call whose
+    tensors are all meta belongs to the fake kernel)."""
+    if x.device.type not in ("cpu", "cuda"):
+        raise errors.DeviceError(errors.QKVFUSE_ERROR_DEVICE,
+                                 "%s: tensors must be on cpu or cuda; got %s" % (name, x.device))
 
 
 _EMPTY = (0,)
@@ -83,12 +104,19 @@ def _core_alloc(qkv, num_q_heads, num_kv_heads, head_dim, out_dtype, return_k, r
     return q, k, v
 
 
-def _core_call(options, qkv, inputs, q_out, k_out, v_out, k_cache, v_cache, error_flags):
+def _core_plan(options, qkv, inputs, k_cache, v_cache):
+    """(plan, {arg name: tensor}) of a core call: the plan first, so that a bad
+    configuration is the library's error before anything is allocated."""
+    _computing_device(qkv, "qkv")
     tensors = dict(zip(_CORE_INPUTS, inputs))
-    config = core.config_for(options, tensors, k_cache, v_cache)
-    plan = core.get_plan(config, qkv.device)
-    tensors.update(qkv=qkv, q_out=q_out, k_out=k_out, v_out=v_out, k_cache=k_cache, v_cache=v_cache)
-    with _guard(qkv):
+    plan = core.get_plan(core.config_for(options, tensors, k_cache, v_cache), qkv.device)
+    tensors.update(qkv=qkv, k_cache=k_cache, v_cache=v_cache)
+    return plan, tensors
+
+
+def _core_call(plan, tensors, q_out, k_out, v_out, error_flags):
+    tensors.update(q_out=q_out, k_out=k_out, v_out=v_out)
+    with _guard(tensors["qkv"]):
         core.run_raw(plan, tensors, error_flags)
 
 
@@ -102,14 +130,15 @@ def run_op(qkv: Tensor, weight_scale: OptTensor, act_scale: OptTensor, bias: Opt
            eps: float, gamma_offset: bool, cache_layout: str, k_quant: str, v_quant: str, rounding: str,
            backend: str, num_threads: int, out_dtype: torch.dtype, return_k: bool,
            return_v: bool) -> Tuple[Tensor, Tensor, Tensor]:
-    q, k, v = _core_alloc(qkv, num_q_heads, num_kv_heads, head_dim, out_dtype, return_k, return_v)
     options = (num_q_heads, num_kv_heads, head_dim, rotary_dim, rope, rope_style, rope_theta, rope_scaling_type,
                rope_scaling_params, eps, gamma_offset, cache_layout, k_quant, v_quant, rounding, backend,
                num_threads)
     ins = (weight_scale, act_scale, bias, q_gamma, k_gamma, q_beta, k_beta, positions, cos_sin_cache, cos, sin,
            slot_mapping, k_scale, v_scale, k_offset, v_offset)
-    _core_call(options, qkv, ins, q, k if return_k else None, v if return_v else None, k_cache, v_cache,
-               error_flags)
+    plan, tensors = _core_plan(options, qkv, ins, k_cache, v_cache)
+    core.check_out_widths(qkv, num_q_heads, num_kv_heads, head_dim)
+    q, k, v = _core_alloc(qkv, num_q_heads, num_kv_heads, head_dim, out_dtype, return_k, return_v)
+    _core_call(plan, tensors, q, k if return_k else None, v if return_v else None, error_flags)
     return q, k, v
 
 
@@ -136,7 +165,8 @@ def run_out_op(qkv: Tensor, weight_scale: OptTensor, act_scale: OptTensor, bias:
                num_threads)
     ins = (weight_scale, act_scale, bias, q_gamma, k_gamma, q_beta, k_beta, positions, cos_sin_cache, cos, sin,
            slot_mapping, k_scale, v_scale, k_offset, v_offset)
-    _core_call(options, qkv, ins, q_out, k_out, v_out, k_cache, v_cache, error_flags)
+    plan, tensors = _core_plan(options, qkv, ins, k_cache, v_cache)
+    _core_call(plan, tensors, q_out, k_out, v_out, error_flags)
 
 
 @_fake(run_out_op)
@@ -160,11 +190,14 @@ def run(options, ins: dict, k_cache, v_cache, q_out, k_out, v_out, out_dtype, re
     qkv = ins["qkv"]
     nq, nkv, hd = options[0], options[1], options[2]
     args = [ins[n] for n in _CORE_INPUTS]
-    dt = _default_dtype(qkv, ins["cos_sin_cache"], ins["cos"]) if out_dtype is None else _torch_dtype(out_dtype)
+    dt = (_default_dtype(qkv, ins["cos_sin_cache"], ins["cos"]) if out_dtype is None
+          else _torch_dtype(out_dtype, "out_dtype"))
     if q_out is None and k_out is None and v_out is None:
         q, k, v = torch.ops.qkvfuse.run(qkv, *args, k_cache, v_cache, error_flags, *options, dt, bool(return_k),
                                         bool(return_v))
         return core.Outputs(q, k if return_k else None, v if return_v else None)
+    if q_out is None or (k_out is None and return_k) or (v_out is None and return_v):
+        core.check_out_widths(qkv, nq, nkv, hd)
     lead = tuple(qkv.shape[:-1])
     if q_out is None:
         q_out = torch.empty(lead + (nq * hd,), dtype=dt, device=qkv.device)
@@ -191,6 +224,8 @@ def split_op(input: Tensor, q_weight: Tensor, k_weight: Tensor, cos_sin_cache: T
              q_hidden_size: int, kv_hidden_size: int, head_dim: int, eps: float, rope_dim: int, q_bias: OptTensor,
              k_bias: OptTensor, is_neox: bool, out_dtype: torch.dtype,
              error_flags: OptTensor) -> Tuple[Tensor, Tensor, Tensor]:
+    _computing_device(input, "input")
+    named.check_split_widths(input, q_hidden_size, kv_hidden_size)
     q, k, v = _split_alloc(input, q_hidden_size, kv_hidden_size, out_dtype)
     with _guard(input):
         named.split_qkv_rmsnorm_rope_raw(input, q_weight, k_weight, cos_sin_cache, positions, q_hidden_size,
@@ -224,11 +259,12 @@ def _split_out_fake(*args):
 def split_qkv_rmsnorm_rope(input, q_weight, k_weight, cos_sin_cache, positions, q_hidden_size, kv_hidden_size,
                            head_dim, eps, rope_dim, q_bias, k_bias, is_neox, q_out, k_out, v_out, out_dtype,
                            error_flags):
-    dt = input.dtype if out_dtype is None else _torch_dtype(out_dtype)
+    dt = input.dtype if out_dtype is None else _torch_dtype(out_dtype, "out_dtype")
     if q_out is None and k_out is None and v_out is None:
         return torch.ops.qkvfuse.split_qkv_rmsnorm_rope(input, q_weight, k_weight, cos_sin_cache, positions,
                                                         q_hidden_size, kv_hidden_size, head_dim, eps, rope_dim,
                                                         q_bias, k_bias, is_neox, dt, error_flags)
+    named.check_split_widths(input, q_hidden_size, kv_hidden_size)
     q, k, v = _split_alloc(input, q_hidden_size, kv_hidden_size, dt)
     q_out = q if q_out is None else q_out
     k_out = k if k_out is None else k_out
@@ -239,11 +275,11 @@ def split_qkv_rmsnorm_rope(input, q_weight, k_weight, cos_sin_cache, positions, 
     return q_out, k_out, v_out
 
 
-def _torch_dtype(dt):
+def _torch_dtype(dt, name):
     if isinstance(dt, torch.dtype):
         return dt
     from ._arrays import dtype_name
-    return getattr(torch, dtype_name(dt))
+    return getattr(torch, dtype_name(dt, name))
 
 
 # ---- qkv_rmsnorm_rope_cache -------------------------------------------------------------------
@@ -266,6 +302,8 @@ def cache_op(qkv: Tensor, q_gamma: Tensor, k_gamma: Tensor, cos: Tensor, sin: Te
              k_cache: Tensor, v_cache: Tensor, k_scale: OptTensor, v_scale: OptTensor, k_offset: OptTensor,
              v_offset: OptTensor, head_nums: List[int], qkv_size: List[int], epsilon: float, cache_mode: str,
              is_output_qkv: bool, error_flags: OptTensor) -> Tuple[Tensor, Tensor, Tensor, Tensor]:
+    _computing_device(qkv, "qkv")
+    named.check_cache_widths(qkv, head_nums, qkv_size)
     q, qb, kb, vb = _cache_alloc(qkv, head_nums, qkv_size, is_output_qkv)
     with _guard(qkv):
         named.qkv_rmsnorm_rope_cache_raw(qkv, q_gamma, k_gamma, cos, sin, index, q, k_cache, v_cache, k_scale,
@@ -311,6 +349,7 @@ def qkv_rmsnorm_rope_cache(qkv, q_gamma, k_gamma, cos, sin, index, k_cache, v_ca
                                                                  v_cache, k_scale, v_scale, k_offset, v_offset, hn,
                                                                  qs, epsilon, mode, is_output_qkv, error_flags)
         return (q, qb, kb, vb) if is_output_qkv else q
+    named.check_cache_widths(qkv, hn, qs)
     q, qb, kb, vb = _cache_alloc(qkv, hn, qs, is_output_qkv)
     q_out = q if q_out is None else q_out
     if is_output_qkv:
@@ -329,12 +368,10 @@ def qkv_rmsnorm_rope_cache(qkv, q_gamma, k_gamma, cos, sin, index, k_cache, v_ca
 # ---- dequant_rope_quant_kvcache -----------------------------------------------------------------
 
 def _dequant_alloc(x, k_cache, size_splits, out_dtype, kv_output):
-    d = k_cache.shape[3]
-    lead = tuple(x.shape[:-1])
-    q = torch.empty(lead + (size_splits[0] // d, d), dtype=out_dtype, device=x.device)
-    kv_shape = lead + (size_splits[1] // d, d) if kv_output else _EMPTY
-    k = torch.empty(kv_shape, dtype=out_dtype, device=x.device)
-    v = torch.empty(kv_shape, dtype=out_dtype, device=x.device)
+    q_shape, kv_shape = named.dequant_out_shapes(x, k_cache, size_splits)
+    q = torch.empty(q_shape, dtype=out_dtype, device=x.device)
+    k = torch.empty(kv_shape if kv_output else _EMPTY, dtype=out_dtype, device=x.device)
+    v = torch.empty(kv_shape if kv_output else _EMPTY, dtype=out_dtype, device=x.device)
     return q, k, v
 
 
@@ -344,6 +381,7 @@ def dequant_op(x: Tensor, cos: Tensor, sin: Tensor, k_cache: Tensor, v_cache: Te
                activation_scale: OptTensor, bias: OptTensor, size_splits: List[int], quant_mode: str, layout: str,
                kv_output: bool, cache_mode: str, out_dtype: torch.dtype,
                error_flags: OptTensor) -> Tuple[Tensor, Tensor, Tensor]:
+    _computing_device(x, "x")
     q, k, v = _dequant_alloc(x, k_cache, size_splits, out_dtype, kv_output)
     with _guard(x):
         named.dequant_rope_quant_kvcache_raw(x, cos, sin, k_cache, v_cache, indices, scale_k, scale_v, offset_k,
@@ -382,7 +420,7 @@ def dequant_rope_quant_kvcache(x, cos, sin, k_cache, v_cache, indices, scale_k, 
                                weight_scale, activation_scale, bias, size_splits, quant_mode, layout, kv_output,
                                cache_mode, q_out, k_out, v_out, out_dtype, error_flags):
     if out_dtype is not None:
-        dt = _torch_dtype(out_dtype)
+        dt = _torch_dtype(out_dtype, "out_dtype")
     else:
         dt = cos.dtype if x.dtype == torch.int32 else x.dtype
     ss = list(size_splits)
@@ -413,19 +451,30 @@ def dequant_rope_quant_kvcache(x, cos, sin, k_cache, v_cache, indices, scale_k, 
 @_op("build_cos_sin_cache", ())
 def build_op(max_position: int, rotary_dim: int, theta: float, scaling_type: str, scaling_params: List[float],
              dtype: torch.dtype, device: torch.device) -> Tensor:
-    out = torch.empty((max_position, rotary_dim), dtype=dtype)
-    p = scaling_params
-    rope.build_cos_sin_cache_into(out, theta, RopeScaling(scaling_type, p[0], int(p[1]), *p[2:]))
+    rule = core.scaling_from_args(scaling_type, scaling_params)
+    mp, rd = rope.table_size(max_position, rotary_dim, theta, rule)  # before the table is allocated
+    try:
+        out = torch.empty((mp, rd), dtype=dtype)
+    except RuntimeError as e:  # the allocator's refusal
+        raise errors.OutOfMemoryError(errors.QKVFUSE_ERROR_OUT_OF_MEMORY,
+                                      "cos_sin_cache: cannot allocate [%d, %d] %s: %s" % (mp, rd, dtype, e)) from None
+    rope.build_cos_sin_cache_into(out, theta, rule, "cos_sin_cache")
     return out.to(device)
 
 
 @_fake(build_op)
 def _build_fake(max_position, rotary_dim, theta, scaling_type, scaling_params, dtype, device):
-    return torch.empty((max_position, rotary_dim), dtype=dtype, device=device)
+    mp, rd = rope.table_size(max_position, rotary_dim, theta, core.scaling_from_args(scaling_type, scaling_params))
+    return torch.empty((mp, rd), dtype=dtype, device=device)
 
 
 def build_cos_sin_cache(max_position, rotary_dim, theta, rule, dtype, device):
-    dev = torch.device("cpu" if device is None else device)
+    try:
+        dev = torch.device("cpu" if device is None else device)
+    except (RuntimeError, TypeError, ValueError):
+        raise errors.InvalidValueError(errors.QKVFUSE_ERROR_INVALID_VALUE,
+                                       "device: expected a torch device ('cpu', 'cuda', 'cuda:N', ...); got %r"
+                                       % (device,)) from None
     sc_type, sc_params = core.scaling_args(rule)
     return torch.ops.qkvfuse.build_cos_sin_cache(max_position, rotary_dim, theta, sc_type, sc_params,
-                                                 _torch_dtype(dtype), dev)
+                                                 _torch_dtype(dtype, "dtype"), dev)

@@ -70,7 +70,7 @@ def test_config_and_plan():
         qkvfuse.Plan(num_q_heads=3, num_kv_heads=2, head_dim=64)
     with pytest.raises(qkvfuse.InvalidValueError, match="rounding: expected one of"):
         qkvfuse.Config(num_q_heads=1, num_kv_heads=1, head_dim=64, rounding="exact")
-    with pytest.raises(TypeError, match="unknown tensor"):
+    with pytest.raises(TypeError, match="gamma: not a tensor argument"):
         plan.run(np.zeros((1, 12 * 128), np.float32), q_out=np.zeros((1, 1024), np.float32), gamma=None)
 
 

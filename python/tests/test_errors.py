@@ -33,7 +33,7 @@ def base(**over):
     (dict(k_scale=np.array([0.0], np.float32)), qkvfuse.BadScaleError, 9, r"k_scale\[0\] = 0"),
     (dict(slot_mapping=None), qkvfuse.NullPointerError, 1, r"slot_mapping: required"),
     (dict(k_quant="int8_asym"), qkvfuse.NullPointerError, 1, r"k_offset: required"),
-    (dict(rope="bogus"), qkvfuse.InvalidValueError, 2, r"rope_source: expected one of"),
+    (dict(rope="bogus"), qkvfuse.InvalidValueError, 2, r"rope: expected one of"),
 ], ids=["shape", "dtype", "eps", "head_dim", "position", "slot", "scale", "missing", "asym-offset", "enum"])
 def test_status_to_exception(over, cls, status, pattern):
     x, kw = base(**over)

@@ -5,7 +5,9 @@
  *   - qkvfuse_last_error() non-empty and naming the argument,
  *   - every output, cache and input byte unchanged (byte-identical to the
  *     poison / the input), and error_flags set only for data errors.
- *   test_errors [--backend reference,auto] [--only-base A|B|C|D] [--verbose] */
+ * On CUDA (device memory) the argument errors only: data errors are flags
+ * there (test_cuda_data).
+ *   test_errors [--backend reference,auto,cuda] [--only-base A|B|C|D] [--verbose] */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -381,6 +383,9 @@ static int run_one(int base, int id, qkvfuse_backend be, int verbose) {
   memcpy(m.extra_init, m.extra, EXTRA_BYTES);
   expect e;
   int applied = mutate(id, base, &m, &e), rc = 1;
+  /* on CUDA: argument errors only (data errors are flags there: test_cuda_data), with
+   * every tensor in device memory (the extra buffer and the device checks are host's) */
+  if (applied > 0 && be == QKVFUSE_BACKEND_CUDA && (e.flag || m.nxt || e.want == QKVFUSE_ERROR_DEVICE)) applied = 0;
   if (applied <= 0) {
     free(m.extra), free(m.extra_init);
     tk_case_free(&c);
@@ -429,6 +434,11 @@ int main(int argc, char **argv) {
   qkvfuse_backend bes[8];
   int nbe = tk_backends_from(argc, argv, bes, 8), verbose = tk_arg_has(argc, argv, "--verbose");
   if (!nbe) return 2;
+  for (int bi = 0; bi < nbe; bi++)
+    if (!tk_device_for_backend(bes[bi])) {
+      printf("test_errors: no device for backend %s, skipped\n", tk_backend_str(bes[bi]));
+      return TK_SKIP;
+    }
   static const int bases[] = {TK_BASE_A, TK_BASE_B, TK_BASE_C, TK_BASE_D};
   int failed = 0, passed = 0;
   for (int bi = 0; bi < nbe; bi++) {

@@ -40,6 +40,27 @@
 extern "C" {
 #endif
 
+/* Version and ABI policy.
+ *
+ * These three macros are the one source of the version: CMake's project
+ * version must equal them (the configure step checks) and the Python wheel
+ * reads them (pyproject.toml). Releases are tagged vMAJOR.MINOR.PATCH and
+ * listed in CHANGELOG.md.
+ *
+ *   - The shared library's SOVERSION is MAJOR (libqkvfuse.so.MAJOR): one
+ *     major version is one ABI.
+ *   - Within a major version, what this header promises stays frozen:
+ *     function signatures and their behaviour on valid input, enum values,
+ *     the macros' values (the version's aside), and the layout of every
+ *     struct at each of its *_VERSION numbers. A MINOR release only adds
+ *     (functions, enum values, fields at the end of a struct under a new
+ *     struct version; struct_size/version tell the library which one a
+ *     caller filled); a PATCH release changes no declaration.
+ *   - So a program built against MAJOR.MINOR runs with any library of the
+ *     same MAJOR and an equal or later MINOR; qkvfuse_version_number() says
+ *     which one it got. Anything not declared here (src/ headers, the static
+ *     library's internal symbols, the CLI's output) is not part of the ABI.
+ *   - Breaking any of this takes a new MAJOR, hence a new SOVERSION. */
 #define QKVFUSE_VERSION_MAJOR 0
 #define QKVFUSE_VERSION_MINOR 1
 #define QKVFUSE_VERSION_PATCH 0

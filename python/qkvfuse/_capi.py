@@ -14,7 +14,8 @@ import threading
 
 from . import errors
 
-# The ABI this binding was written for: major.minor must match the library.
+# The ABI this binding was written for: the library's major version must be
+# this one and its minor this or later (qkvfuse.h's policy: a minor only adds).
 ABI_VERSION = (0, 1)
 MAX_DIMS = 6
 
@@ -231,10 +232,10 @@ def lib():
                 continue
             _declare(handle)
             v = handle.qkvfuse_version_number()
-            if (v // 10000, v // 100 % 100) != ABI_VERSION:
+            if v // 10000 != ABI_VERSION[0] or v // 100 % 100 < ABI_VERSION[1]:
                 raise errors.VersionError(
                     errors.QKVFUSE_ERROR_VERSION,
-                    "%s: library version %d.%d.%d; this binding needs %d.%d.x"
+                    "%s: library version %d.%d.%d; this binding needs %d.x with x >= %d"
                     % (path, v // 10000, v // 100 % 100, v % 100, *ABI_VERSION))
             _lib, _lib_path = handle, path
             return _lib

@@ -78,6 +78,22 @@ extern "C" {
 /** @return QKVFUSE_VERSION_NUMBER of the library actually linked. */
 QKVFUSE_API unsigned qkvfuse_version_number(void);
 
+/** What this library was built with, as one JSON object (UTF-8, no newline):
+ *
+ *   {"version": "0.1.0",
+ *    "cuda": "13.0.88",                     the CUDA toolkit compiled against; null without the CUDA backend
+ *    "cuda_architectures": ["80", "90"],    CMAKE_CUDA_ARCHITECTURES of the build, one string each; [] without CUDA
+ *    "cpu_isa": {"compiled": ["scalar", "avx2", "avx512", "avx512bf16"],
+ *                "detected": "avx512bf16"}, the CPU backend's kernels built in, and the best of them this CPU
+ *                                           and OS can run (what the auto choice takes when QKVFUSE_CPU_ISA is
+ *                                           unset); [] and null without the CPU backend
+ *    "backends": ["reference", "cpu", "cuda"]}
+ *
+ * Keys may be added (and only added) in later versions. The string is built
+ * on the first call (thread-safe), lives as long as the library and never
+ * changes; it asks no GPU anything. */
+QKVFUSE_API const char *qkvfuse_build_info(void);
+
 /* ------------------------------------------------------------------------- */
 /* Status codes. The numbers are frozen: new codes are only ever appended.    */
 /* ------------------------------------------------------------------------- */

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import ctypes
 import ctypes.util
+import json
 import os
 import threading
 
@@ -210,6 +211,10 @@ def _declare(lib):
         fn = getattr(lib, name)
         fn.restype = restype
         fn.argtypes = argtypes
+    # optional: a library older than the function still loads (build_info() says what is missing)
+    if hasattr(lib, "qkvfuse_build_info"):
+        lib.qkvfuse_build_info.restype = c.c_char_p
+        lib.qkvfuse_build_info.argtypes = []
 
 
 def lib():
@@ -258,6 +263,17 @@ def check(status: int, where: str) -> None:
     message = (L.qkvfuse_last_error() or b"").decode("utf-8", "replace")
     name = (L.qkvfuse_status_string(status) or b"?").decode()
     raise errors.from_status(status, name, message, where)
+
+
+def build_info() -> dict:
+    """What the loaded library was built with (qkvfuse_build_info), plus the binding."""
+    L = lib()
+    if not hasattr(L, "qkvfuse_build_info"):
+        raise errors.VersionError(errors.QKVFUSE_ERROR_VERSION,
+                                  "%s: library %s has no qkvfuse_build_info" % (_lib_path, version()))
+    info = json.loads(L.qkvfuse_build_info().decode("utf-8"))
+    info["binding"] = "ctypes"
+    return info
 
 
 def version() -> str:

@@ -240,8 +240,8 @@ def lib():
             if v // 10000 != ABI_VERSION[0] or v // 100 % 100 < ABI_VERSION[1]:
                 raise errors.VersionError(
                     errors.QKVFUSE_ERROR_VERSION,
-                    "%s: library version %d.%d.%d; this binding needs %d.x with x >= %d"
-                    % (path, v // 10000, v // 100 % 100, v % 100, *ABI_VERSION))
+                    "%s: library version %d.%d.%d; this binding needs %d.%d or a later %d.x"
+                    % (path, v // 10000, v // 100 % 100, v % 100, *ABI_VERSION, ABI_VERSION[0]))
             _lib, _lib_path = handle, path
             return _lib
         raise errors.LibraryNotFoundError(

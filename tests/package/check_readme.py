@@ -2,7 +2,7 @@
 """The README's code blocks, as written, against the library (the CTest test
 `readme_snippets`):
 
-- a block whose first line names a file under examples/ must be that file,
+- a block whose first three lines name a file under examples/ must be that file,
   byte for byte (the file itself is built and run by its own test);
 - every ```c block compiles as C11 with -Wall -Wextra -Wpedantic -Werror
   against include/qkvfuse.h; one with a main() is also linked against the
@@ -44,8 +44,8 @@ def main():
     libdir = os.path.dirname(os.path.abspath(a.library))
     for lang, code, line in blocks(text):
         where = "%s:%d (```%s)" % (os.path.basename(a.readme), line, lang)
-        first = code.split("\n", 1)[0]
-        named = NAMES_FILE.search(first) if lang in ("c", "python") else None
+        head = "\n".join(code.split("\n", 3)[:3])  # the file's name is in its first lines (a licence line may lead)
+        named = NAMES_FILE.search(head) if lang in ("c", "python") else None
         if named:
             path = os.path.join(a.source_dir, named.group(1))
             try:

@@ -5,7 +5,7 @@ export PATH := $(HOME)/.local/bin:$(PATH)
 JOBS ?= $(shell nproc 2>/dev/null || echo 2)
 CMAKE_FLAGS ?= -DCMAKE_BUILD_TYPE=Release
 
-.PHONY: all setup build demo test bench install clean
+.PHONY: all setup build demo test bench install wheel clean
 
 all: build
 
@@ -31,6 +31,13 @@ bench: build
 
 install: build
 	cmake --install $(BUILD) $(if $(PREFIX),--prefix $(PREFIX),)
+
+# The Python wheel, manylinux-tagged by auditwheel, into dist/ (scripts/wheel.sh;
+# its own clean folder $(BUILD)-wheel). WHEEL_CUDA=OFF builds it CPU-only,
+# ON requires nvcc, AUTO (the default) uses it when found.
+WHEEL_CUDA ?= AUTO
+wheel: setup
+	sh scripts/wheel.sh --build $(BUILD)-wheel --dist dist --cuda $(WHEEL_CUDA)
 
 clean:
 	rm -rf $(BUILD)

@@ -40,6 +40,27 @@
 extern "C" {
 #endif
 
+/* Version and ABI policy.
+ *
+ * These three macros are the one source of the version: CMake's project
+ * version must equal them (the configure step checks) and the Python wheel
+ * reads them (pyproject.toml). Releases are tagged vMAJOR.MINOR.PATCH and
+ * listed in CHANGELOG.md.
+ *
+ *   - The shared library's SOVERSION is MAJOR (libqkvfuse.so.MAJOR): one
+ *     major version is one ABI.
+ *   - Within a major version, what this header promises stays frozen:
+ *     function signatures and their behaviour on valid input, enum values,
+ *     the macros' values (the version's aside), and the layout of every
+ *     struct at each of its *_VERSION numbers. A MINOR release only adds
+ *     (functions, enum values, fields at the end of a struct under a new
+ *     struct version; struct_size/version tell the library which one a
+ *     caller filled); a PATCH release changes no declaration.
+ *   - So a program built against MAJOR.MINOR runs with any library of the
+ *     same MAJOR and an equal or later MINOR; qkvfuse_version_number() says
+ *     which one it got. Anything not declared here (src/ headers, the static
+ *     library's internal symbols, the CLI's output) is not part of the ABI.
+ *   - Breaking any of this takes a new MAJOR, hence a new SOVERSION. */
 #define QKVFUSE_VERSION_MAJOR 0
 #define QKVFUSE_VERSION_MINOR 1
 #define QKVFUSE_VERSION_PATCH 0
@@ -56,6 +77,22 @@ extern "C" {
 
 /** @return QKVFUSE_VERSION_NUMBER of the library actually linked. */
 QKVFUSE_API unsigned qkvfuse_version_number(void);
+
+/** What this library was built with, as one JSON object (UTF-8, no newline):
+ *
+ *   {"version": "0.1.0",
+ *    "cuda": "13.0.88",                     the CUDA toolkit compiled against; null without the CUDA backend
+ *    "cuda_architectures": ["80", "90"],    CMAKE_CUDA_ARCHITECTURES of the build, one string each; [] without CUDA
+ *    "cpu_isa": {"compiled": ["scalar", "avx2", "avx512", "avx512bf16"],
+ *                "detected": "avx512bf16"}, the CPU backend's kernels built in, and the best of them this CPU
+ *                                           and OS can run (what the auto choice takes when QKVFUSE_CPU_ISA is
+ *                                           unset); [] and null without the CPU backend
+ *    "backends": ["reference", "cpu", "cuda"]}
+ *
+ * Keys may be added (and only added) in later versions. The string is built
+ * on the first call (thread-safe), lives as long as the library and never
+ * changes; it asks no GPU anything. */
+QKVFUSE_API const char *qkvfuse_build_info(void);
 
 /* ------------------------------------------------------------------------- */
 /* Status codes. The numbers are frozen: new codes are only ever appended.    */

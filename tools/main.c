@@ -16,7 +16,7 @@ static void usage(FILE *f) {
           "commands:\n"
           "  demo      run the three named operators on real model shapes and check them against the reference\n"
           "  bench     time the fused operator against the unfused stage-by-stage path and a memcpy of its bytes\n"
-          "  version   print the library version and the default CPU backend\n"
+          "  version   print the library version, what it was built with, and the default CPU backend\n"
           "  help [command]   this text, or a command's options\n"
           "\n"
           "Run 'qkvfuse <command> --help' for a command's options.\n");
@@ -26,8 +26,9 @@ static int version(int argc, char **argv) {
   if (argc > 1) {
     if (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0) {
       printf(
-          "usage: qkvfuse version\n\nPrints the version of the CLI and of the linked library, and the backend\n"
-          "that the auto backend picks on the CPU.\n");
+          "usage: qkvfuse version\n\nPrints the version of the CLI and of the linked library, what the library\n"
+          "was built with (qkvfuse_build_info: CUDA version and architectures, CPU ISA levels), and the\n"
+          "backend that the auto backend picks on the CPU.\n");
       return 0;
     }
     return cli_usage_error("version", "unknown option", argv[1]);
@@ -35,6 +36,7 @@ static int version(int argc, char **argv) {
   const unsigned v = qkvfuse_version_number();
   printf("qkvfuse %d.%d.%d (library %u.%u.%u)\n", QKVFUSE_VERSION_MAJOR, QKVFUSE_VERSION_MINOR, QKVFUSE_VERSION_PATCH,
          v / 10000, v / 100 % 100, v % 100);
+  printf("build: %s\n", qkvfuse_build_info());
   qkvfuse_desc d = QKVFUSE_DESC_INIT;
   d.num_q_heads = d.num_kv_heads = 1;
   d.head_dim = 128;

@@ -11,13 +11,15 @@ Operators (docs/SPEC.md):
 - :func:`split_qkv_rmsnorm_rope` (vllm-ascend), :func:`qkv_rmsnorm_rope_cache`
   (CANN QkvRmsNormRopeCache), :func:`dequant_rope_quant_kvcache` (CANN
   DequantRopeQuantKvcache): the named operators with their seeds' arguments;
-- :func:`build_cos_sin_cache`, :func:`rope_inv_freq`: RoPE tables.
+- :func:`build_cos_sin_cache`, :func:`rope_inv_freq`: RoPE tables;
+- :func:`build_info`: what the loaded library was built with (CUDA version and
+  architectures, CPU ISA levels) and the binding kind.
 
 Errors raise subclasses of :class:`QkvfuseError` carrying the library's message.
 """
 from . import _arrays, errors
 from ._arrays import TypedArray
-from ._capi import library_path, version
+from ._capi import build_info, library_path, version
 from .config import Config, RopeScaling
 from .core import Outputs, Plan, run
 from .errors import (AlignmentError, ArgumentTypeError, BadScaleError, CudaError, DeviceError, DtypeError,
@@ -48,7 +50,7 @@ if _arrays._torch is not None:
 __all__ = [
     "run", "Plan", "Config", "RopeScaling", "Outputs", "TypedArray",
     "split_qkv_rmsnorm_rope", "qkv_rmsnorm_rope_cache", "dequant_rope_quant_kvcache",
-    "build_cos_sin_cache", "rope_inv_freq", "version", "library_path", "errors",
+    "build_cos_sin_cache", "rope_inv_freq", "version", "build_info", "library_path", "errors",
     "QkvfuseError", "NullPointerError", "InvalidValueError", "ArgumentTypeError", "DtypeError", "ShapeError",
     "StrideError", "AlignmentError", "OverlapError", "OutOfRangeError", "BadScaleError", "DeviceError", "UnsupportedError",
     "CudaError", "OutOfMemoryError", "VersionError", "LibraryNotFoundError",

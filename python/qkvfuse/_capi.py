@@ -9,12 +9,14 @@ from __future__ import annotations
 
 import ctypes
 import ctypes.util
+import json
 import os
 import threading
 
 from . import errors
 
-# The ABI this binding was written for: major.minor must match the library.
+# The ABI this binding was written for: the library's major version must be
+# this one and its minor this or later (qkvfuse.h's policy: a minor only adds).
 ABI_VERSION = (0, 1)
 MAX_DIMS = 6
 
@@ -209,6 +211,10 @@ def _declare(lib):
         fn = getattr(lib, name)
         fn.restype = restype
         fn.argtypes = argtypes
+    # optional: a library older than the function still loads (build_info() says what is missing)
+    if hasattr(lib, "qkvfuse_build_info"):
+        lib.qkvfuse_build_info.restype = c.c_char_p
+        lib.qkvfuse_build_info.argtypes = []
 
 
 def lib():
@@ -231,11 +237,11 @@ def lib():
                 continue
             _declare(handle)
             v = handle.qkvfuse_version_number()
-            if (v // 10000, v // 100 % 100) != ABI_VERSION:
+            if v // 10000 != ABI_VERSION[0] or v // 100 % 100 < ABI_VERSION[1]:
                 raise errors.VersionError(
                     errors.QKVFUSE_ERROR_VERSION,
-                    "%s: library version %d.%d.%d; this binding needs %d.%d.x"
-                    % (path, v // 10000, v // 100 % 100, v % 100, *ABI_VERSION))
+                    "%s: library version %d.%d.%d; this binding needs %d.%d or a later %d.x"
+                    % (path, v // 10000, v // 100 % 100, v % 100, *ABI_VERSION, ABI_VERSION[0]))
             _lib, _lib_path = handle, path
             return _lib
         raise errors.LibraryNotFoundError(
@@ -257,6 +263,17 @@ def check(status: int, where: str) -> None:
     message = (L.qkvfuse_last_error() or b"").decode("utf-8", "replace")
     name = (L.qkvfuse_status_string(status) or b"?").decode()
     raise errors.from_status(status, name, message, where)
+
+
+def build_info() -> dict:
+    """What the loaded library was built with (qkvfuse_build_info), plus the binding."""
+    L = lib()
+    if not hasattr(L, "qkvfuse_build_info"):
+        raise errors.VersionError(errors.QKVFUSE_ERROR_VERSION,
+                                  "%s: library %s has no qkvfuse_build_info" % (_lib_path, version()))
+    info = json.loads(L.qkvfuse_build_info().decode("utf-8"))
+    info["binding"] = "ctypes"
+    return info
 
 
 def version() -> str:

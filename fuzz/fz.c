@@ -204,7 +204,7 @@ static int is_output_slot(int slot) {
 
 static int is_data_slot(int slot) {
   return slot == TK_POSITIONS || slot == TK_SLOT_MAPPING || slot == TK_K_SCALE || slot == TK_V_SCALE ||
-         slot == TK_K_OFFSET || slot == TK_V_OFFSET;
+         slot == TK_K_OFFSET || slot == TK_V_OFFSET || slot == TK_WEIGHT_SCALE || slot == TK_ACT_SCALE;
 }
 
 /* ---- setup ---------------------------------------------------------------------------- */
@@ -635,7 +635,7 @@ static void mutate_args(fz_call *f, fz_src *s) {
       if (!np) break;
       const int other = pres[fz_range(s, 0, np - 1)];
       const qkvfuse_tensor *o = *tk_args_field(&f->args, other);
-      if (!o->data) break;
+      if (buf_of(f, o->data) < 0) break; /* memory the harness owns (a re-backed tensor leaves it valid) */
       f->args.error_flags = (uint32_t *)(((uintptr_t)o->data + 4 * (uintptr_t)fz_range(s, 0, 3) + 3) & ~(uintptr_t)3);
       fz_log(f, "error_flags inside %s\n", slot_name(other));
       break;
@@ -993,3 +993,5 @@ int fz_one_input(const uint8_t *data, size_t size, int op) {
 }
 
 int fz_buf_poison(fz_call *f, size_t n, uint64_t seed) { return buf_new(f, n, NULL, seed); }
+
+int fz_buf_of(const fz_call *f, const void *p) { return p ? buf_of(f, p) : -1; }

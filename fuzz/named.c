@@ -112,6 +112,7 @@ void fz_named_mutate(fz_call *f, fz_src *s) {
           break;
         }
         const qkvfuse_tensor *o = *tk_args_field(&f->args, pres[fz_range(s, 0, np - 1)]);
+        if (fz_buf_of(f, o->data) < 0) break; /* memory the harness owns, which the call may write */
         const size_t es = tk_size(n->q_copy.dtype) ? tk_size(n->q_copy.dtype) : 1;
         n->q_copy.data = (void *)((((uintptr_t)o->data + es - 1) & ~(uintptr_t)(es - 1)) + es * (uintptr_t)fz_range(s, 0, 3));
         break;

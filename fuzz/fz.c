@@ -635,8 +635,10 @@ static void mutate_args(fz_call *f, fz_src *s) {
       if (!np) break;
       const int other = pres[fz_range(s, 0, np - 1)];
       const qkvfuse_tensor *o = *tk_args_field(&f->args, other);
-      if (buf_of(f, o->data) < 0) break; /* memory the harness owns (a re-backed tensor leaves it valid) */
-      f->args.error_flags = (uint32_t *)(((uintptr_t)o->data + 4 * (uintptr_t)fz_range(s, 0, 3) + 3) & ~(uintptr_t)3);
+      uint32_t *at = (uint32_t *)(((uintptr_t)o->data + 4 * (uintptr_t)fz_range(s, 0, 3) + 3) & ~(uintptr_t)3);
+      if (fz_buf_room(f, o->data) < (int64_t)((uintptr_t)at - (uintptr_t)o->data) + 4)
+        break; /* inside memory the harness owns (a re-backed tensor leaves it valid) */
+      f->args.error_flags = at;
       fz_log(f, "error_flags inside %s\n", slot_name(other));
       break;
     }
@@ -994,4 +996,7 @@ int fz_one_input(const uint8_t *data, size_t size, int op) {
 
 int fz_buf_poison(fz_call *f, size_t n, uint64_t seed) { return buf_new(f, n, NULL, seed); }
 
-int fz_buf_of(const fz_call *f, const void *p) { return p ? buf_of(f, p) : -1; }
+int64_t fz_buf_room(const fz_call *f, const void *p) {
+  const int b = p ? buf_of(f, p) : -1;
+  return b < 0 ? -1 : (int64_t)f->buf[b].bytes - (int64_t)((const uint8_t *)p - f->buf[b].run);
+}

@@ -108,8 +108,9 @@ void fz_named_mutate(fz_call *f, fz_src *s);
 qkvfuse_status fz_call_named(fz_call *f, qkvfuse_desc *desc, qkvfuse_args *oargs, int *desc_ok);
 /* A new guarded buffer of n bytes of poison (index, or -1). */
 int fz_buf_poison(fz_call *f, size_t n, uint64_t seed);
-/* The buffer of the harness that holds p, or -1 (memory it does not own). */
-int fz_buf_of(const fz_call *f, const void *p);
+/* Bytes from p to the end of the harness buffer that holds it, or -1 (memory
+ * it does not own). */
+int64_t fz_buf_room(const fz_call *f, const void *p);
 
 /* Append to the call's log (printf-style). */
 void fz_log(fz_call *f, const char *fmt, ...);

@@ -112,9 +112,12 @@ void fz_named_mutate(fz_call *f, fz_src *s) {
           break;
         }
         const qkvfuse_tensor *o = *tk_args_field(&f->args, pres[fz_range(s, 0, np - 1)]);
-        if (fz_buf_of(f, o->data) < 0) break; /* memory the harness owns, which the call may write */
         const size_t es = tk_size(n->q_copy.dtype) ? tk_size(n->q_copy.dtype) : 1;
-        n->q_copy.data = (void *)((((uintptr_t)o->data + es - 1) & ~(uintptr_t)(es - 1)) + es * (uintptr_t)fz_range(s, 0, 3));
+        void *at = (void *)((((uintptr_t)o->data + es - 1) & ~(uintptr_t)(es - 1)) + es * (uintptr_t)fz_range(s, 0, 3));
+        /* only inside memory the harness owns, with room for all of it: the call may write it */
+        int64_t bytes = (int64_t)es;
+        for (int dim = 0; dim < n->q_copy.ndim; dim++) bytes *= n->q_copy.shape[dim];
+        if (fz_buf_room(f, at) >= bytes) n->q_copy.data = at;
         break;
       }
       default: n->null_sizes = 1; break;

@@ -23,6 +23,9 @@
  * - qf_cuda_general_tiles: one of its two tilings, the one whose groups walk
  *   fewer tasks in series (ties: all heads), on random shapes up to 5M
  *   tokens, and its tiles for the int32 dequant bench op's shapes.
+ * - qf_cuda_streaming_capable: the streaming kernels (sm_80 PTX) on compute
+ *   capability 8.0 and later only; an sm_75 GPU (and anything older) gets the
+ *   general kernel for every call.
  * This program includes an internal header (the functions are not API).
  *   test_cuda_plan [--cases N] [--seed S] */
 #include <stdint.h>
@@ -234,11 +237,23 @@ static void check_tiles(int64_t T, int heads, int gpb, int R, int64_t resident, 
            gpb, R, (long long)resident, what);
 }
 
+static void check_streaming(void) {
+  static const struct {
+    int cc, want;
+  } caps[] = {{60, 0}, {70, 0}, {72, 0}, {75, 0}, {80, 1}, {86, 1}, {87, 1}, {89, 1},
+              {90, 1}, {100, 1}, {103, 1}, {110, 1}, {120, 1}, {121, 1}};
+  for (size_t i = 0; i < sizeof caps / sizeof caps[0]; i++)
+    if (qf_cuda_streaming_capable(caps[i].cc) != caps[i].want && failed++ < 10)
+      printf("FAIL test_cuda_plan streaming_capable cc=%d: %d, want %d\n", caps[i].cc,
+             qf_cuda_streaming_capable(caps[i].cc), caps[i].want);
+}
+
 int main(int argc, char **argv) {
   const int cases = (int)tk_arg_u64(argc, argv, "--cases", NULL, 3000);
   tk_rng r;
   tk_rng_seed(&r, tk_arg_u64(argc, argv, "--seed", NULL, 0x91A4));
   divisors(&r);
+  check_streaming();
   /* the shapes of the H200 bench presets at T = 4096 and 32768 (chunks of 16 / 20 / 8 tokens) */
   static const struct {
     int64_t chunks;

@@ -12,6 +12,16 @@
 extern "C" {
 #endif
 
+/* The least compute capability (major * 10 + minor) of the streaming kernels
+ * (fast.cuh): their cp.async copies, L2 cache hints and eviction policies are
+ * sm_80 PTX, so for older architectures their device code is a trap. */
+#define QF_CUDA_STREAMING_MIN_CC 80
+
+/* Whether a device of compute capability cc (major * 10 + minor) runs the
+ * streaming kernels; below QF_CUDA_STREAMING_MIN_CC the general kernel
+ * (fused.cuh) serves every call. */
+int qf_cuda_streaming_capable(int cc);
+
 /* n / d as a multiply-high and a shift, for d >= 1 and n < 2^31 (fast.cuh:
  * div_fixed): (umulhi(n, mul) + n) >> shift. */
 qf_cu_div qf_cuda_divisor(uint32_t d);

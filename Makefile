@@ -32,15 +32,18 @@ $(BUILD)/CMakeCache.txt: | setup
 build: $(BUILD)/CMakeCache.txt
 	cmake --build $(BUILD) -j $(JOBS)
 
-# The main job: run the three named operators on real-model presets and check them.
-demo: build
+# The main job: run the three named operators on real-model presets and check
+# them (builds the library and the CLI only).
+demo: $(BUILD)/CMakeCache.txt
+	cmake --build $(BUILD) -j $(JOBS) --target qkvfuse qkvfuse_cli
 	$(BUILD)/bin/qkvfuse demo
 
 # The whole CPU test suite.
 test: build
 	cd $(BUILD) && ctest --output-on-failure -j $(JOBS)
 
-bench: build
+bench: $(BUILD)/CMakeCache.txt
+	cmake --build $(BUILD) -j $(JOBS) --target qkvfuse_cli
 	$(BUILD)/bin/qkvfuse bench
 
 $(DIST)/CMakeCache.txt: | setup

@@ -83,6 +83,7 @@ int main(void) {
     const char *msg = qkvfuse_last_error();
     printf("test_cuda_arch: cuda:%d %s (compute capability %d.%d), build for \"%s\": %s, plan %s\n", dev, prop.name,
            prop.major, prop.minor, archs, covered ? "covered" : "not covered", qkvfuse_status_string(s));
+    if (s != QKVFUSE_SUCCESS) printf("  message: %s\n", msg);
     if (covered) {
       if (s != QKVFUSE_SUCCESS)
         fail(dev, "the build covers this GPU but the plan failed", msg);

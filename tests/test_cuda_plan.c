@@ -23,9 +23,10 @@
  * - qf_cuda_general_tiles: one of its two tilings, the one whose groups walk
  *   fewer tasks in series (ties: all heads), on random shapes up to 5M
  *   tokens, and its tiles for the int32 dequant bench op's shapes.
- * - qf_cuda_streaming_capable: the streaming kernels (sm_80 PTX) on compute
- *   capability 8.0 and later only; an sm_75 GPU (and anything older) gets the
- *   general kernel for every call.
+ * - qf_cuda_streaming: the streaming kernels (sm_80 PTX) on compute
+ *   capability 8.0 and later only, whatever the form, unless the form is
+ *   general; an sm_75 GPU (and anything older) gets the general kernel for
+ *   every call.
  * This program includes an internal header (the functions are not API).
  *   test_cuda_plan [--cases N] [--seed S] */
 #include <stdint.h>
@@ -238,14 +239,13 @@ static void check_tiles(int64_t T, int heads, int gpb, int R, int64_t resident, 
 }
 
 static void check_streaming(void) {
-  static const struct {
-    int cc, want;
-  } caps[] = {{60, 0}, {70, 0}, {72, 0}, {75, 0}, {80, 1}, {86, 1}, {87, 1}, {89, 1},
-              {90, 1}, {100, 1}, {103, 1}, {110, 1}, {120, 1}, {121, 1}};
+  static const int caps[] = {60, 70, 72, 75, 80, 86, 87, 89, 90, 100, 103, 110, 120, 121};
   for (size_t i = 0; i < sizeof caps / sizeof caps[0]; i++)
-    if (qf_cuda_streaming_capable(caps[i].cc) != caps[i].want && failed++ < 10)
-      printf("FAIL test_cuda_plan streaming_capable cc=%d: %d, want %d\n", caps[i].cc,
-             qf_cuda_streaming_capable(caps[i].cc), caps[i].want);
+    for (int form = 0; form <= 4; form++) { /* by size, decode, prefill, decode1, general */
+      const int want = caps[i] >= 80 && form != 4, got = qf_cuda_streaming(caps[i], form);
+      if (got != want && failed++ < 10)
+        printf("FAIL test_cuda_plan streaming cc=%d form=%d: %d, want %d\n", caps[i], form, got, want);
+    }
 }
 
 int main(int argc, char **argv) {

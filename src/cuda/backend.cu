@@ -177,7 +177,9 @@ extern "C" void qf_cuda_general_tiles(int64_t T, int heads, int gpb, int R, int6
   }
 }
 
-extern "C" int qf_cuda_streaming_capable(int cc) { return cc >= QF_CUDA_STREAMING_MIN_CC; }
+extern "C" int qf_cuda_streaming(int cc, int form) {
+  return cc >= QF_CUDA_STREAMING_MIN_CC && form != QF_CUDA_FORM_GENERAL;
+}
 
 // The plan's multiprocessors (132, an H100 / H200's, where the device did not say).
 static int64_t plan_sms(const qkvfuse_plan *plan) { return plan->device_sm_count > 0 ? plan->device_sm_count : 132; }
@@ -511,7 +513,7 @@ static qkvfuse_status qf_cuda_run(const qkvfuse_plan *plan, const qf_problem *p,
   device_guard g(plan->desc.device_id);
   if (g.err != cudaSuccess) return cuda_fail(g.err, "cudaSetDevice");
   const qkvfuse_dtype in = p->qkv.dtype;
-  if (qf_cuda_streaming_capable(plan->device_cc) && fast_ok(p, P)) {
+  if (qf_cuda_streaming(plan->device_cc, plan->device_form) && fast_ok(p, P)) {
     size_t smem = 0;
     int variant = (p->desc->rope_style == QKVFUSE_ROPE_INTERLEAVED ? QF_FAST_INTERLEAVED : 0) |
                   (p->desc->rope_source == QKVFUSE_ROPE_COS_SIN ? QF_FAST_SEPARATE : 0);
@@ -596,7 +598,7 @@ extern "C" qkvfuse_status qf_cuda_plan(qkvfuse_plan *plan) {
     device_guard guard(d->device_id);
     if (guard.err != cudaSuccess) return cuda_fail(guard.err, "cudaSetDevice");
     QF_FORWARD(check_image(d->device_id, plan->device_cc, qf_cuda_fused_probe(), "general"));
-    if (qf_cuda_streaming_capable(plan->device_cc))
+    if (plan->device_cc >= QF_CUDA_STREAMING_MIN_CC)
       QF_FORWARD(check_image(d->device_id, plan->device_cc, qf_cuda_fast_probe(), "streaming"));
   }
   // programmatic dependent launch (launch.h): sm_90 and later, unless the
@@ -604,12 +606,14 @@ extern "C" qkvfuse_status qf_cuda_plan(qkvfuse_plan *plan) {
   const char *pdl = getenv("QKVFUSE_CUDA_PDL");
   plan->device_pdl = major >= 9 && !(pdl && strcmp(pdl, "0") == 0);
   // the streaming kernel's form: by size, unless QKVFUSE_CUDA_FORM says
-  // decode or prefill (tests run each form over every shape)
+  // decode or prefill, or general: no streaming kernel, as below sm_80
+  // (tests run each form over every shape)
   const char *form = getenv("QKVFUSE_CUDA_FORM");
   plan->device_form = !form                           ? 0
                       : strcmp(form, "decode") == 0   ? 1
                       : strcmp(form, "prefill") == 0  ? 2
                       : strcmp(form, "decode1") == 0 ? 3
+                      : strcmp(form, "general") == 0 ? QF_CUDA_FORM_GENERAL
                                                       : 0;
   plan->backend = QKVFUSE_BACKEND_CUDA;
   plan->backend_name = "cuda";

@@ -52,7 +52,7 @@
 // The streaming kernels' device code exists for QF_CUDA_STREAMING_MIN_CC and
 // later (their PTX needs sm_80); an older architecture's image holds a trap
 // in each kernel's place, which the dispatch never launches there
-// (backend.cu: qf_cuda_streaming_capable).
+// (backend.cu: qf_cuda_streaming).
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ < QF_CUDA_STREAMING_MIN_CC * 10
 #define QF_FAST_DEVICE_CODE 0
 #else

@@ -17,10 +17,16 @@ extern "C" {
  * sm_80 PTX, so for older architectures their device code is a trap. */
 #define QF_CUDA_STREAMING_MIN_CC 80
 
+/* The plan's form (plan.h: device_form) that gives every call to the
+ * general kernel: QKVFUSE_CUDA_FORM=general, the path of a device below
+ * QF_CUDA_STREAMING_MIN_CC, for tests on any GPU. */
+#define QF_CUDA_FORM_GENERAL 4
+
 /* Whether a device of compute capability cc (major * 10 + minor) runs the
- * streaming kernels; below QF_CUDA_STREAMING_MIN_CC the general kernel
+ * streaming kernels, given the plan's form: from QF_CUDA_STREAMING_MIN_CC
+ * on, unless the form is QF_CUDA_FORM_GENERAL; otherwise the general kernel
  * (fused.cuh) serves every call. */
-int qf_cuda_streaming_capable(int cc);
+int qf_cuda_streaming(int cc, int form);
 
 /* n / d as a multiply-high and a shift, for d >= 1 and n < 2^31 (fast.cuh:
  * div_fixed): (umulhi(n, mul) + n) >> shift. */

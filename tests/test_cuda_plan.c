@@ -23,6 +23,10 @@
  * - qf_cuda_general_tiles: one of its two tilings, the one whose groups walk
  *   fewer tasks in series (ties: all heads), on random shapes up to 5M
  *   tokens, and its tiles for the int32 dequant bench op's shapes.
+ * - qf_cuda_streaming: the streaming kernels (sm_80 PTX) on compute
+ *   capability 8.0 and later only, whatever the form, unless the form is
+ *   general; an sm_75 GPU (and anything older) gets the general kernel for
+ *   every call.
  * This program includes an internal header (the functions are not API).
  *   test_cuda_plan [--cases N] [--seed S] */
 #include <stdint.h>
@@ -234,11 +238,22 @@ static void check_tiles(int64_t T, int heads, int gpb, int R, int64_t resident, 
            gpb, R, (long long)resident, what);
 }
 
+static void check_streaming(void) {
+  static const int caps[] = {60, 70, 72, 75, 80, 86, 87, 89, 90, 100, 103, 110, 120, 121};
+  for (size_t i = 0; i < sizeof caps / sizeof caps[0]; i++)
+    for (int form = 0; form <= 4; form++) { /* by size, decode, prefill, decode1, general */
+      const int want = caps[i] >= 80 && form != 4, got = qf_cuda_streaming(caps[i], form);
+      if (got != want && failed++ < 10)
+        printf("FAIL test_cuda_plan streaming cc=%d form=%d: %d, want %d\n", caps[i], form, got, want);
+    }
+}
+
 int main(int argc, char **argv) {
   const int cases = (int)tk_arg_u64(argc, argv, "--cases", NULL, 3000);
   tk_rng r;
   tk_rng_seed(&r, tk_arg_u64(argc, argv, "--seed", NULL, 0x91A4));
   divisors(&r);
+  check_streaming();
   /* the shapes of the H200 bench presets at T = 4096 and 32768 (chunks of 16 / 20 / 8 tokens) */
   static const struct {
     int64_t chunks;

@@ -25,8 +25,9 @@ struct qkvfuse_plan {
   double mscale;
   /* backend-owned state (device tables), released by `release` */
   int device_sm_count;     /* CUDA: multiprocessors of the plan's device */
+  int device_cc;           /* CUDA: the device's compute capability, major * 10 + minor */
   int device_pdl;          /* CUDA: launch with programmatic dependent launch (sm_90+, QKVFUSE_CUDA_PDL != 0) */
-  int device_form;         /* CUDA streaming kernel's form: 0 by size, 1 decode, 2 prefill, 3 decode with one vector per lane (QKVFUSE_CUDA_FORM) */
+  int device_form;         /* CUDA streaming kernel's form: 0 by size, 1 decode, 2 prefill, 3 decode with one vector per lane, 4 none: the general kernel (QKVFUSE_CUDA_FORM) */
   void *device_state;
   void (*release)(struct qkvfuse_plan *plan);
 };

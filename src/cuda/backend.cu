@@ -178,6 +178,10 @@ extern "C" void qf_cuda_general_tiles(int64_t T, int heads, int gpb, int R, int6
   }
 }
 
+extern "C" int qf_cuda_streaming(int cc, int form) {
+  return cc >= QF_CUDA_STREAMING_MIN_CC && form != QF_CUDA_FORM_GENERAL;
+}
+
 // The plan's multiprocessors (132, an H100 / H200's, where the device did not say).
 static int64_t plan_sms(const qkvfuse_plan *plan) { return plan->device_sm_count > 0 ? plan->device_sm_count : 132; }
 
@@ -510,7 +514,7 @@ static qkvfuse_status qf_cuda_run(const qkvfuse_plan *plan, const qf_problem *p,
   device_guard g(plan->desc.device_id);
   if (g.err != cudaSuccess) return cuda_fail(g.err, "cudaSetDevice");
   const qkvfuse_dtype in = p->qkv.dtype;
-  if (fast_ok(p, P)) {
+  if (qf_cuda_streaming(plan->device_cc, plan->device_form) && fast_ok(p, P)) {
     size_t smem = 0;
     int variant = (p->desc->rope_style == QKVFUSE_ROPE_INTERLEAVED ? QF_FAST_INTERLEAVED : 0) |
                   (p->desc->rope_source == QKVFUSE_ROPE_COS_SIN ? QF_FAST_SEPARATE : 0);
@@ -535,6 +539,42 @@ static qkvfuse_status qf_cuda_run(const qkvfuse_plan *plan, const qf_problem *p,
   return qf_cuda_launch(in, vec, nv, 0, 0, &P, (unsigned)blocks, smem, (cudaStream_t)stream);
 }
 
+// The CUDA architectures this build's device code was compiled for
+// (CMAKE_CUDA_ARCHITECTURES), for messages.
+#ifndef QKVFUSE_CUDA_ARCHS
+#define QKVFUSE_CUDA_ARCHS "(not recorded)"
+#endif
+
+// Whether device `dev` (the current device, compute capability cc) can run
+// `kernel` of `family`: this build holds a cubin of the device's family or
+// PTX its driver compiles. QKVFUSE_ERROR_UNSUPPORTED naming the device and
+// the build's architectures where it cannot (the runtime's own error is
+// cleared: it is not the caller's).
+static qkvfuse_status check_image(int dev, int cc, const void *kernel, const char *family) {
+  cudaFuncAttributes attr;
+  const cudaError_t e = cudaFuncGetAttributes(&attr, kernel);
+  if (e == cudaSuccess) return QKVFUSE_SUCCESS;
+  cudaGetLastError();
+  switch (e) {
+    case cudaErrorInvalidDeviceFunction:
+    case cudaErrorNoKernelImageForDevice:
+    case cudaErrorInvalidKernelImage:
+    case cudaErrorInvalidPtx:
+    case cudaErrorUnsupportedPtxVersion:
+    case cudaErrorJitCompilerNotFound:
+    case cudaErrorJitCompilationDisabled: break;
+    default: return cuda_fail(e, "cudaFuncGetAttributes");
+  }
+  cudaDeviceProp prop;
+  const bool named = cudaGetDeviceProperties(&prop, dev) == cudaSuccess;
+  return qf_fail(QKVFUSE_ERROR_UNSUPPORTED,
+                 "device_id: cuda:%d (%s, compute capability %d.%d) cannot run this build of qkvfuse, built for CUDA "
+                 "architectures %s: its %s kernel has no image for the device (%s); build with "
+                 "-DCMAKE_CUDA_ARCHITECTURES=%d-real (or a list that includes it)",
+                 dev, named ? prop.name : "name unknown", cc / 10, cc % 10, QKVFUSE_CUDA_ARCHS, family,
+                 cudaGetErrorName(e), cc);
+}
+
 extern "C" qkvfuse_status qf_cuda_plan(qkvfuse_plan *plan) {
   const qkvfuse_desc *d = &plan->desc;
   int count = 0;
@@ -548,20 +588,33 @@ extern "C" qkvfuse_status qf_cuda_plan(qkvfuse_plan *plan) {
   e = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, d->device_id);
   if (e != cudaSuccess) return cuda_fail(e, "cudaDeviceGetAttribute");
   plan->device_sm_count = sms;
+  int major = 0, minor = 0;
+  e = cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, d->device_id);
+  if (e == cudaSuccess) e = cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, d->device_id);
+  if (e != cudaSuccess) return cuda_fail(e, "cudaDeviceGetAttribute");
+  plan->device_cc = major * 10 + minor;
+  {
+    // every kernel family qkvfuse_run may launch on the device has an image
+    // for it (refused here, naming the device, rather than at a launch)
+    device_guard guard(d->device_id);
+    if (guard.err != cudaSuccess) return cuda_fail(guard.err, "cudaSetDevice");
+    QF_FORWARD(check_image(d->device_id, plan->device_cc, qf_cuda_fused_probe(), "general"));
+    if (plan->device_cc >= QF_CUDA_STREAMING_MIN_CC)
+      QF_FORWARD(check_image(d->device_id, plan->device_cc, qf_cuda_fast_probe(), "streaming"));
+  }
   // programmatic dependent launch (launch.h): sm_90 and later, unless the
   // environment says QKVFUSE_CUDA_PDL=0
-  int major = 0;
-  e = cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, d->device_id);
-  if (e != cudaSuccess) return cuda_fail(e, "cudaDeviceGetAttribute");
   const char *pdl = getenv("QKVFUSE_CUDA_PDL");
   plan->device_pdl = major >= 9 && !(pdl && strcmp(pdl, "0") == 0);
   // the streaming kernel's form: by size, unless QKVFUSE_CUDA_FORM says
-  // decode or prefill (tests run each form over every shape)
+  // decode or prefill, or general: no streaming kernel, as below sm_80
+  // (tests run each form over every shape)
   const char *form = getenv("QKVFUSE_CUDA_FORM");
   plan->device_form = !form                           ? 0
                       : strcmp(form, "decode") == 0   ? 1
                       : strcmp(form, "prefill") == 0  ? 2
                       : strcmp(form, "decode1") == 0 ? 3
+                      : strcmp(form, "general") == 0 ? QF_CUDA_FORM_GENERAL
                                                       : 0;
   plan->backend = QKVFUSE_BACKEND_CUDA;
   plan->backend_name = "cuda";

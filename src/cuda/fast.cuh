@@ -47,6 +47,17 @@
 #define QKVFUSE_CUDA_FAST_CUH
 
 #include "cuda/fused.cuh"
+#include "cuda/launch_plan.h"
+
+// The streaming kernels' device code exists for QF_CUDA_STREAMING_MIN_CC and
+// later (their PTX needs sm_80); an older architecture's image holds a trap
+// in each kernel's place, which the dispatch never launches there
+// (backend.cu: qf_cuda_streaming).
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ < QF_CUDA_STREAMING_MIN_CC * 10
+#define QF_FAST_DEVICE_CODE 0
+#else
+#define QF_FAST_DEVICE_CODE 1
+#endif
 
 namespace qf {
 
@@ -900,6 +911,7 @@ __device__ __forceinline__ int head_col(const qf_cu_params &P, int kind, int h) 
 // kHotQuant) or 0 (what the kernel knows of its call).
 template <typename T, int L, bool INTER, bool SEP, int HOT>
 __global__ void __launch_bounds__(kFastBlock, fast_blocks_per_sm(HOT != 0)) fast_kernel(const qf_cu_params P) {
+#if QF_FAST_DEVICE_CODE
   constexpr int GPB = fast_gpb(L), NH = fast_max_heads(SEP), NCS = fast_ncs(INTER, SEP);
   static_assert(!HOT || !SEP, "HOT: cos/sin from a cache");
   constexpr int TDT = HOT ? h16<T>::dtype : 0; /* HOT: the tables' dtype (the input's) */
@@ -1043,6 +1055,9 @@ __global__ void __launch_bounds__(kFastBlock, fast_blocks_per_sm(HOT != 0)) fast
     }
     if (vadj) __syncwarp(); /* read before the next copy into the stage */
   }
+#else
+  __trap();
+#endif
 }
 
 // cos/sin of the 8 elements of vector w (the one-vector decode form's lane)
@@ -1249,6 +1264,7 @@ __device__ __forceinline__ bool same_weights(const weights_raw<NV> &a, const wei
 // with SPEC, or 0).
 template <typename T, int L, int NV, bool INTER, bool SEP, bool SPEC, int HOT>
 __global__ void __launch_bounds__(kFastBlock) decode_kernel(const __grid_constant__ qf_cu_params P) {
+#if QF_FAST_DEVICE_CODE
   constexpr int GPB = kFastBlock / L, NCS = fast_ncs(INTER, SEP), N = 8 * NV;
   static_assert(!HOT || !SEP, "HOT: cos/sin from a cache");
   constexpr int TDT = HOT ? h16<T>::dtype : 0; /* HOT: the tables' dtype (the input's) */
@@ -1484,6 +1500,9 @@ __global__ void __launch_bounds__(kFastBlock) decode_kernel(const __grid_constan
   const qf_cu_mat &out = kind == 0 ? P.q_out : (kind == 1 ? P.k_out : P.v_out);
   store_head<T, NV, HOT>(out, C, C.quant != QKVFUSE_QUANT_NONE, true, kind > 0 && td.dest && C.data, t, td.row0, h,
                          D, wv, x, lane_scales<NV>{rk, ofk, gbad});
+#else
+  __trap();
+#endif
 }
 
 }  // namespace qf

@@ -6,3 +6,7 @@ qkvfuse_status qf_cuda_launch_fast_bf16(int lanes, int variant, const qf_cu_para
                                    cudaStream_t stream) {
   return qf::launch_fast<__nv_bfloat16>(lanes, variant, P, blocks, smem, stream);
 }
+
+const void *qf_cuda_fast_probe(void) {
+  return reinterpret_cast<const void *>(qf::fast_kernel<__nv_bfloat16, 8, false, false, 0>);
+}

@@ -6,3 +6,5 @@ qkvfuse_status qf_cuda_launch_fused_f32(int vec, int nv, const qf_cu_params *P, 
                                   cudaStream_t stream) {
   return qf::launch_fused<float>(vec, nv, P, blocks, smem, stream);
 }
+
+const void *qf_cuda_fused_probe(void) { return reinterpret_cast<const void *>(qf::fused_kernel<float, 4, 1>); }

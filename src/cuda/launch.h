@@ -54,4 +54,12 @@ qkvfuse_status qf_cuda_launch_fast_f16(int lanes, int variant, const qf_cu_param
 qkvfuse_status qf_cuda_launch_fast_bf16(int lanes, int variant, const qf_cu_params *P, unsigned blocks, size_t smem,
                                         cudaStream_t stream);
 
+/* One kernel of each family qkvfuse_run dispatches to, the general kernel
+ * (fused_f32.cu) and the streaming kernel (fast_bf16.cu), for the plan's
+ * check that this build holds an image its device can run (every kernel
+ * translation unit is built for the same CMAKE_CUDA_ARCHITECTURES, so one
+ * kernel answers for its family). */
+const void *qf_cuda_fused_probe(void);
+const void *qf_cuda_fast_probe(void);
+
 #endif /* QKVFUSE_CUDA_LAUNCH_H */

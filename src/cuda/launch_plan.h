@@ -12,6 +12,22 @@
 extern "C" {
 #endif
 
+/* The least compute capability (major * 10 + minor) of the streaming kernels
+ * (fast.cuh): their cp.async copies, L2 cache hints and eviction policies are
+ * sm_80 PTX, so for older architectures their device code is a trap. */
+#define QF_CUDA_STREAMING_MIN_CC 80
+
+/* The plan's form (plan.h: device_form) that gives every call to the
+ * general kernel: QKVFUSE_CUDA_FORM=general, the path of a device below
+ * QF_CUDA_STREAMING_MIN_CC, for tests on any GPU. */
+#define QF_CUDA_FORM_GENERAL 4
+
+/* Whether a device of compute capability cc (major * 10 + minor) runs the
+ * streaming kernels, given the plan's form: from QF_CUDA_STREAMING_MIN_CC
+ * on, unless the form is QF_CUDA_FORM_GENERAL; otherwise the general kernel
+ * (fused.cuh) serves every call. */
+int qf_cuda_streaming(int cc, int form);
+
 /* n / d as a multiply-high and a shift, for d >= 1 and n < 2^31 (fast.cuh:
  * div_fixed): (umulhi(n, mul) + n) >> shift. */
 qf_cu_div qf_cuda_divisor(uint32_t d);

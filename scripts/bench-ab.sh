@@ -3,7 +3,7 @@
 # base tree and of this tree side by side, then runs `qkvfuse bench` on each
 # in alternation, ROUNDS times, so both see the same machine, clocks and
 # neighbours (run-to-run spread between machines is larger than most changes).
-# How BENCHMARKS.md's "predicted vs measured" rows are taken.
+# Use it for any claim that a change makes a call faster or slower.
 #
 #   scripts/bench-ab.sh prepare REF [DIR]   copy commit REF of this repo into DIR
 #                                           (default build-ab/base: ignored by git,

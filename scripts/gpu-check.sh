@@ -51,7 +51,7 @@ if has test; then
 fi
 
 if has sanitize; then
-  # compute-sanitizer over the GPU test programs (issue 6): memcheck (no access
+  # compute-sanitizer over the GPU test programs: memcheck (no access
   # outside an allocation, no leak of device memory), racecheck (shared-memory
   # hazards), initcheck (no read of uninitialized device memory), synccheck
   # (barrier misuse). The GPU fuzz loop feeds out-of-range positions and slots

@@ -3,7 +3,7 @@
 // MB): an empty kernel, a 12 KB copy with and without programmatic dependent
 // launch and an L2 prefetch before the grid dependency wait, plus one
 // dependent load (index -> table row) or a chain of dependent FMAs. A
-// diagnostic, not part of the library (BENCHMARKS.md, session 7):
+// diagnostic, not part of the library:
 //
 //   nvcc -O3 -gencode=arch=compute_90,code=sm_90 -std=c++17 scripts/gpu-floor.cu -o /tmp/gpu-floor && /tmp/gpu-floor
 #include <cuda_runtime.h>

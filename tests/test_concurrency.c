@@ -1,4 +1,4 @@
-/* Concurrency (issue 6; qkvfuse.h: plans are immutable, qkvfuse_run may be
+/* Concurrency (qkvfuse.h: plans are immutable, qkvfuse_run may be
  * called on one plan from many threads): 8 threads share 6 plans (the four
  * base specs and two random ones) and run them in a different random order
  * each, on their own buffers, interleaved with calls whose data is bad

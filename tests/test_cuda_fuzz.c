@@ -1,4 +1,4 @@
-/* The GPU fuzz loop (issue 6): random valid cases (every layout, dtype,
+/* The GPU fuzz loop: random valid cases (every layout, dtype,
  * quantization, RoPE source, stride and view the test kit generates), then
  * data the kernels must survive: positions outside [0, max_pos) (or outside
  * [0, 2^31) for computed RoPE), slots and contiguous starts outside the cache

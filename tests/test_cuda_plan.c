@@ -13,9 +13,9 @@
  * - qf_cuda_prefill_plan: heads per item hpi or hpi / 2 (at least 2; hpi
  *   with a quantized cache), the blocks per item of qf_cuda_blocks_per_item
  *   for that choice, and the smaller predicted longest block (chunks * cost
- *   * (5 + 10 heads); ties: hpi), on random shapes; and the choices a
- *   separate model of the rule (Python, session 16) makes for the bench
- *   presets on the H200's 660 slots;
+ *   * (5 + 10 heads); ties: hpi), on random shapes; and the choices an
+ *   independent model of the rule makes for the bench presets on the
+ *   H200's 660 slots;
  * - qf_cuda_prefill_tail: its bounds (a multiple of the piece, a quarter of
  *   the chunks rounded down, none below 3 chunks per resident block; 10%
  *   with a quantized cache from 4 to 15; pieces of 1 or 2) on random shapes,

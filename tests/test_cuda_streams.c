@@ -1,4 +1,4 @@
-/* Concurrency on CUDA streams (issue 6): 4 host threads share 4 plans (the
+/* Concurrency on CUDA streams: 4 host threads share 4 plans (the
  * base specs) and enqueue, on 4 streams (thread i on stream i, and each thread
  * also on stream (i + 1) % 4 every other round, so streams are shared between
  * threads), the upload of a case's initial bytes, qkvfuse_run and the download,

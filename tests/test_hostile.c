@@ -1,4 +1,4 @@
-/* Regressions for the bug classes published against peer kernels (issue 6),
+/* Regressions for the bug classes published against peer kernels,
  * one directed test each, where a buggy implementation would corrupt data:
  *
  *   partial_rope  R < D: dims R..D-1 pass through bit-exactly (q_out, k_out,

@@ -51,8 +51,8 @@ static void cuda_download(void *dst, const void *src, size_t bytes) {
 }
 
 /* A copy kernel rather than cudaMemcpyAsync: on the H200 the kernel moves
- * more bytes per second (the first runs: cudaMemcpyAsync about 2.7 TB/s), and
- * the baseline should be the fastest copy of the same bytes. */
+ * more bytes per second, and the baseline should be the fastest copy of the
+ * same bytes. */
 static void cuda_copy(void *dst, const void *src, size_t bytes, int threads) {
   (void)threads;
   qf_cuda_copy_bytes(dst, src, bytes, g_stream);

@@ -12,8 +12,8 @@ static inline char *row_ptr(const qf_mat *m, int64_t r, size_t es) {
 
 /* Software prefetch of the token a thread will process next (`ahead`, chosen
  * by the driver), one head at a time: spread evenly through the work, so that
- * memory latency overlaps the arithmetic (measured: +40% single-thread on
- * cold Llama-3-8B data, where a whole-row prefetch per token gained nothing).
+ * memory latency overlaps the arithmetic (one whole-row prefetch per token
+ * does not).
  * Writes use PREFETCHW. */
 static inline void prefetch_read(const void *p, int64_t bytes) {
   for (int64_t b = 0; b < bytes; b += 64) __builtin_prefetch((const char *)p + b, 0, 3);

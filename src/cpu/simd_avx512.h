@@ -4,8 +4,8 @@
  * Every operation is the IEEE float32 operation of the scalar reference, lane
  * by lane; conversions reproduce core/dtype.h bit for bit:
  *   - bfloat16 stores use VCVTNEPS2BF16 when compiled for AVX512_BF16 (the
- *     avx512bf16 kernels); it treats float32 subnormal inputs as zero (measured
- *     on Sapphire Rapids) where dtype.h rounds them, so a vector holding one
+ *     avx512bf16 kernels); it treats float32 subnormal inputs as zero
+ *     where dtype.h rounds them, so a vector holding one
  *     takes the integer round-to-nearest-even path, which is what the plain
  *     avx512 kernels always use;
  *   - float16 uses VCVTPS2PH / VCVTPH2PS with round-to-nearest-even, which

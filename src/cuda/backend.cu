@@ -156,12 +156,7 @@ bool qf_cuda_vector_ok(const qf_problem *p, int vec) {
 // walks several of them, or it is one token and as many heads as a block
 // has groups, one task per group and a table per tile, counted as two
 // tasks (ties go to the former). Blocks walk the tiles grid-stride, at most
-// qf::kFusedBlocksPerSm per multiprocessor. Measured on the H200 with the
-// former rule (tokens x heads <= 2 x groups in flight: one-token tiles):
-// the int32 dequant op at T = 64, 64 tiles of one token with all 96 heads
-// for a block's 8 groups, Phi-3 28.6 us against 5.8 at T = 8; with this
-// rule 11.4 us, and 0.27-0.76x the time at T = 32-128 on every preset
-// (session 27).
+// qf::kFusedBlocksPerSm per multiprocessor.
 extern "C" void qf_cuda_general_tiles(int64_t T, int heads, int gpb, int R, int64_t resident, int *tpb, int *hpb) {
   const int table_max = R > 0 ? 12288 / (8 * R) : 256; /* cos/sin tables <= 12 KB */
   int many = (4 * gpb + heads - 1) / heads;
@@ -232,32 +227,26 @@ static bool fast_ok(const qf_problem *p, const qf_cu_params &P) {
 // Sets *smem, the launch's variant bits (QF_FAST_DECODE*) and lanes per
 // group; returns the grid size, or 0 if an index or the shared memory (48
 // KB) would overflow (the general kernel then serves the call).
-/* a quantized k chunk against a q chunk, in tenths (measured: 13-16; 14 since
-   session 27: at T = 4096 it gives Phi-3's int8 cache op 13's plan, +0.6
-   point against 15's, and at 32768 plans within 0.1 point of 15's) */
+/* a quantized k chunk's cost in tenths of a q chunk's: it also quantizes */
 static const int64_t kFastKCost = 14;
 static const int64_t kFastTokenCost = 5; /* a chunk's per-token part, in tenths of one head's */
 
 // The prefill form's blocks per item of each kind (n[k]; items[k] items of
 // kind k, each of `chunks` token chunks, a chunk of kind k costing cost[k]),
 // for `slots` resident blocks. A chunk costs about the same whatever its
-// heads and bytes (measured: blocks in proportion to heads or bytes lost
-// 5-30%), except that a k chunk of a quantized cache also quantizes (1.24x
-// the split's instructions in all, ncu): cost kFastKCost against 10 where
-// every k item has hpi heads (measured: llama, qwen3, gemma, phi-3 7-13% less
-// time at T >= 4096; GLM-4, 2 kv heads, took 5-19% more with its k items at
-// 1.5x and keeps 10). A block's time is its chunk count, ceil(chunks / n[k]),
-// times cost[k], and the call's time the largest of these: at T = 4096 a
-// block walks only 4 to 10 chunks, so that rounding up decides (Llama's int8
-// cache with blocks in proportion to cost: q blocks 7 chunks (70), k blocks
-// 5 (75), while 4 (60) fit in the slots). So: the smallest such time tau
-// whose counts, the fewest blocks that finish within tau, fit in the slots
-// (binary search: the count falls as tau grows); then the slots left go in
-// whole rounds, one more block for every item, while they fit (more blocks
-// in flight, the same largest time; where equal counts were already best,
-// the counts of the proportional share: unequal ones measured 1% slower in
-// place). Where even one block per item does not fit (more items than
-// slots), one block each.
+// heads and bytes (counts in proportion to them balance worse), except
+// that a k chunk of a quantized cache also quantizes: cost kFastKCost
+// against 10 where every k item has hpi heads (qf_cuda_prefill_plan; with
+// fewer, 10: there the higher cost plans worse). A block's time is its
+// chunk count, ceil(chunks / n[k]), times cost[k], and the call's time the
+// largest of these; a block walks few chunks, so the rounding up decides
+// and counts in proportion to cost are not the best. So: the smallest such
+// time tau whose counts, the fewest blocks that finish within tau, fit in
+// the slots (binary search: the count falls as tau grows); then the slots
+// left go in whole rounds, one more block for every item, while they fit
+// (more blocks in flight, the same largest time; whole rounds keep equal
+// counts equal, which run faster than unequal ones). Where even one block
+// per item does not fit (more items than slots), one block each.
 extern "C" void qf_cuda_blocks_per_item(int64_t chunks, const int32_t *items, const int64_t *cost, int64_t slots,
                                         int64_t *n) {
   auto fits = [&](int64_t tau, int64_t *cnt) { /* the fewest blocks per item within tau; fit in the slots? */
@@ -308,16 +297,10 @@ extern "C" void qf_cuda_blocks_per_item(int64_t chunks, const int32_t *items, co
 // nh), nh the heads of its item: a chunk's per-token part (position, slot,
 // cos/sin, the loop) about half one head's. Half the heads per item double
 // the chunks to deal, so the last round of chunks is less uneven where a
-// block walks few of them (measured on the H200, session 16, one round:
-// GLM-4 in place at T = 4096 2% less time, Gemma-2 split at 2048 4%, GLM-4
-// split at 32768 1.5%, none more than 0.8% slower); where the rounding does
-// not decide, hpi keeps the per-token part's share smaller (hpi / 2 for
-// every call: up to 7.5% more time). A call with a quantized cache
-// (qcache) keeps hpi: there items of hpi / 2 heads took 6-8% more time
-// (measured on the H200, session 23, int8 cache at T = 4096: Llama and
-// Qwen3, which the rule halved, 87.8 -> 93.4% of copy kept at 4; GLM-4
-// with a 15% tail and Gemma-2/3 with a cheaper v chunk, which the rule
-// then halved, 6-8% slower). Returns the heads per item.
+// block walks few of them; where the rounding does not decide, hpi keeps
+// the per-token part's share smaller. A call with a quantized cache
+// (qcache) keeps hpi: its halved items run slower than this model predicts.
+// Returns the heads per item.
 extern "C" int qf_cuda_prefill_plan(int64_t chunks, const int64_t *heads, int hpi, int k_quant, int qcache,
                                     int64_t slots, int64_t *n) {
   int64_t best = -1;
@@ -343,35 +326,21 @@ extern "C" int qf_cuda_prefill_plan(int64_t chunks, const int64_t *heads, int hp
 
 // The prefill form's tail: the last *tail token chunks of every item, in
 // pieces of *piece chunks, one block each, which the hardware starts as the
-// resident blocks end. Multiprocessors move their bytes at different rates
-// (measured on the H200, Phi-3 at T = 32768: blocks of equal chunks ended
-// 203-360 us into a 360 us call, grouped by multiprocessor, and the slots
-// stood 17% of the call idle), so a static split ends when the slowest
-// does; the pieces let the faster ones take more (then 96% busy). A
-// quarter of the chunks, where a resident block would walk at least 3
-// (`per`: chunks x items / slots; with fewer, the pieces' second wave of
-// blocks costs more than the balance gains: Phi-3 at T = 512, per 1.9, +8%
-// time for split, +15% for the int8 cache op), in pieces of one chunk, or
-// of two where it would walk 16 or more (a piece's block start is then the
-// larger cost; pieces of two where per < 16 measured up to 15% slower than
-// of one: Phi-3, GLM-4 and Llama at T = 4096). With a quantized cache
-// (qcache), where a resident block would walk 4 to 15 chunks, a tenth of
-// them: fewer pieces, each of which pays a block start, balance as well
-// once the longest run first (below). Measured on the H200, int8 cache at
-// T = 4096: session 23, 15% against the quarter, Gemma-2/3 -2.8% time,
-// Phi-3 -1.6%, Llama and Qwen3 -1%; session 27, with the longest pieces
-// first, 10% against 15%: Phi-3 84.9 -> 85.5% of copy, Llama and Qwen3 +1.4
-// points, Gemma-2 +0.7 (12%: in between; 8% and 6%, 18% to 25%: below 15%'s).
-// GLM-4, 3 chunks per block, keeps the quarter (10-12% cost it 0.7-1.5
-// points). The prefill kernel for a
-// quantized cache (fast.cuh: kHotQuant, block_item) starts the longest
-// pieces first: k's (norm, RoPE, quantization: 5.4 us for a piece of one
-// chunk, Phi-3 at T = 4096), then v's (quantization: 4.7 us), then q's
-// (3.7 us), so that the last blocks to start are the shortest (a freed
-// slot takes 0.9-1.3 us to start its next block). Measured on the H200,
-// session 26: the int8 cache ops at 4096 1.0-3.3% less time (Phi-3 81.1 ->
-// 83.8% of copy); split and in place, whose q and k pieces cost alike, took
-// 0.7-1% more time with their tail kind by kind and keep it piece by piece.
+// resident blocks end. Multiprocessors move their bytes at different
+// rates, so a static split ends when the slowest does; the pieces let the
+// faster ones take more. A quarter of the chunks, where a resident block
+// would walk at least 3 (`per`: chunks x items / slots; with fewer, the
+// pieces' second wave of blocks costs more than the balance gains), in
+// pieces of one chunk, or of two where it would walk 16 or more (a piece's
+// block start is then the larger cost). With a quantized cache (qcache),
+// where a resident block would walk 4 to 15 chunks, a tenth of them: fewer
+// pieces, each of which pays a block start, balance as well once the
+// longest run first. The prefill kernel for a quantized cache (fast.cuh:
+// kHotQuant, block_item) starts the longest pieces first: k's (norm, RoPE,
+// quantization), then v's (quantization), then q's, so that the last
+// blocks to start are the shortest (a freed slot takes about a microsecond
+// to start its next block); split and in place, whose q and k pieces cost
+// alike, deal theirs piece by piece.
 extern "C" void qf_cuda_prefill_tail(int64_t chunks, int64_t items, int64_t slots, int qcache, int64_t *tail,
                                      int64_t *piece) {
   const int64_t per = slots > 0 ? chunks * items / slots : 0;
@@ -416,9 +385,8 @@ static int64_t fast_split(const qkvfuse_plan *plan, const qf_problem *p, qf_cu_p
   const int64_t heads = kind_heads[0] + kind_heads[1] + kind_heads[2];
   const int form = plan->device_form;
   /* the decode form's vectors per lane: one for the smallest calls (at
-     most two warps per multiprocessor; measured on the H200: 13-23% less
-     time for the int8 cache op at T = 1, 5-17% at T = 8, 2-4% more for
-     split at T = 8, 8-27% more at T = 64 and 512), else two */
+     most two warps per multiprocessor: their time is one instruction
+     chain's, which one vector shortens), else two */
   const int l1 = qf::decode_lanes(D, 1);
   const bool nv1 = l1 && (form == 3 || p->T * heads * l1 <= sms * 64);
   const int dlanes = nv1 ? l1 : qf::decode_lanes(D, 2);
@@ -440,10 +408,8 @@ static int64_t fast_split(const qkvfuse_plan *plan, const qf_problem *p, qf_cu_p
   if (decode) {
     /* the one-vector form of a call with a quantized cache speculates its
        k and v blocks' norm weights and scales before the grid dependency
-       wait (fast.cuh: decode_kernel, SPEC; measured on the H200: the int8
-       cache op 5-11% less time at T = 1, 11-13% at T = 8; in every
-       one-vector kernel, the split op took 2-8% longer, so its kernels do
-       not) */
+       wait (fast.cuh: decode_kernel, SPEC); calls without one do not: for
+       them the extra reads cost more than they hide */
     *variant |= QF_FAST_DECODE | (nv1 ? QF_FAST_DECODE1 : 0) | (nv1 && qcache ? QF_FAST_SPEC : 0);
     *lanes = dlanes;
     P->dec_blocks_q = (int32_t)((groups_q + dgpb - 1) / dgpb);

@@ -13,11 +13,12 @@
 // item for the launch (kind, heads, norm weights in registers, the item's
 // reciprocal cache scales in a shared-memory table) and walks that item's
 // token chunks (fast_gpb(L) tokens, one per group); where blocks walk enough
-// chunks, the last quarter of them goes to further blocks of one or two
-// chunks each, which the hardware starts as resident blocks end, so the
-// multiprocessors that move bytes faster take more (block_item). The rows
-// of the next chunk are copied into shared memory by cp.async while the
-// current chunk is normalized, rotated and stored head by head; its position
+// chunks, the last quarter of them (or a tenth: a quantized cache) goes to
+// further blocks of one or two chunks each, which the hardware starts as
+// resident blocks end, so the multiprocessors that move bytes faster take
+// more (block_item). The rows of the next chunk are copied into shared
+// memory by cp.async while the current chunk is normalized, rotated and
+// stored head by head; its position
 // and slot are loaded a chunk ahead, and (kernels that know their call, HOT)
 // its cos/sin once the current chunk's first head is stored (cs_fetch).
 // Decode form (decode_kernel), for calls too small to fill the device with
@@ -69,16 +70,12 @@ constexpr int kFastBlock = 128;
 // cache, if any, that is paged with whole rows (slot_lin, a head's D
 // channels contiguous), int64 slots and no int8 offsets; | kHotCache: and
 // the call has a cache; | kHotQuant (prefill form): and the call writes a
-// quantized cache. Their branches on dtypes and layouts fold away
-// (measured on the H200: the int8 cache op at T = 1 12-21% less time).
+// quantized cache. Their branches on dtypes and layouts fold away.
 constexpr int kHot = 1, kHotCache = 2, kHotQuant = 4;
 // The prefill form's resident blocks per multiprocessor: its launch bound
 // and its grid. Its kernels that know their call (HOT, below) fit five
-// blocks in 92-96 registers without spills, the others four in 122-128
-// (measured on the H200 with HOT, five blocks against four: in place at T =
-// 4096 1-6% less time, split at 32768 1-2%, the int8 cache op at 4096 1-4%
-// less and at 32768 up to 1% more; five without HOT spilled: up to 36%
-// more, session 8).
+// blocks in their registers without spills; the others spill at five, so
+// run four.
 __host__ __device__ constexpr int fast_blocks_per_sm(bool hot) { return hot ? 5 : 4; }
 constexpr int kFastHeads = 4; /* most heads per item (2 with per-token cos/sin: registers) */
 __host__ __device__ constexpr int fast_max_heads(bool sep) { return sep ? 2 : kFastHeads; }
@@ -101,9 +98,8 @@ __host__ __device__ constexpr int decode_lanes(int D, int nv) {
 
 // The input rows are read once and the outputs written once: streaming
 // loads and stores (evict-first) keep them from displacing the tables and
-// the next rows in L2 (measured: +5 to +7 points of copy bandwidth). The
-// loads ask L2 to fetch 256-byte blocks (a group's 8-lane half-row is 128
-// or 256 bytes; measured +0 to +2 points, in place). Volatile: never moved
+// the next rows in L2. The loads ask L2 to fetch 256-byte blocks (a
+// group's 8-lane half-row is 128 or 256 bytes). Volatile: never moved
 // above the grid dependency wait.
 __device__ __forceinline__ uint4 ld_stream(const void *p) {
   uint4 v;
@@ -125,10 +121,9 @@ __device__ __forceinline__ void st_stream(void *p, V v) {
 // cp.async.wait_group is the only synchronization they need, except in the
 // v items of a quantized cache (fast_kernel: vadj), whose lanes read their
 // group's copies after a warp barrier. Two stages of four heads take 32 KB
-// (with a quantization table, Phi-3's int8 cache call: 34.3 KB); a third
-// would pass the 48 KB of dynamic shared memory a launch gets without
-// opting in and leave room for four blocks per multiprocessor, not five
-// (BENCHMARKS.md, session 24).
+// (plus a quantized cache's scale table); a third would pass the 48 KB of
+// dynamic shared memory a launch gets without opting in and leave room for
+// four blocks per multiprocessor, not five.
 constexpr int kFastStages = 2;
 
 __device__ __forceinline__ uint64_t evict_first_policy() {
@@ -402,7 +397,7 @@ __device__ __forceinline__ unsigned div_fixed(unsigned n, const qf_cu_div &d) {
 // (backend.cu: qf_cuda_divisor_or_none; d.d = 0: none), a multiply where a <
 // 2^31 (any result for a < 0). Not in the prefill form, whose token check
 // one chunk ahead is off its critical path: there the multiply's extra code
-// made the quantized-cache calls 1% slower (measured, session 8).
+// only costs.
 template <bool FIXED>
 __device__ __forceinline__ int64_t div_by(int64_t a, int64_t b, const qf_cu_div &d) {
   if (FIXED && d.d != 0 && (uint64_t)a < 0x80000000ull) return div_fixed((unsigned)a, d);
@@ -453,13 +448,10 @@ __device__ __forceinline__ token_ix load_token_ix(const qf_cu_params &P, int64_t
 // cache row (kind 1 k or 2 v and a slot other than -1) and row0 is its
 // element offset in that cache. The slot's range check is one unsigned
 // compare (slot_lim: backend.cu), and a cache of whole rows (slot_lin) places
-// slot s at s * s_row without a division (measured on the H200, with the
-// four-chain weight compare: the int8 cache op at T = 1 and 8 2-7% less
-// time, GLM-4's split and in place 6-8%; BENCHMARKS.md, session 14). The
-// position's check stays two signed compares: as one unsigned compare (here
-// and for the decode form's rope flag) it took the split op 1-3% longer at T
-// = 1 (the signed form tells the compiler the position is not negative); the
-// slot's as two signed compares measured the same as one. The reporter is a
+// slot s at s * s_row without a division: both shorten the decode form's
+// critical path. The position's check stays two signed compares (here and
+// for the decode form's rope flag): they tell the compiler the position is
+// not negative, which one unsigned compare does not. The reporter is a
 // callable so that it is evaluated only on the error path.
 struct token_dest {
   bool ok, dest;
@@ -751,9 +743,8 @@ __device__ __forceinline__ void norm_rope(const uint4 &ra, const uint4 &rb, bool
 // registers); `quant`: the cache is quantized. RUNS (the neox prefill
 // kernels): both vectors are quantized first, then stored as one 16-byte
 // run where `run` (NV = 2, w[1] = w[0] + 1: vadj) or as two pieces; the
-// other kernels store each vector as soon as it is quantized (their
-// measured code). (The prefill loop passes `write` rather than skipping the
-// call: no spills where skipping spilled 8 bytes.)
+// other kernels store each vector as soon as it is quantized. (The prefill
+// loop passes `write` rather than skipping the call: skipping it spills.)
 template <typename T, int NV, int HOT = 0, bool RUNS = false, typename Scales>
 __device__ __forceinline__ void store_head(const qf_cu_mat &out, const qf_cu_cache &C, bool quant, bool write,
                                            bool to_cache, int64_t t, int64_t row0, int kvh, int D,
@@ -773,7 +764,7 @@ __device__ __forceinline__ void store_head(const qf_cu_mat &out, const qf_cu_cac
   }
   if (!scales.ok()) return;
   uint8_t *c = static_cast<uint8_t *>(C.data);
-  /* HOT: no offsets, so int8 is symmetric (qm: each loop's own, as measured) */
+  /* HOT: no offsets, so int8 is symmetric (qm: computed in each loop) */
   if constexpr (RUNS) {
     uint2 q[NV];
 #pragma unroll
@@ -995,11 +986,9 @@ __global__ void __launch_bounds__(kFastBlock, fast_blocks_per_sm(HOT != 0)) fast
   // range check ahead of the first head, so every block, v's too, waits
   // there for the position loaded at the chunk's top. With a quantized
   // cache (QUANT) the position is read only after the first head,
-  // clamped, its check left to the token (cs_fetch LATE): the int8 cache ops
-  // at T = 4096 1-2.4 points faster. The other calls keep the early wait:
-  // without it Phi-3's split at 32768 fell from 92 to 88% of copy, its v
-  // blocks faster and its q and k blocks slower (BENCHMARKS.md, sessions
-  // 25-26).
+  // clamped, its check left to the token (cs_fetch LATE), so that the wait
+  // overlaps the first head. The other calls keep the early wait: without
+  // it their v blocks gain less than their q and k blocks lose.
   auto fetch_cs = [&](unsigned cc, const token_ix &x) {
     const bool r = kind < 2 && R > 0 && !idle && lane < nl && (lv.rot_a || lv.rot_b) && cc < end &&
                    (int64_t)cc * GPB + grp < P.T && (QUANT || (x.pos >= 0 && x.pos < P.max_pos));
@@ -1298,10 +1287,8 @@ __global__ void __launch_bounds__(kFastBlock) decode_kernel(const __grid_constan
   const T *in = reinterpret_cast<const T *>(P.qkv.data) + (act ? t : 0) * P.qkv.ld + col0 + h * D;
 
   // the row, position and slot start their way while the previous kernel
-  // finishes; the setup above reads only parameters; memory waits. (Reading
-  // one word of every 64 bytes of the parameters here as well, so that the
-  // constant cache holds them after the wait, was measured to do nothing:
-  // BENCHMARKS.md, session 13.)
+  // finishes; the setup above reads only parameters; memory waits. (Warming
+  // the constant cache with the parameters here gains nothing.)
   if (act) {
 #pragma unroll
     for (int v = 0; v < NV; v++) prefetch_l2(in + 8 * wv[v]);
@@ -1315,11 +1302,8 @@ __global__ void __launch_bounds__(kFastBlock) decode_kernel(const __grid_constan
   }
   // NV = 1, pairs from the cos/sin cache: the cos/sin lines of the
   // position as it reads now, into L2 (position_hint); the loads after the
-  // wait then find them there (measured: neox, T = 1 -0.03 to -0.07 us, T =
-  // 8 -4 to -6%; interleaved, GLM-4: split and in place T = 1 -4%, T = 8
-  // -9%, int8 cache T = 8 -6%). Loading them there at the hint's position
-  // at once, after the wait, did not pay: their round trip is already
-  // hidden behind the normalization (BENCHMARKS.md, session 13)
+  // wait then find them there. Prefetched, not loaded: after the wait their
+  // round trip is hidden behind the normalization anyway
   const bool rot = NV == 1 ? (INTER ? 8 * wv[0] < R : wv[0] < (R >> 3)) : (lv.rot_a || lv.rot_b);
   if (NV == 1 && !SEP && kind < 2 && R > 0 && act && rot && (HOT || P.rope_source == QKVFUSE_ROPE_COS_SIN_CACHE) &&
       (HOT || P.positions.data)) {
@@ -1334,10 +1318,8 @@ __global__ void __launch_bounds__(kFastBlock) decode_kernel(const __grid_constan
   }
   // the lines of the norm weights and cache scales into L2 as well, by the
   // groups of token 0 only: every token's groups read the same lines, and
-  // prefetched by all of them they queue at one L2 slice (measured: Phi-3 at
-  // T = 64 +51%; by token 0's groups: T = 1 -0.03 to -0.17 us, T = 64
-  // unchanged). Their loads wait for the previous kernel, which may write
-  // them.
+  // prefetched by all of them they queue at one L2 slice. Their loads wait
+  // for the previous kernel, which may write them.
   if (act && t == 0) {
     const qf_cu_vec &gw = kind == 0 ? P.q_gamma : P.k_gamma;
     const int ges = !HOT && gw.dtype == QKVFUSE_DTYPE_FLOAT32 ? 4 : 2;
@@ -1360,12 +1342,10 @@ __global__ void __launch_bounds__(kFastBlock) decode_kernel(const __grid_constan
   // writes; their ~130 instructions then overlap it), read again after the
   // wait, and readied again unless both reads have the same bits
   // (test_cuda_pdl). Only the k and v blocks speculate (spec): the q
-  // blocks' weights are a norm's alone, converted in a few instructions, and
-  // speculated they cost more than they saved (measured: int8 cache T = 1
-  // 3-5% less time without). The kernels without SPEC keep their inline
-  // code: each form compiles to the SASS that was measured (cuobjdump), and
-  // the other forms tried took longer (BENCHMARKS.md, session 9: the helpers in every
-  // kernel, T = 64 +3-7%; a scales-only speculation, a third of the gain).
+  // blocks' weights are a norm's alone, converted in a few instructions, so
+  // speculating them costs more than it saves. The kernels without SPEC keep
+  // their inline loads: the helpers below make them slower, and their SASS
+  // depends on this code's exact form.
   const qf_cu_vec &gws = kind == 0 ? P.q_gamma : P.k_gamma;
   const bool wnorm = norm && act, wquant = quant && act, spec = SPEC && kind > 0;
   weights_raw<NV> wspec = {};
@@ -1392,8 +1372,8 @@ __global__ void __launch_bounds__(kFastBlock) decode_kernel(const __grid_constan
                                                                    h * D, wv)
                                      : weights_raw<NV>{};
   table_raw graw[NV] = {}, sraw[NV] = {}, oraw[NV] = {}; /* !SPEC */
-  /* !SPEC: gws's twin, declared where the measured code declared it (its
-     place alone changed the non-SPEC kernels' SASS) */
+  /* !SPEC: gws's twin, declared here on purpose: its place alone changes
+     the non-SPEC kernels' SASS */
   const qf_cu_vec &gw = kind == 0 ? P.q_gamma : P.k_gamma;
   if (!SPEC && norm && act) {
 #pragma unroll

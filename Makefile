@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 # The two commands of the README, plus helpers. Everything goes through CMake;
 # `scripts/setup.sh` checks (and where possible installs) the build tools.
 #

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* examples/quickstart.c: a Qwen3-style attention prologue on the CPU (q/k RMSNorm, RoPE from a cos/sin
  * cache, k and v into a paged cache) in one qkvfuse_run. cc quickstart.c $(pkg-config --cflags --libs qkvfuse) -lm */
 #include <math.h>

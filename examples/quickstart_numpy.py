@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 # examples/quickstart_numpy.py: the same prologue on NumPy arrays (pip install . first, or PYTHONPATH=python)
 import numpy as np
 import qkvfuse

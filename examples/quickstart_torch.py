@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 # examples/quickstart_torch.py: the same prologue on PyTorch tensors, bfloat16 (device="cuda" works the same)
 import torch
 import qkvfuse

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* libFuzzer target: the core operator (qkvfuse_plan_create + qkvfuse_run) on
  * random descriptors, tensors and data, on the reference and auto backends.
  * The invariant is fz.h's. */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* libFuzzer target: the three named operators (split_qkv_rmsnorm_rope,
  * qkv_rmsnorm_rope_cache, dequant_rope_quant_kvcache) with their own
  * arguments mutated too; judged against the core call docs/API.md maps each

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The fuzz harness: see fz.h. */
 #include "fz.h"
 

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The fuzz harness shared by the targets (fuzz_core.c, fuzz_named.c) and the
  * plain replay driver (replay.c).
  *

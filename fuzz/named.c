@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The named entry points under the fuzz harness: their own arguments (sizes,
  * mode strings, flags) are set from the valid case, then mutated; a call is
  * judged against the core call docs/API.md "Named operators" maps it to. */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* A plain driver for a fuzz target, for compilers without libFuzzer (gcc):
  * runs the target on files and directories (a corpus), then on random inputs,
  * so the invariant checks run in every build.

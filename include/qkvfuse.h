@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * qkvfuse: fused attention-prologue operators for LLM inference.
  *

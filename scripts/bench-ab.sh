@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # A/B benchmark of two source trees in one run: builds the `qkvfuse` CLI of a
 # base tree and of this tree side by side, then runs `qkvfuse bench` on each
 # in alternation, ROUNDS times, so both see the same machine, clocks and

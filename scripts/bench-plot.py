@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
 """Plot and tabulate `qkvfuse bench` rows (JSON lines), standard library only.
 
     scripts/bench-plot.py ROWS.jsonl [--svg OUT.svg] [--markdown] [--target OP=PCT[@MIN_T] ...]

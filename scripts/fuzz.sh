@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: Apache-2.0
 # Bounded libFuzzer run of the fuzz targets (fuzz/): a clang build with
 # -fsanitize=fuzzer,address,undefined in its own tree, then each target for
 # SECONDS from the seed corpus (fuzz/corpus/<target>, read only) plus a working

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # One call on the GPU machine: build with CUDA, run the test suite (GPU tests
 # included), compute-sanitizer over the GPU tests, and the CUDA benchmark.
 # Results go under $OUT (default /tmp/qkvfuse-gpu): summary.txt, bench.txt,

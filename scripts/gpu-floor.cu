@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The per-call floor of a small kernel timed the way `qkvfuse bench` times
 // decode sizes (CUDA-graph replays of 100 launches, inputs rotated over 512
 // MB): an empty kernel, a 12 KB copy with and without programmatic dependent

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # The Python package on the GPU machine, in one call: the pytest suite (CPU and
 # CUDA parts: oracle, unfused parity vs the PyTorch composition, torch.compile,
 # CUDA graphs, streams, error flags), the example, and the benchmark against

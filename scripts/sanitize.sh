@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: Apache-2.0
 # The whole test suite under AddressSanitizer + UndefinedBehaviorSanitizer:
 # a second build tree (CUDA off) compiled and linked with
 # -fsanitize=address,undefined -fno-sanitize-recover=all, then its ctest. Any

@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: Apache-2.0
 # Check the tools `make demo` / `make test` need; install what is missing where
 # that can be done without root (CMake from PyPI). Idempotent and quiet when
 # everything is there.

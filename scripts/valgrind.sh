@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: Apache-2.0
 # valgrind memcheck over the CPU test programs of a normal (unsanitized)
 # build: every program must finish with no memcheck error (--error-exitcode)
 # and no definite leak. memcheck costs ~50x, so the slow programs run a

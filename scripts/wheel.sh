@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: Apache-2.0
 # Build the Python wheel (`make wheel`): a clean build folder, the library
 # built by pyproject.toml's CMake (progress shown), then `auditwheel repair`
 # for the manylinux tag a package index accepts, and a check that the

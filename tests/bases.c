@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 #include "bases.h"
 
 void tk_base_spec(int which, tk_spec *s) {

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Fixed base specs shared by the error, thread and named tests: each turns on
  * a different set of features, so a mutation of one argument is meaningful. */
 #ifndef TK_BASES_H

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Test cases: a spec (every option of one call), random specs, and the
  * buffers and strided views a spec builds (inputs filled from a seed, outputs
  * and caches filled with a non-zero poison). */

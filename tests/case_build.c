@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Case buffers: views with the spec's strides, inputs filled from the seed,
  * outputs and caches filled with a non-zero poison. */
 #include <math.h>

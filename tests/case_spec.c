@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Case specs: defaults, random generation, consistency, description. */
 #include <math.h>
 #include <stdio.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Comparators: library outputs against the oracle, with the tolerances of
  * SPEC.md "Precision contract", plus the untouched-bytes check.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Run a test program with the CPU backend forced to one instruction set:
  *
  *   cpu_isa_run ISA PROGRAM [ARGS...]

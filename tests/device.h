@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Where the library's tensors live during a test run. The harness keeps the
  * inputs, the poison and the oracle on the host, and moves buffers to and from
  * a device through these hooks: device_cpu.c (host memory) and device_cuda.c

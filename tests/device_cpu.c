@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The CPU "device": host memory, plain copies. */
 #include <stdlib.h>
 #include <string.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The CUDA device of the test kit: device memory through the CUDA runtime.
  * Built when the library is built with CUDA; without a visible GPU,
  * tk_device_for_backend(CUDA) is NULL and the CUDA registrations skip. */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Element codecs: see fp.h. One generic small-float codec parameterized by
  * (mantissa bits, exponent bits, bias, has Inf) serves float16, bfloat16 and
  * e4m3fn; float32 uses the C conversion (RNE under the default mode). */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Element codecs of the test kit, written from the format definitions alone
  * (IEEE 754 binary16/binary32, bfloat16, OCP float8 e4m3fn); independent of
  * the library's own conversions, which they are used to check.

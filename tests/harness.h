@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The backend-parametric harness: run one case on one backend (through a
  * runner: the core op by default, a named entry point in test_named), check
  * every output element against the oracle and every other byte against its

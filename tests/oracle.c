@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The float64 oracle: see oracle.h. One token at a time, stage by stage,
  * exactly as SPEC.md "The fused chain" reads; a slack is carried next to every
  * value (see oracle.h), with u = 2^-24 the float32 unit roundoff. */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The float64 oracle of the fused chain, written from docs/SPEC.md and
  * include/qkvfuse.h only (not from the library's reference code).
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* RoPE frequency rules in extended precision, from their published definitions:
  *   base:   f_i = theta^(-2i/R), i < R/2
  *   linear: f_i / factor (position interpolation)

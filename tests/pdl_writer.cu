@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /* A kernel that writes late while the next kernel on its stream already runs
  * (test_cuda_pdl.c): it lets its dependents launch at once
  * (griddepcontrol.launch_dependents), waits, then copies the given buffers.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* test_cuda_pdl.c's writer kernel (pdl_writer.cu). */
 #ifndef TK_PDL_WRITER_H
 #define TK_PDL_WRITER_H

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Deterministic random numbers for the tests: xoshiro256** seeded through
  * splitmix64. Same seed, same stream, on every platform. */
 #ifndef TK_RNG_H

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The utility API: status strings, dtype helpers and the DLPack mapping,
  * tensor_init, plan helpers, version, and the last-error protocol. */
 #include <stdio.h>

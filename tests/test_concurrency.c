@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Concurrency (qkvfuse.h: plans are immutable, qkvfuse_run may be
  * called on one plan from many threads): 8 threads share 6 plans (the four
  * base specs and two random ones) and run them in a different random order

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The optimized CPU backend against the scalar reference, byte for byte.
  *
  * The CPU backend computes every element with the reference's float32

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The benchmark's unfused baseline with the CPU backend's SIMD stage kernels
  * (qf_cpu_unfused_run, used by `qkvfuse bench` for a cpu-* plan) against the
  * reference backend in unfused-parity mode: byte for byte, under every ISA.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The CUDA plan's architecture check: on every visible GPU, a plan succeeds
  * exactly when the build's architecture list (CMAKE_CUDA_ARCHITECTURES,
  * compiled in as QKVFUSE_TEST_CUDA_ARCHS) has code the GPU can run, decided

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* 64-bit indexing on CUDA: a call whose input has T*H > 2^31 elements and
  * whose caches need element offsets > 2^31.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Data-dependent errors on CUDA (docs/API.md "Errors"): the call returns
  * success (it stays capturable), the QKVFUSE_DATA_ERROR_* bit is OR-ed into
  * error_flags, nothing is read or written out of bounds, a token with a bad

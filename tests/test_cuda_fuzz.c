@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The GPU fuzz loop: random valid cases (every layout, dtype,
  * quantization, RoPE source, stride and view the test kit generates), then
  * data the kernels must survive: positions outside [0, max_pos) (or outside

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* CUDA-graph capture of qkvfuse_run: the call is captured in global capture
  * mode (any allocation or synchronization inside it would invalidate the
  * capture), the graph is replayed (twice unless q/k are in place), and the result is checked against

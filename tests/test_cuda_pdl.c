@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Weights and positions written by the kernel just before qkvfuse_run on
  * its stream, while the call's kernel already runs. qkvfuse_run launches with
  * programmatic dependent launch, so its kernel may start before the previous

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The CUDA backend's host arithmetic (src/cuda/launch_plan.h), checked on
  * the CPU, so it runs in CI without a GPU:
  * - qf_cuda_divisor: (umulhi(n, mul) + n) >> shift == n / d, computed here in

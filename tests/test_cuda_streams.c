@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Concurrency on CUDA streams: 4 host threads share 4 plans (the
  * base specs) and enqueue, on 4 streams (thread i on stream i, and each thread
  * also on stream (i + 1) % 4 every other round, so streams are shared between

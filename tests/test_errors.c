@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Every bad-input class of SPEC "Errors" and the header: start from a valid
  * base case (bases.h, first checked against the oracle), break one thing,
  * and require

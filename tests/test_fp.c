@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Self-test of the test kit's codecs (fp.c), from format properties alone:
  * every bit pattern round-trips, values increase with the pattern, spacing
  * equals tk_ulp, midpoints round to the even neighbour, overflow/saturation

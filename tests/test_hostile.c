@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Regressions for the bug classes published against peer kernels,
  * one directed test each, where a buggy implementation would corrupt data:
  *

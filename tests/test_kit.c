@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Self-test of the comparators: a test that cannot fail is a defect. After a
  * correct run, corrupt one thing at a time and require tk_compare_case to
  * notice: a high bit of one random element of every output and cache, one

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Hand-checked cache layouts: a small config (Nq = 2, Nkv = 2, D = 48,
  * blocks = 3, block_size = 4) where known tokens with known slots must land at
  * byte offsets computed by hand below, for paged, paged_hnd, nz (bf16: c = 16;

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The three named entry points (qkvfuse.h, docs/API.md "Named operators"):
  *   1. on random inputs in the seed's configuration, against the oracle and
  *      byte-identical to the core operator with the equivalent descriptor;

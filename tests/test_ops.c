@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Oracle vs library on many random shapes and option sets, per backend.
  *
  *   test_ops [--backend reference,auto,cpu] [--seed S] [--cases N] [--only I]

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* RoPE frequencies: qkvfuse_rope_inv_freq and qkvfuse_build_cos_sin_cache for
  * every scaling rule, R and dtype, against the test kit's extended-precision
  * rules (oracle_rope.c); rows up to max_pos = 2^17; and the computed-cos/sin

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Directed cases the random sampler reaches rarely or never:
  *   - NaN, -NaN, +-Inf and huge values quantized to int8 / e4m3 / 16-bit
  *     caches (qkvfuse.h: int8 NaN -> 0, +-Inf -> 127/-128; e4m3 NaN -> 0x7F/0xFF

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Thread-safety smoke test (qkvfuse.h: plans are immutable; qkvfuse_run may
  * be called on one plan from many threads; qkvfuse_last_error is per thread):
  *   - 6 threads run one shared plan, each on its own buffers, several times;

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Logical element access to a strided qkvfuse_tensor (strides in elements),
  * the way the header defines it. A tensor listed as [T, X] may come as any
  * view whose row-major logical order is that of [T, X]; logical flat index

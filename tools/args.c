@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Option parsing (see args.h). */
 #include "args.h"
 

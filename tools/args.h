@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Command-line option parsing shared by the commands: "--name value" or
  * "--name=value", strict number parsing, comma-separated lists. */
 #ifndef QKVFUSE_TOOLS_ARGS_H

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* qkvfuse bench: the fused operator against the unfused stage-by-stage path
  * and a memcpy of the same bytes, measured in one run with one thread count. */
 #include <errno.h>

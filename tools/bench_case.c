@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Building a benchmark case (see bench_case.h). */
 #include "bench_case.h"
 

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* One benchmark case: an operator variant on a preset's shapes at T tokens,
  * as a plan and enough instances of its tensors on the device that cycling
  * through them streams past the last-level cache. */

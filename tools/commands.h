@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The commands of the qkvfuse CLI. Each takes its own argv (argv[0] is the
  * command name) and returns the process exit status: 0 success, 1 a failed
  * check or call, 2 a usage error. */

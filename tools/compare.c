@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Output comparison (see compare.h). */
 #include "compare.h"
 

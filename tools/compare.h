@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Output comparison for the demo and the tests: errors in units in the last
  * place of the output's dtype (float32/float16/bfloat16 ulps, int8 integer
  * steps, float8 e4m3 steps), and a check of the KV caches that tells the

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* qkvfuse demo: options, the loop over presets and operators, the report. */
 #include <inttypes.h>
 #include <math.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* qkvfuse demo: each named operator on each preset, on the demo's device,
  * checked against the reference backend (on the CPU) run through the core
  * descriptor. */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The three named operators of the demo, each on one preset: random seeded
  * host inputs (never zero), the named operator on the default backend of the
  * demo's device (its tensors mirrored there and its outputs fetched back), the

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The CPU device of the benchmark and the demo (see device.h). */
 #define _POSIX_C_SOURCE 200809L /* clock_gettime, pthreads under -std=c11 */
 

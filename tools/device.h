@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* What the benchmark and the demo need from a device: memory, copies to and
  * from the host, a copy (the bandwidth baseline), the unfused path,
  * synchronization, a clock, a description for the user and, where calls are

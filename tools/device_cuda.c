@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 #define _POSIX_C_SOURCE 200809L /* clock_gettime under -std=c11 */
 /* The CUDA device of the benchmark and the demo (see device.h): device
  * memory and copies to and from it, a copy kernel as the bandwidth baseline,

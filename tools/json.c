@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* JSON Lines writer (see json.h). */
 #include "json.h"
 

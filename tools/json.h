@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* One JSON object per line (JSON Lines), for --json output. */
 #ifndef QKVFUSE_TOOLS_JSON_H
 #define QKVFUSE_TOOLS_JSON_H

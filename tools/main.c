@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* qkvfuse: the command-line tool. Dispatches to a command. */
 #include <stdio.h>
 #include <string.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Median timing (see measure.h). */
 #include "measure.h"
 

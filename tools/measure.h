@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Timing of one benchmark subject: warm-up, then per-call samples over
  * rotating instances until a time budget is spent; the median. */
 #ifndef QKVFUSE_TOOLS_MEASURE_H

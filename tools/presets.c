@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The preset table: numbers from each model's config.json. */
 #include "presets.h"
 

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Attention shapes of real models: what the demo and the benchmark run. */
 #ifndef QKVFUSE_TOOLS_PRESETS_H
 #define QKVFUSE_TOOLS_PRESETS_H

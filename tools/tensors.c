@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Host tensors, random fills (see tensors.h). */
 #define _POSIX_C_SOURCE 200809L /* sysconf under -std=c11 */
 #include "tensors.h"

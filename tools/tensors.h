@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Host tensors for the CLI and its tests: a seeded random generator, owned
  * contiguous tensors (64-byte aligned) and fills in any dtype. */
 #ifndef QKVFUSE_TOOLS_TENSORS_H

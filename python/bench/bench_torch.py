@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
 """Time the attention prologue on a CUDA GPU, in one run: qkvfuse (through
 torch.ops.qkvfuse.run) against the same chain as PyTorch eager ops and as
 torch.compile of those ops (the composition of examples/), and against the

@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
 """The attention prologue of a Qwen3-style layer, twice: written with PyTorch
 ops (the separate-kernel path an engine has today), and calling qkvfuse. The
 outputs are compared.

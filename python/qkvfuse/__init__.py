@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """qkvfuse: fused attention-prologue operators for LLM inference (Python binding).
 
 The C library (libqkvfuse) does the work; this package describes NumPy arrays

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Arrays and tensors as qkvfuse_tensor descriptors.
 
 NumPy arrays cross through ``__array_interface__`` data (strides converted

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """The C API of libqkvfuse through ctypes: structs, enums, prototypes, loading.
 
 Everything here mirrors include/qkvfuse.h field by field; the rest of the

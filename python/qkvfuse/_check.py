@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """The binding's argument checks: every value that crosses into C, checked
 against the C type it becomes, before anything is allocated or written.
 

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """The static configuration of the core operator (qkvfuse_desc), as Python values.
 
 :class:`Config` is a frozen, hashable dataclass with the descriptor's fields

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """The core operator: Config -> Plan -> run, and the one-call ``run``.
 
 ``Plan`` is ``qkvfuse_plan``: a validated Config on one device, reusable from

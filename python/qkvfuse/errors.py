@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Exceptions: one class per qkvfuse_status, each also a standard Python error.
 
 Every failing library call raises a subclass of :class:`QkvfuseError` whose

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """The three named operators of SPEC.md, with their seeds' own arguments.
 
 Each takes NumPy arrays (or TypedArrays) or torch tensors. With torch tensors

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """RoPE tables: the cos/sin cache builder and the inverse frequencies of a scaling rule."""
 from __future__ import annotations
 

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """PyTorch operators (torch.library, namespace qkvfuse) over the C library.
 
 Every operator exists in two forms:

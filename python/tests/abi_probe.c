@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Prints sizeof and offsetof of the public structs as key=value lines, so
  * the Python binding's ctypes mirror (qkvfuse/_capi.py) is checked against
  * the compiler's layout (tests/test_api.py). */

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Random cases of the core operator, run through the package and checked
 against the float64 oracle.
 

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """pytest set-up: import the package from this source tree (unless it is
 installed), the tests' helpers from this folder, and shared fixtures.
 

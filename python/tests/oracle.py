@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """An independent float64 oracle of docs/SPEC.md, in NumPy.
 
 Written from SPEC.md and qkvfuse.h only (it shares nothing with the C test

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Package surface: loading, version, ABI layout, Config/Plan, TypedArray,
 threads, and that the numbers in the binding match the header."""
 import ctypes

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """qkvfuse.build_info(): the C library's qkvfuse_build_info as a dict, plus the binding."""
 import qkvfuse
 from qkvfuse import _capi

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """The core operator on NumPy arrays against the float64 oracle: random
 shapes across every option (dtypes, layouts, quant modes, RoPE sources,
 styles and scalings, partial R, norm/beta/offset, in-place, strided rows,

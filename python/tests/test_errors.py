@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Errors: each library status becomes its exception class, with the
 library's message (naming the argument), and nothing is written."""
 import numpy as np

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """The README's Python examples (examples/quickstart_*.py) run as written;
 each asserts its own result. The PyTorch one needs torch."""
 import os

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Hostile inputs through the Python package: every rejected call raises one
 of the package's own error classes, with a message that starts with the
 caller's argument name, and leaves every byte as it was.

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """The three named operators on NumPy arrays: against the float64 oracle, and
 byte-identical to the core operator given the equivalent configuration."""
 import math

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Unfused-parity mode, bit for bit: the library's reference backend against
 a NumPy float32 composition of the separate stages, each rounding its result
 to the model dtype (the rounding sequence python/README.md documents):

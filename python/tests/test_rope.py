@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """The cos/sin cache builder and the scaling rules, against the oracle's own
 frequency rules in float64."""
 import numpy as np

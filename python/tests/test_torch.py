@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """PyTorch: the same operators on torch tensors (CPU here; CUDA in
 test_torch_cuda.py), the custom operators' registration (opcheck: schema,
 fake implementation, mutation declarations), torch.compile(fullgraph=True),

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """PyTorch on CUDA (skipped without a GPU): the operators on CUDA tensors
 against the float64 oracle, the unfused-parity mode against the PyTorch
 composition of examples/qwen3_attention_prologue.py, torch.compile

@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
 """Run the Python package's pytest suite with an interpreter that has numpy
 and pytest, making one when needed (the CTest test `python` calls this).
 

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Planning hooks of the backends this build does not have. */
 #include "core/backends.h"
 

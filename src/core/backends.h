@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Backend planning hooks. Each fills plan->backend, backend_name, run (and its
  * own fields) for the plan's descriptor, or returns QKVFUSE_ERROR_UNSUPPORTED
  * with a message when it cannot serve it (not built, no device, ...). */

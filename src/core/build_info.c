@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* qkvfuse_build_info: the build's configuration as one JSON object, built
  * once (the detected CPU ISA is only known at run time). */
 #include <pthread.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Scalar element conversions shared by the CPU code: loads to float32, stores
  * from float32 with one round-to-nearest-even, and the quantizers of SPEC.md
  * stage 4. Bit manipulation only, so the results do not depend on the

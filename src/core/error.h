@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Internal error reporting: flat, early-return validation (zstd style).
  * Every failing check records a message in a thread-local buffer that names the
  * argument, what was expected and what was given, and returns its status. */

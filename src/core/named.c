@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The three named operators of SPEC.md: each maps the seed's own arguments
  * onto a descriptor and the core args, plans on the stack (no allocation) and
  * runs on the device of its input tensor. */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Descriptor validation, backend choice, and the run entry point. */
 #include "core/plan.h"
 

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The plan: a validated descriptor, the chosen backend and what can be
  * computed once (inverse frequencies). Internal: the public type is opaque. */
 #ifndef QKVFUSE_CORE_PLAN_H

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The validated, resolved form of one call: what every backend consumes.
  *
  * qkvfuse_run validates the public qkvfuse_args against the plan once

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* RoPE inverse frequencies under the scaling rules, and the cos/sin cache
  * builder. Everything here is double precision. */
 #include <math.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* dtypes, the tensor descriptor, and strided views. */
 #include "core/tensor.h"
 

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Internal tensor helpers: the checks common to every tensor, and the
  * reductions of a strided qkvfuse_tensor to the row views of problem.h. */
 #ifndef QKVFUSE_CORE_TENSOR_H

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Validation of a call, in one place, before any backend runs.
  *
  * qf_resolve checks every tensor of qkvfuse_args against the plan (presence,

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The CPU backend's driver: plan (ISA and threads) and run (tokens to
  * threads). The kernels (kernels.h) do the math.
  *

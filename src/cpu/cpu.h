@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The optimized CPU backend: internal interface between the ISA-independent
  * driver (backend.c: ISA choice, threads, token partition) and the kernels,
  * which are one template (kernels.h) compiled once per instruction set.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Which instruction sets this build has and this CPU can run, and the choice
  * a plan gets (QKVFUSE_CPU_ISA). Compiled without ISA flags: it only asks.
  *

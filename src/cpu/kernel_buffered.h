@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The fused chain, buffered path.
  * Part of the kernels.h template: included only from there, after a
  * simd_<isa>.h, in one translation unit per instruction set. */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Rows of elements <-> float32, prefetch, stage 1.
  * Part of the kernels.h template: included only from there, after a
  * simd_<isa>.h, in one translation unit per instruction set. */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Stages 2-4 on one head: RMSNorm, RoPE, the cache row.
  * Part of the kernels.h template: included only from there, after a
  * simd_<isa>.h, in one translation unit per instruction set. */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The CPU backend's kernels, written once and compiled once per instruction
  * set: kernels_<isa>.c includes its vector layer (simd_<isa>.h: QV_W float
  * lanes, type qv, qv_* operations) and then this file, which defines the

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The CPU kernels for AVX-512 F/BW/VL/DQ, 16 lanes (compiled with -mavx512f
  * -mavx512bw -mavx512vl -mavx512dq -mf16c; chosen at run time only on CPUs
  * that have them). */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The CPU kernels in portable C, one lane: the template reduces to the
  * reference's scalar loops (no ISA flags). */
 #include "cpu/simd_scalar.h"

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The CPU backend's worker threads (see pool.h).
  *
  * Hand-off: the caller publishes the job, then bumps each participating

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* A process-wide pool of worker threads for the CPU backend.
  *
  * Workers are created at plan time (qf_pool_reserve), never inside a run,

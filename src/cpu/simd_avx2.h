@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The vector layer of kernels.h for AVX2 + F16C: 8 float lanes. The same
  * operations as simd_avx512.h (see there for why each conversion is exact);
  * AVX2 has no mask registers, so selections are blends. No FMA. */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The vector layer of kernels.h for AVX-512 (F, BW, VL, DQ; and BF16 where
  * compiled with it): 16 float lanes.
  *

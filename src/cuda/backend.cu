@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The CUDA backend: planning (device checks, the COMPUTED frequency table),
 // and run = resolved problem -> kernel parameters -> one launch chosen by
 // dispatch(). No allocation and no synchronization inside run.

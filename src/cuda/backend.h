@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Internals of the CUDA backend shared by its translation units. */
 #ifndef QKVFUSE_CUDA_BACKEND_H
 #define QKVFUSE_CUDA_BACKEND_H

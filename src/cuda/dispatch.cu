@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The one dispatch function of the fused kernel family.
 #include "core/error.h"
 #include "cuda/launch.h"

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Element access for the CUDA kernels: loads of any supported dtype to
 // float32, rounding, vector stores with one round-to-nearest-even, and the
 // quantizers of SPEC.md stage 4. The dtype of the small tensors is a runtime

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The streaming kernel: the common case of the fused prologue compiled tight.
 //
 // When. 16-bit input (bf16 or fp16) with 16-byte aligned rows, outputs of the

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Streaming kernel (fast.cuh) instantiations for __half input.
 #include "cuda/fast_launch.cuh"
 #include "cuda/launch.h"

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The instantiations of the streaming kernel (fast.cuh) for one 16-bit input
 // type: neox or interleaved pairs, cos/sin per pair or given per element,
 // and L lanes per head: the prefill form for L = fast_lanes(D) (2 .. 32 and

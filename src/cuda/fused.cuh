@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The general fused prologue kernel: every case the streaming kernel
 // (fast.cuh) does not take: float32 or int32 input, float32 outputs, any even
 // D and R, unaligned rows, beta, unfused-parity mode.

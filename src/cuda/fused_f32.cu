@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // fused_kernel instantiations for float input.
 #include "cuda/fused_launch.cuh"
 #include "cuda/launch.h"

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The instantiations of the general kernel (fused.cuh) for one input type:
 // 16-byte vectors with 1, 2 or 4 vectors per lane, and scalar elements with up
 // to 16 per lane, which covers D up to 512.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Launchers of the fused kernels, one translation unit per input dtype and
  * kernel (they compile in parallel). */
 #ifndef QKVFUSE_CUDA_LAUNCH_H

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Host arithmetic of the CUDA backend's launch plans (backend.cu), with C
  * linkage so that a test checks it on a machine without a GPU
  * (tests/test_cuda_plan.c). */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Kernel parameters of the CUDA backend: a flat, by-value copy of the
  * resolved problem (problem.h) in the form the kernels index. */
 #ifndef QKVFUSE_CUDA_PARAMS_H

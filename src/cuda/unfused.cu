@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The unfused baseline on the GPU: the same stages as separate kernels with
 // tensors in memory between them, as an engine runs them without fusion
 // (split -> RMSNorm q -> RMSNorm k -> RoPE q, k -> quantize + scatter k, v, like

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The unfused GPU baseline (unfused.cu): for the benchmark and parity checks. */
 #ifndef QKVFUSE_CUDA_UNFUSED_H
 #define QKVFUSE_CUDA_UNFUSED_H

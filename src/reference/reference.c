@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The scalar reference of SPEC.md: the fused chain, one token at a time, one
  * head at a time, in float32, written for clarity. Every other backend is
  * checked against it. Single-threaded; no allocation (head-sized arrays on the

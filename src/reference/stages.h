@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The scalar math of each stage of SPEC.md, on float32 arrays, for one head or
  * one element. The fused reference (reference.c) chains them per token; the
  * unfused path (unfused.c) runs each over all tokens with memory buffers in

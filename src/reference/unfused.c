@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The unfused path: one full pass over all tokens per stage, intermediate
  * tensors in memory (see unfused.h). The math is stages.h's, the same calls the
  * fused reference makes, with a rounding to the I/O dtype at every store into

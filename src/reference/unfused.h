@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The unfused path: the chain of SPEC.md run as separate stages, the way an
  * engine without fusion runs it (vLLM's separate split, rms_norm, rotary and
  * reshape_and_cache kernels):

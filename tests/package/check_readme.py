@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
 """The README's code blocks, as written, against the library (the CTest test
 `readme_snippets`):
 

@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: Apache-2.0
 # What a user of an installed qkvfuse does, against this build tree:
 #
 #   install_consumers.sh install   BUILD WORK CMAKE

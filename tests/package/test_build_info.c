@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* qkvfuse_build_info against what CMake configured (given on the command
  * line by tests/package/CMakeLists.txt) and against the library's own ISA
  * choice:

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 # cli_smoke: the qkvfuse CLI's commands run, exit as documented and print
 # well-formed JSON Lines. Run as: cmake -DQKVFUSE_CLI=<path> -P cli_smoke.cmake
 

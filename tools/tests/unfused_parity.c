@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* unfused_parity: qf_unfused_run must be bit-identical to qkvfuse_run on the
  * reference backend with QKVFUSE_ROUNDING_UNFUSED_PARITY, on random problems
  * covering every input dtype, layout, quantization mode, RoPE source and

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* A program outside the source tree, built against an installed qkvfuse
  * (pkg-config or find_package): it must compile with the installed header
  * only, link, and run one call on the CPU.

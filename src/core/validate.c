@@ -176,16 +176,13 @@ static qkvfuse_status check_overlaps(const qf_problem *p, const qkvfuse_args *a,
   in[nin++] = qf_span_of_mat(n->sin, &p->sin);
 
   /* the least expected outputs first: a message names the first of a pair */
-  const qf_span none = {NULL, 0, 0, 0, 0};
   out[nout++] = (qf_span){n->error_flags, (uintptr_t)a->error_flags, a->error_flags ? 1 : 0, 0, sizeof(uint32_t)};
   out[nout++] = qf_span_of_mat(n->q_copy, &p->q_copy);
   out[nout++] = qf_span_of_mat(n->q_out, &p->q_out);
   out[nout++] = qf_span_of_mat(n->k_out, &p->k_out);
   out[nout++] = qf_span_of_mat(n->v_out, &p->v_out);
-  out[nout] = a->k_cache ? qf_span_of_tensor(n->k_cache, a->k_cache) : none;
-  out[nout++].name = n->k_cache;
-  out[nout] = a->v_cache ? qf_span_of_tensor(n->v_cache, a->v_cache) : none;
-  out[nout++].name = n->v_cache;
+  out[nout++] = a->k_cache ? qf_span_of_tensor(n->k_cache, a->k_cache) : (qf_span){n->k_cache, 0, 0, 0, 0};
+  out[nout++] = a->v_cache ? qf_span_of_tensor(n->v_cache, a->v_cache) : (qf_span){n->v_cache, 0, 0, 0, 0};
 
   for (int i = 0; i < nout; i++) {
     for (int j = 0; j < nin; j++)

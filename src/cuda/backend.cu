@@ -542,37 +542,59 @@ static qkvfuse_status check_image(int dev, int cc, const void *kernel, const cha
                  cudaGetErrorName(e), cc);
 }
 
-extern "C" qkvfuse_status qf_cuda_plan(qkvfuse_plan *plan) {
-  const qkvfuse_desc *d = &plan->desc;
+// What a plan needs of a device that cannot change while the process runs:
+// its multiprocessors and compute capability, checked to have images of every
+// kernel family (below). The first plan for a device queries them; later ones
+// (the named operators plan on every call, also inside a graph capture) read
+// them. Every access is atomic, so concurrent first plans store alike.
+static const int kCachedDevices = 64;
+static int g_device_sms[kCachedDevices], g_device_cc[kCachedDevices], g_device_ready[kCachedDevices];
+
+static qkvfuse_status device_facts(int dev, int *sms, int *cc) {
+  if (dev < kCachedDevices && __atomic_load_n(&g_device_ready[dev], __ATOMIC_ACQUIRE)) {
+    *sms = __atomic_load_n(&g_device_sms[dev], __ATOMIC_RELAXED);
+    *cc = __atomic_load_n(&g_device_cc[dev], __ATOMIC_RELAXED);
+    return QKVFUSE_SUCCESS;
+  }
   int count = 0;
   cudaError_t e = cudaGetDeviceCount(&count);
   if (e != cudaSuccess || count == 0)
     return qf_fail(QKVFUSE_ERROR_UNSUPPORTED, "device_type: cuda requested but no CUDA device is usable (%s)",
                    e != cudaSuccess ? cudaGetErrorString(e) : "0 devices");
-  QF_CHECK(d->device_id < count, QKVFUSE_ERROR_DEVICE, "device_id: cuda:%d requested; this machine has %d device(s)",
-           (int)d->device_id, count);
-  int sms = 0;
-  e = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, d->device_id);
-  if (e != cudaSuccess) return cuda_fail(e, "cudaDeviceGetAttribute");
-  plan->device_sm_count = sms;
+  QF_CHECK(dev < count, QKVFUSE_ERROR_DEVICE, "device_id: cuda:%d requested; this machine has %d device(s)", dev,
+           count);
+  e = cudaDeviceGetAttribute(sms, cudaDevAttrMultiProcessorCount, dev);
   int major = 0, minor = 0;
-  e = cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, d->device_id);
-  if (e == cudaSuccess) e = cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, d->device_id);
+  if (e == cudaSuccess) e = cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev);
+  if (e == cudaSuccess) e = cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, dev);
   if (e != cudaSuccess) return cuda_fail(e, "cudaDeviceGetAttribute");
-  plan->device_cc = major * 10 + minor;
+  *cc = major * 10 + minor;
   {
     // every kernel family qkvfuse_run may launch on the device has an image
     // for it (refused here, naming the device, rather than at a launch)
-    device_guard guard(d->device_id);
+    device_guard guard(dev);
     if (guard.err != cudaSuccess) return cuda_fail(guard.err, "cudaSetDevice");
-    QF_FORWARD(check_image(d->device_id, plan->device_cc, qf_cuda_fused_probe(), "general"));
-    if (plan->device_cc >= QF_CUDA_STREAMING_MIN_CC)
-      QF_FORWARD(check_image(d->device_id, plan->device_cc, qf_cuda_fast_probe(), "streaming"));
+    QF_FORWARD(check_image(dev, *cc, qf_cuda_fused_probe(), "general"));
+    if (*cc >= QF_CUDA_STREAMING_MIN_CC) QF_FORWARD(check_image(dev, *cc, qf_cuda_fast_probe(), "streaming"));
   }
+  if (dev < kCachedDevices) {
+    __atomic_store_n(&g_device_sms[dev], *sms, __ATOMIC_RELAXED);
+    __atomic_store_n(&g_device_cc[dev], *cc, __ATOMIC_RELAXED);
+    __atomic_store_n(&g_device_ready[dev], 1, __ATOMIC_RELEASE);
+  }
+  return QKVFUSE_SUCCESS;
+}
+
+extern "C" qkvfuse_status qf_cuda_plan(qkvfuse_plan *plan) {
+  const qkvfuse_desc *d = &plan->desc;
+  int sms = 0, cc = 0;
+  QF_FORWARD(device_facts(d->device_id, &sms, &cc));
+  plan->device_sm_count = sms;
+  plan->device_cc = cc;
   // programmatic dependent launch (launch.h): sm_90 and later, unless the
   // environment says QKVFUSE_CUDA_PDL=0
   const char *pdl = getenv("QKVFUSE_CUDA_PDL");
-  plan->device_pdl = major >= 9 && !(pdl && strcmp(pdl, "0") == 0);
+  plan->device_pdl = cc >= 90 && !(pdl && strcmp(pdl, "0") == 0);
   // the streaming kernel's form: by size, unless QKVFUSE_CUDA_FORM says
   // decode or prefill, or general: no streaming kernel, as below sm_80
   // (tests run each form over every shape)
@@ -599,7 +621,7 @@ extern "C" qkvfuse_status qf_cuda_plan(qkvfuse_plan *plan) {
     device_guard guard(d->device_id);
     if (guard.err != cudaSuccess) return cuda_fail(guard.err, "cudaSetDevice");
     void *buf = nullptr;
-    e = cudaMalloc(&buf, sizeof(uint64_t) * (size_t)half);
+    cudaError_t e = cudaMalloc(&buf, sizeof(uint64_t) * (size_t)half);
     if (e != cudaSuccess) return cuda_fail(e, "cudaMalloc (frequency table)");
     e = cudaMemcpy(buf, turns, sizeof(uint64_t) * (size_t)half, cudaMemcpyHostToDevice);
     if (e != cudaSuccess) {

@@ -259,21 +259,21 @@ qkvfuse_status qf_view_vec(const char *name, const char *what, const qkvfuse_ten
 
 qf_span qf_span_of_mat(const char *name, const qf_mat *m) {
   int64_t es = (int64_t)qkvfuse_dtype_size(m->dtype);
-  qf_span s = {name, (uintptr_t)m->data, m->rows, m->ld * es, m->cols * es};
+  qf_span s = {name, (uintptr_t)m->data, m->rows, m->ld * es, m->cols * es, NULL};
   if (m->rows == 0 || m->data == NULL) s.count = 0;
   return s;
 }
 
 qf_span qf_span_of_vec(const char *name, const qf_vec *v) {
   int64_t es = (int64_t)qkvfuse_dtype_size(v->dtype);
-  qf_span s = {name, (uintptr_t)v->data, v->data && v->n ? 1 : 0, 0, v->n * es};
+  qf_span s = {name, (uintptr_t)v->data, v->data && v->n ? 1 : 0, 0, v->n * es, NULL};
   return s;
 }
 
 /* The dim of largest stride becomes the comb's period; the others its tooth. */
 qf_span qf_span_of_tensor(const char *name, const qkvfuse_tensor *t) {
   int64_t es = (int64_t)qkvfuse_dtype_size(t->dtype);
-  qf_span s = {name, (uintptr_t)t->data, 1, 0, es};
+  qf_span s = {name, (uintptr_t)t->data, 1, 0, es, NULL};
   if (t->data == NULL || qf_numel(t) == 0) {
     s.count = 0;
     return s;

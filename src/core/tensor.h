@@ -58,6 +58,7 @@ typedef struct qf_span {
   const char *name;
   uintptr_t base;
   int64_t count, stride, len;
+  const char *part; /* NULL, or what follows name in messages (" (q columns)") */
 } qf_span;
 
 qf_span qf_span_of_mat(const char *name, const qf_mat *m);

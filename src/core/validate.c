@@ -142,17 +142,14 @@ static qkvfuse_status check_overlaps(const qf_problem *p, const qkvfuse_args *a,
   enum { MAX_IN = 20, MAX_OUT = 7 };
   qf_span in[MAX_IN], out[MAX_OUT];
   int nin = 0, nout = 0;
-  char qcols[64], kcols[64], vcols[64];
-  snprintf(qcols, sizeof qcols, "%s (q columns)", n->qkv);
-  snprintf(kcols, sizeof kcols, "%s (k columns)", n->qkv);
-  snprintf(vcols, sizeof vcols, "%s (v columns)", n->qkv);
   /* qkv as its three column blocks, so q/k outputs may be exactly their own block */
   const int64_t es = (int64_t)qkvfuse_dtype_size(p->qkv.dtype);
   qf_mat qin = p->qkv;
   qin.cols = p->Nq * p->D;
-  qf_span sq = qf_span_of_mat(qcols, &qin), sk = sq, sv = sq;
-  sk.name = kcols;
-  sv.name = vcols;
+  qf_span sq = qf_span_of_mat(n->qkv, &qin), sk = sq, sv = sq;
+  sq.part = " (q columns)";
+  sk.part = " (k columns)";
+  sv.part = " (v columns)";
   sk.len = sv.len = p->Nkv * p->D * es;
   const uintptr_t kbase = sq.base + (uintptr_t)(qin.cols * es), vbase = kbase + (uintptr_t)sk.len;
   sk.base = kbase;
@@ -176,19 +173,19 @@ static qkvfuse_status check_overlaps(const qf_problem *p, const qkvfuse_args *a,
   in[nin++] = qf_span_of_mat(n->sin, &p->sin);
 
   /* the least expected outputs first: a message names the first of a pair */
-  out[nout++] = (qf_span){n->error_flags, (uintptr_t)a->error_flags, a->error_flags ? 1 : 0, 0, sizeof(uint32_t)};
+  out[nout++] = (qf_span){n->error_flags, (uintptr_t)a->error_flags, a->error_flags ? 1 : 0, 0, sizeof(uint32_t), NULL};
   out[nout++] = qf_span_of_mat(n->q_copy, &p->q_copy);
   out[nout++] = qf_span_of_mat(n->q_out, &p->q_out);
   out[nout++] = qf_span_of_mat(n->k_out, &p->k_out);
   out[nout++] = qf_span_of_mat(n->v_out, &p->v_out);
-  out[nout++] = a->k_cache ? qf_span_of_tensor(n->k_cache, a->k_cache) : (qf_span){n->k_cache, 0, 0, 0, 0};
-  out[nout++] = a->v_cache ? qf_span_of_tensor(n->v_cache, a->v_cache) : (qf_span){n->v_cache, 0, 0, 0, 0};
+  out[nout++] = a->k_cache ? qf_span_of_tensor(n->k_cache, a->k_cache) : (qf_span){n->k_cache, 0, 0, 0, 0, NULL};
+  out[nout++] = a->v_cache ? qf_span_of_tensor(n->v_cache, a->v_cache) : (qf_span){n->v_cache, 0, 0, 0, 0, NULL};
 
   for (int i = 0; i < nout; i++) {
     for (int j = 0; j < nin; j++)
       QF_CHECK(!qf_spans_overlap(&out[i], &in[j]), QKVFUSE_ERROR_OVERLAP,
-               "%s: overlaps the input %s (only %s/%s exactly equal to the q/k columns of %s may alias it)",
-               out[i].name, in[j].name, n->q_out, n->k_out, n->qkv);
+               "%s: overlaps the input %s%s (only %s/%s exactly equal to the q/k columns of %s may alias it)",
+               out[i].name, in[j].name, in[j].part ? in[j].part : "", n->q_out, n->k_out, n->qkv);
     for (int j = i + 1; j < nout; j++)
       QF_CHECK(!qf_spans_overlap(&out[i], &out[j]), QKVFUSE_ERROR_OVERLAP, "%s: overlaps the output %s", out[i].name,
                out[j].name);

@@ -63,7 +63,7 @@ extern "C" {
  *     library's internal symbols, the CLI's output) is not part of the ABI.
  *   - Breaking any of this takes a new MAJOR, hence a new SOVERSION. */
 #define QKVFUSE_VERSION_MAJOR 0
-#define QKVFUSE_VERSION_MINOR 1
+#define QKVFUSE_VERSION_MINOR 2
 #define QKVFUSE_VERSION_PATCH 0
 #define QKVFUSE_VERSION_NUMBER \
   (QKVFUSE_VERSION_MAJOR * 10000 + QKVFUSE_VERSION_MINOR * 100 + QKVFUSE_VERSION_PATCH)
@@ -81,7 +81,7 @@ QKVFUSE_API unsigned qkvfuse_version_number(void);
 
 /** What this library was built with, as one JSON object (UTF-8, no newline):
  *
- *   {"version": "0.1.0",
+ *   {"version": "0.2.0",
  *    "cuda": "13.0.88",                     the CUDA toolkit compiled against; null without the CUDA backend
  *    "cuda_architectures": ["80", "90"],    CMAKE_CUDA_ARCHITECTURES of the build, one string each; [] without CUDA
  *    "cpu_isa": {"compiled": ["scalar", "avx2", "avx512", "avx512bf16"],
@@ -143,7 +143,8 @@ typedef enum qkvfuse_dtype {
   QKVFUSE_DTYPE_FLOAT16 = QKVFUSE_DTYPE_CODE(2, 16),     /* kDLFloat    */
   QKVFUSE_DTYPE_FLOAT32 = QKVFUSE_DTYPE_CODE(2, 32),     /* kDLFloat    */
   QKVFUSE_DTYPE_BFLOAT16 = QKVFUSE_DTYPE_CODE(4, 16),    /* kDLBfloat   */
-  QKVFUSE_DTYPE_FLOAT8_E4M3FN = QKVFUSE_DTYPE_CODE(10, 8) /* kDLFloat8_e4m3fn (OCP, no inf) */
+  QKVFUSE_DTYPE_FLOAT8_E4M3FN = QKVFUSE_DTYPE_CODE(10, 8), /* kDLFloat8_e4m3fn (OCP, no inf) */
+  QKVFUSE_DTYPE_FLOAT8_E5M2 = QKVFUSE_DTYPE_CODE(12, 8)    /* kDLFloat8_e5m2 (OCP, with inf) */
 } qkvfuse_dtype;
 
 /** @return the dtype for DLPack (code, bits, lanes), or QKVFUSE_DTYPE_NONE if
@@ -234,17 +235,20 @@ typedef struct qkvfuse_rope_scaling {
 #define QKVFUSE_ROPE_SCALING_INIT \
   { QKVFUSE_ROPE_SCALING_NONE, 1.0, 0, 1.0, 4.0, 32.0, 1.0, 1.0, 1.0 }
 
-/* Quantization of k (after RoPE) and v into the caches. Scales are float32,
- * either one per tensor (args.*_scale has 1 element) or one per (kv head, dim)
- * channel ([Nkv, D] or flat [Nkv*D]); the granularity follows the tensor. */
+/* Quantization of k (after RoPE) and v into the caches, and of q into q_out.
+ * k/v scales are float32, one per tensor (args.*_scale has 1 element), one per
+ * kv head ([Nkv]) or one per (kv head, dim) channel ([Nkv, D] or flat
+ * [Nkv*D]); the granularity follows the tensor. q's scale is one per tensor. */
 typedef enum qkvfuse_quant_mode {
   QKVFUSE_QUANT_NONE = 0,      /* cache dtype float32 / float16 / bfloat16: value rounded to it */
   QKVFUSE_QUANT_INT8_SYM = 1,  /* q = sat8(rint(x / scale)); int8 cache */
   QKVFUSE_QUANT_INT8_ASYM = 2, /* q = sat8(rint(x / scale + offset)); int8 cache, args.*_offset */
-  QKVFUSE_QUANT_FP8_E4M3 = 3   /* q = e4m3fn(x / scale), saturating to +-448; float8_e4m3fn cache */
+  QKVFUSE_QUANT_FP8_E4M3 = 3,  /* q = e4m3fn(x / scale), saturating to +-448; float8_e4m3fn cache */
+  QKVFUSE_QUANT_FP8_E5M2 = 4   /* q = e5m2(x / scale), saturating to +-57344; float8_e5m2 cache */
 } qkvfuse_quant_mode;
-/* NaN in quantization: int8 modes write 0; fp8 writes the e4m3fn NaN (0x7F/0xFF
- * keeping the sign). +-Inf saturates (int8: 127/-128, fp8: +-448). */
+/* NaN in quantization: int8 modes write 0; fp8 writes its NaN keeping the sign
+ * (e4m3fn 0x7F/0xFF, e5m2 0x7F/0xFF). +-Inf saturates (int8: 127/-128, e4m3:
+ * +-448, e5m2: +-57344). */
 
 /* Where token t's k and v rows go in args.k_cache / args.v_cache. The slot of
  * token t is args.slot_mapping[t]; -1 means "skip this token" (its q and k_out/
@@ -284,7 +288,7 @@ typedef enum qkvfuse_backend {
 /* The core operator: descriptor -> plan -> run.                               */
 /* ------------------------------------------------------------------------- */
 
-#define QKVFUSE_DESC_VERSION 1
+#define QKVFUSE_DESC_VERSION 2
 
 /* Static configuration of one attention layer's prologue. Start from
  * QKVFUSE_DESC_INIT so that fields added in later versions get defaults. */
@@ -320,6 +324,10 @@ typedef struct qkvfuse_desc {
   qkvfuse_quant_mode v_quant;   /* must match args.v_cache's dtype */
 
   qkvfuse_rounding rounding;
+
+  /* version 2 */
+  qkvfuse_quant_mode q_quant;   /* NONE, or FP8_E4M3 / FP8_E5M2: q_out of that fp8 dtype holds
+                                   fp8(q / args.q_scale); k_out and v_out keep the unquantized rule */
 } qkvfuse_desc;
 
 #define QKVFUSE_DESC_INIT                                                              \
@@ -327,10 +335,10 @@ typedef struct qkvfuse_desc {
     sizeof(qkvfuse_desc), QKVFUSE_DESC_VERSION, 0, 0, 0, 0, QKVFUSE_DEVICE_CPU, 0,     \
         QKVFUSE_BACKEND_AUTO, 0, 0, 0, 1e-6f, 0, QKVFUSE_ROPE_NONE, QKVFUSE_ROPE_NEOX, \
         10000.0, QKVFUSE_ROPE_SCALING_INIT, QKVFUSE_CACHE_NONE, QKVFUSE_QUANT_NONE,    \
-        QKVFUSE_QUANT_NONE, QKVFUSE_ROUNDING_FUSED                                     \
+        QKVFUSE_QUANT_NONE, QKVFUSE_ROUNDING_FUSED, QKVFUSE_QUANT_NONE                 \
   }
 
-#define QKVFUSE_ARGS_VERSION 1
+#define QKVFUSE_ARGS_VERSION 2
 
 /* The tensors of one call. Pointers to absent optional tensors are NULL.
  * "T" is the number of tokens: qkv's leading dims flattened. Any tensor listed
@@ -389,12 +397,26 @@ typedef struct qkvfuse_args {
    * rows are not written, nothing is read out of bounds) and read by the
    * caller after the stream synchronizes. */
   uint32_t *error_flags;
+
+  /* version 2 */
+
+  /* Separate inputs, the alternative to one packed qkv: q [T, Nq*D], k [T, Nkv*D] and
+   * v [T, Nkv*D] (or their [B, S, X] / [T, N, D] forms), one dtype, each with its own
+   * row stride; any may be a view into a packed tensor. Give qkv, or q and k (and v),
+   * never both. v may be NULL when nothing reads it (no v_out, no v_cache). T (and B,
+   * S) come from q. weight_scale and bias index the columns of [q | k | v] as for qkv.
+   * In place: q_out may be exactly q, k_out exactly k (same data, strides, dtype). */
+  const qkvfuse_tensor *q;
+  const qkvfuse_tensor *k;
+  const qkvfuse_tensor *v;
+  const qkvfuse_tensor *q_scale;     /* float32 [1]; iff desc.q_quant != NONE; nonzero, finite */
 } qkvfuse_args;
 
 #define QKVFUSE_ARGS_INIT                                                                         \
   {                                                                                               \
     sizeof(qkvfuse_args), QKVFUSE_ARGS_VERSION, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, \
-        NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL            \
+        NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL,     \
+        NULL, NULL, NULL                                                                          \
   }
 
 #define QKVFUSE_DATA_ERROR_POSITION 1u /* a position outside [0, max_pos) (or negative, COMPUTED) */

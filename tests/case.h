@@ -16,7 +16,7 @@
 enum tk_slot {
   TK_QKV, TK_WEIGHT_SCALE, TK_ACT_SCALE, TK_BIAS, TK_Q_GAMMA, TK_K_GAMMA, TK_Q_BETA, TK_K_BETA,
   TK_POSITIONS, TK_COS_SIN_CACHE, TK_COS, TK_SIN, TK_SLOT_MAPPING, TK_K_SCALE, TK_V_SCALE, TK_K_OFFSET,
-  TK_V_OFFSET, TK_Q_OUT, TK_K_OUT, TK_V_OUT, TK_K_CACHE, TK_V_CACHE, TK_NSLOT
+  TK_V_OFFSET, TK_Q_OUT, TK_K_OUT, TK_V_OUT, TK_K_CACHE, TK_V_CACHE, TK_Q, TK_K, TK_V, TK_Q_SCALE, TK_NSLOT
 };
 extern const char *const tk_slot_name[TK_NSLOT]; /* the qkvfuse_args field names */
 #define TK_FLAGS_BUF TK_NSLOT                    /* buffer of args.error_flags */

@@ -332,7 +332,8 @@ const qkvfuse_tensor **tk_args_field(qkvfuse_args *a, int slot) {
                                         &a->k_gamma,   &a->q_beta,       &a->k_beta,       &a->positions, &a->cos_sin_cache,
                                         &a->cos,       &a->sin,          &a->slot_mapping, &a->k_scale, &a->v_scale,
                                         &a->k_offset,  &a->v_offset,     &a->q_out,        &a->k_out,   &a->v_out,
-                                        &a->k_cache,   &a->v_cache};
+                                        &a->k_cache,   &a->v_cache,      &a->q,            &a->k,       &a->v,
+                                        &a->q_scale};
   return f[slot];
 }
 

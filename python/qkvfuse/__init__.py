@@ -29,7 +29,7 @@ from .errors import (AlignmentError, ArgumentTypeError, BadScaleError, CudaError
 from .named import dequant_rope_quant_kvcache, qkv_rmsnorm_rope_cache, split_qkv_rmsnorm_rope
 from .rope import build_cos_sin_cache, rope_inv_freq
 
-__version__ = "0.1.0"
+__version__ = "0.2.0"
 
 # Data-error bits OR-ed into error_flags (qkvfuse.h QKVFUSE_DATA_ERROR_*).
 DATA_ERROR_POSITION = 1

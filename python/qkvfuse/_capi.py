@@ -18,7 +18,7 @@ from . import errors
 
 # The ABI this binding was written for: the library's major version must be
 # this one and its minor this or later (qkvfuse.h's policy: a minor only adds).
-ABI_VERSION = (0, 1)
+ABI_VERSION = (0, 2)
 MAX_DIMS = 6
 
 # --- enums (qkvfuse.h numbers; frozen there) ----------------------------------
@@ -45,8 +45,8 @@ BACKEND = {"auto": 0, "reference": 1, "cpu": 2, "cuda": 3}
 
 DATA_ERROR_POSITION, DATA_ERROR_SLOT, DATA_ERROR_SCALE = 1, 2, 4
 
-DESC_VERSION = 1
-ARGS_VERSION = 1
+DESC_VERSION = 2
+ARGS_VERSION = 2
 
 
 # --- structs ------------------------------------------------------------------
@@ -103,6 +103,7 @@ class Desc(ctypes.Structure):
         ("k_quant", ctypes.c_int),
         ("v_quant", ctypes.c_int),
         ("rounding", ctypes.c_int),
+        ("q_quant", ctypes.c_int),
     ]
 
 
@@ -116,12 +117,15 @@ ARG_TENSORS = (
     "slot_mapping", "k_scale", "v_scale", "k_offset", "v_offset",
     "q_out", "k_out", "v_out", "k_cache", "v_cache",
 )
+# ... and those after error_flags (version 2).
+ARG_TENSORS_V2 = ("q", "k", "v", "q_scale")
 
 
 class Args(ctypes.Structure):
     _fields_ = ([("struct_size", ctypes.c_uint32), ("version", ctypes.c_uint32)]
                 + [(name, TensorP) for name in ARG_TENSORS]
-                + [("error_flags", ctypes.c_void_p)])
+                + [("error_flags", ctypes.c_void_p)]
+                + [(name, TensorP) for name in ARG_TENSORS_V2])
 
 
 def rope_scaling_init() -> RopeScaling:

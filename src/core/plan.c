@@ -4,6 +4,7 @@
 
 #include <math.h>
 #include <stdlib.h>
+#include <stddef.h>
 #include <string.h>
 
 #include "core/backends.h"
@@ -48,6 +49,8 @@ static qkvfuse_status check_desc(const qkvfuse_desc *d) {
            "k_quant: unknown value %d", (int)d->k_quant);
   QF_CHECK(d->v_quant >= QKVFUSE_QUANT_NONE && d->v_quant <= QKVFUSE_QUANT_FP8_E4M3, QKVFUSE_ERROR_INVALID_VALUE,
            "v_quant: unknown value %d", (int)d->v_quant);
+  QF_CHECK(d->q_quant == QKVFUSE_QUANT_NONE, QKVFUSE_ERROR_UNSUPPORTED,
+           "q_quant: a quantized q_out is not available in this version; got %d", (int)d->q_quant);
   QF_CHECK(d->cache_layout != QKVFUSE_CACHE_NONE || (d->k_quant == QKVFUSE_QUANT_NONE && d->v_quant == QKVFUSE_QUANT_NONE),
            QKVFUSE_ERROR_INVALID_VALUE, "k_quant: quantization needs a cache; cache_layout is none");
   QF_CHECK(d->rounding == QKVFUSE_ROUNDING_FUSED || d->rounding == QKVFUSE_ROUNDING_UNFUSED_PARITY,
@@ -88,9 +91,18 @@ static qkvfuse_status choose_backend(qkvfuse_plan *plan) {
 
 qkvfuse_status qf_plan_init(qkvfuse_plan *plan, const qkvfuse_desc *desc) {
   QF_CHECK(desc != NULL, QKVFUSE_ERROR_NULL_POINTER, "desc: NULL");
-  QF_CHECK(desc->struct_size == sizeof(qkvfuse_desc) && desc->version == QKVFUSE_DESC_VERSION, QKVFUSE_ERROR_VERSION,
-           "desc: struct_size/version must be %zu/%d (start from QKVFUSE_DESC_INIT); got %u/%u",
-           sizeof(qkvfuse_desc), QKVFUSE_DESC_VERSION, desc->struct_size, desc->version);
+  /* version 1 is version 2 without q_quant (NONE) */
+  const int v1 = desc->struct_size == offsetof(qkvfuse_desc, q_quant) && desc->version == 1;
+  QF_CHECK(v1 || (desc->struct_size == sizeof(qkvfuse_desc) && desc->version == QKVFUSE_DESC_VERSION),
+           QKVFUSE_ERROR_VERSION,
+           "desc: struct_size/version must be %zu/%d or %zu/1 (start from QKVFUSE_DESC_INIT); got %u/%u",
+           sizeof(qkvfuse_desc), QKVFUSE_DESC_VERSION, offsetof(qkvfuse_desc, q_quant), desc->struct_size,
+           desc->version);
+  qkvfuse_desc full = QKVFUSE_DESC_INIT;
+  memcpy(&full, desc, desc->struct_size);
+  full.struct_size = sizeof full;
+  full.version = QKVFUSE_DESC_VERSION;
+  desc = &full;
   QF_FORWARD(check_desc(desc));
   memset(plan, 0, sizeof *plan);
   plan->desc = *desc;

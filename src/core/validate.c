@@ -9,6 +9,7 @@
  * cache byte as it was. Messages name each tensor as the caller does
  * (qf_names): a named operator's own argument names. */
 #include <math.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -54,6 +55,7 @@ static unsigned cache_dtypes(qkvfuse_quant_mode m) {
     case QKVFUSE_QUANT_INT8_SYM:
     case QKVFUSE_QUANT_INT8_ASYM: return QF_I8;
     case QKVFUSE_QUANT_FP8_E4M3: return QF_FP8;
+    case QKVFUSE_QUANT_FP8_E5M2: break; /* refused by the plan until supported */
   }
   return 0;
 }
@@ -271,9 +273,14 @@ qkvfuse_status qf_resolve_call(const qkvfuse_plan *plan, const qkvfuse_args *a, 
   const qf_names *n = call && call->names ? call->names : &qf_core_names;
   QF_CHECK(plan != NULL, QKVFUSE_ERROR_NULL_POINTER, "plan: NULL");
   QF_CHECK(a != NULL, QKVFUSE_ERROR_NULL_POINTER, "args: NULL");
-  QF_CHECK(a->struct_size == sizeof(qkvfuse_args) && a->version == QKVFUSE_ARGS_VERSION, QKVFUSE_ERROR_VERSION,
-           "args: struct_size/version must be %zu/%d (use QKVFUSE_ARGS_INIT); got %u/%u", sizeof(qkvfuse_args),
-           QKVFUSE_ARGS_VERSION, a->struct_size, a->version);
+  /* version 1 is version 2 without the separate inputs and q_scale */
+  const int v1 = a->struct_size == offsetof(qkvfuse_args, q) && a->version == 1;
+  QF_CHECK(v1 || (a->struct_size == sizeof(qkvfuse_args) && a->version == QKVFUSE_ARGS_VERSION),
+           QKVFUSE_ERROR_VERSION, "args: struct_size/version must be %zu/%d or %zu/1 (use QKVFUSE_ARGS_INIT); got %u/%u",
+           sizeof(qkvfuse_args), QKVFUSE_ARGS_VERSION, offsetof(qkvfuse_args, q), a->struct_size, a->version);
+  qkvfuse_args full = QKVFUSE_ARGS_INIT;
+  memcpy(&full, a, a->struct_size);
+  a = &full;
   const qkvfuse_desc *d = &plan->desc;
   memset(p, 0, sizeof *p);
   p->desc = d;

@@ -51,7 +51,10 @@ typedef struct tk_spec {
   double skip_prob;               /* probability of slot -1 */
   qkvfuse_rounding rounding;
 
-  int in_place_q, in_place_k;     /* q_out / k_out are the q / k columns of qkv */
+  int split_inputs;               /* 0: one qkv tensor; q, k, v tensors (args.q/k/v) that are 1: views of one
+                                     packed [T, H] buffer, 2: three buffers of their own row padding, 3: as 2
+                                     without v (nothing reads it) */
+  int in_place_q, in_place_k;     /* q_out / k_out are the q / k columns of qkv (the q / k tensors) */
   int64_t qkv_pad, out_pad, rope_pad; /* extra elements per row */
   int out_split_heads;            /* q_out/k_out/v_out as [T, N, D] */
   int cache_perm;                 /* 0..5: memory order of the caches' three outer dims */

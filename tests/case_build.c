@@ -120,10 +120,47 @@ static void put_scale(tk_case *c, int slot, int kind) {
   }
 }
 
+/* The input: one qkv view, or q, k (and v) views of one packed buffer or of
+ * three buffers; the [T, N, D] form with out_split_heads. in_ld gets each
+ * part's row stride. */
+static void put_inputs(tk_case *c, int64_t in_ld[3]) {
+  const tk_spec *s = &c->sp;
+  const int64_t H = (s->Nq + 2 * s->Nkv) * s->D, QD = s->Nq * s->D, KV = s->Nkv * s->D;
+  if (!s->split_inputs) {
+    put_rows(c, TK_QKV, TK_QKV, 0, s->qkv_dt, H, H + s->qkv_pad, 0, 0);
+    in_ld[0] = in_ld[1] = in_ld[2] = H + s->qkv_pad;
+    return;
+  }
+  const int slots[3] = {TK_Q, TK_K, TK_V};
+  const int64_t width[3] = {QD, KV, KV}, heads[3] = {s->Nq, s->Nkv, s->Nkv}, first[3] = {0, QD, QD + KV};
+  for (int i = 0; i < 3; i++) {
+    if (i == 2 && s->split_inputs == 3) break;
+    const int packed = s->split_inputs == 1;
+    in_ld[i] = packed ? H + s->qkv_pad : width[i] + (s->qkv_pad * (i + 1)) % 48; /* strides differ per part */
+    put_rows(c, slots[i], packed ? TK_QKV : slots[i], packed ? first[i] : 0, s->qkv_dt, width[i], in_ld[i],
+             s->out_split_heads, heads[i]);
+  }
+}
+
+/* The view of input column c (of [q | k | v]) of token t, and its logical
+ * index in that view. */
+static int input_slot(const tk_case *c, int64_t t, int64_t col, int64_t *i) {
+  const tk_spec *s = &c->sp;
+  const int64_t H = (s->Nq + 2 * s->Nkv) * s->D, QD = s->Nq * s->D, KV = s->Nkv * s->D;
+  if (!s->split_inputs) {
+    *i = t * H + col;
+    return TK_QKV;
+  }
+  const int part = col < QD ? 0 : (col < QD + KV ? 1 : 2);
+  const int64_t w = part ? KV : QD, c0 = part == 0 ? 0 : (part == 1 ? QD : QD + KV);
+  *i = t * w + (col - c0);
+  return part == 0 ? TK_Q : (part == 1 ? TK_K : TK_V);
+}
+
 static void layout_views(tk_case *c) {
   const tk_spec *s = &c->sp;
-  int64_t H = (s->Nq + 2 * s->Nkv) * s->D, ld = H + s->qkv_pad, QD = s->Nq * s->D, KV = s->Nkv * s->D;
-  put_rows(c, TK_QKV, TK_QKV, 0, s->qkv_dt, H, ld, 0, 0);
+  int64_t H = (s->Nq + 2 * s->Nkv) * s->D, QD = s->Nq * s->D, KV = s->Nkv * s->D, in_ld[3];
+  put_inputs(c, in_ld);
   if (s->qkv_dt == QKVFUSE_DTYPE_INT32) {
     put_vec(c, TK_WEIGHT_SCALE, F32, H);
     if (s->act_scale) put_vec(c, TK_ACT_SCALE, F32, s->T);
@@ -152,9 +189,11 @@ static void layout_views(tk_case *c) {
     if (s->v_quant == QKVFUSE_QUANT_INT8_ASYM) put_scale(c, TK_V_OFFSET, s->v_scale_kind);
     put_caches(c);
   }
-  if (s->in_place_q) put_rows(c, TK_Q_OUT, TK_QKV, 0, s->qkv_dt, QD, ld, s->out_split_heads, s->Nq);
+  const int q_buf = s->split_inputs >= 2 ? TK_Q : TK_QKV, k_buf = s->split_inputs >= 2 ? TK_K : TK_QKV;
+  const int64_t k_off = s->split_inputs >= 2 ? 0 : QD;
+  if (s->in_place_q) put_rows(c, TK_Q_OUT, q_buf, 0, s->qkv_dt, QD, in_ld[0], s->out_split_heads, s->Nq);
   else put_rows(c, TK_Q_OUT, TK_Q_OUT, 0, s->q_out_dt, QD, QD + s->out_pad, s->out_split_heads, s->Nq);
-  if (s->k_out_dt && s->in_place_k) put_rows(c, TK_K_OUT, TK_QKV, QD, s->qkv_dt, KV, ld, s->out_split_heads, s->Nkv);
+  if (s->k_out_dt && s->in_place_k) put_rows(c, TK_K_OUT, k_buf, k_off, s->qkv_dt, KV, in_ld[1], s->out_split_heads, s->Nkv);
   else if (s->k_out_dt) put_rows(c, TK_K_OUT, TK_K_OUT, 0, s->k_out_dt, KV, KV + s->out_pad, s->out_split_heads, s->Nkv);
   if (s->v_out_dt) put_rows(c, TK_V_OUT, TK_V_OUT, 0, s->v_out_dt, KV, KV + s->out_pad, s->out_split_heads, s->Nkv);
 }
@@ -163,6 +202,14 @@ static void set(const tk_case *c, int slot, int64_t i, double v) {
   const tk_view *w = &c->view[slot];
   size_t es = tk_size(w->t.dtype);
   tk_encode(w->t.dtype, c->buf[w->buf].init + (w->off + tk_elem_offset(&w->t, i)) * (int64_t)es, v);
+}
+
+/* Element i = t*H + col of the logical [T, H] input. */
+static void set_input(const tk_case *c, int64_t i, double v) {
+  const int64_t H = (c->sp.Nq + 2 * c->sp.Nkv) * c->sp.D;
+  int64_t j;
+  const int slot = input_slot(c, i / H, i % H, &j);
+  set(c, slot, j, v);
 }
 
 /* A value of magnitude ~amp that is non-zero in dtype dt. */
@@ -191,7 +238,7 @@ static void fill_inputs(tk_case *c, tk_rng *r) {
     for (int64_t i = 0; i < T * H; i++) {
       double a = 0;
       while (a == 0) a = (double)tk_rng_range(r, -(int64_t)lim, (int64_t)lim);
-      set(c, TK_QKV, i, a);
+      set_input(c, i, a);
     }
     for (int64_t i = 0; i < H; i++) {
       double w = s->amp / (lim * 0.5) * tk_rng_uniform(r, 0.5, 1.5);
@@ -204,7 +251,7 @@ static void fill_inputs(tk_case *c, tk_rng *r) {
     else if (s->bias_dt)
       for (int64_t i = 0; i < H; i++) set(c, TK_BIAS, i, nonzero(r, s->bias_dt, 0.5 * s->amp));
   } else {
-    for (int64_t i = 0; i < T * H; i++) set(c, TK_QKV, i, nonzero(r, s->qkv_dt, s->amp));
+    for (int64_t i = 0; i < T * H; i++) set_input(c, i, nonzero(r, s->qkv_dt, s->amp));
   }
   int gs[2] = {TK_Q_GAMMA, TK_K_GAMMA}, bs[2] = {TK_Q_BETA, TK_K_BETA};
   for (int w = 0; w < 2; w++) {

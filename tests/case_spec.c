@@ -202,6 +202,7 @@ void tk_spec_random(tk_spec *s, tk_rng *r, const tk_limits *lim) {
   s->kv_interleaved = tk_rng_chance(r, 0.3);
   s->error_flags = tk_rng_chance(r, 0.5);
   s->amp = tk_rng_loguniform(r, 0.01, 100.0);
+  s->split_inputs = tk_rng_chance(r, 0.6) ? 0 : (int)tk_rng_range(r, 1, 3);
   tk_spec_fixup(s);
 }
 
@@ -277,6 +278,7 @@ void tk_spec_fixup(tk_spec *s) {
     }
   }
   if (s->k_cache_dt != s->v_cache_dt) s->kv_interleaved = 0;
+  if (s->split_inputs == 3 && (s->v_out_dt != NONE || s->layout != QKVFUSE_CACHE_NONE)) s->split_inputs = 2;
   if (s->qkv_dt == I32 || s->q_out_dt != s->qkv_dt) s->in_place_q = 0;
   if (s->qkv_dt == I32 || s->k_out_dt != s->qkv_dt) s->in_place_k = 0;
   if (s->rope_source == QKVFUSE_ROPE_COS_SIN_CACHE) {
@@ -313,7 +315,7 @@ void tk_spec_describe(const tk_spec *s, char *buf, size_t n) {
            "norm=q%d/k%d(g %s/%s beta %s/%s off=%d eps=%g) bias=%s act=%d acc_bits=%lld rope=%s/%s(%s theta=%g "
            "scaling=%s f=%g L=%lld pos=[%lld,%lld]/%s max_pos=%lld) layout=%s(bs=%lld blocks=%lld batch=%lld "
            "max_seq=%lld slot=%s skip=%g) k=%s/%s%s v=%s/%s%s rounding=%s inplace=q%d/k%d pads=%lld/%lld/%lld "
-           "split=%d perm=%d cpad=%lld inter=%d flags=%d amp=%g",
+           "split=%d perm=%d cpad=%lld inter=%d flags=%d amp=%g inputs=%d",
            (long long)s->T, (long long)s->B, (long long)s->S, s->in3d, (long long)s->Nq, (long long)s->Nkv,
            (long long)s->D, (long long)s->R, tk_name(s->qkv_dt), tk_name(s->q_out_dt), tk_name(s->k_out_dt),
            tk_name(s->v_out_dt), s->q_norm, s->k_norm, tk_name(s->q_gamma_dt), tk_name(s->k_gamma_dt),
@@ -328,5 +330,5 @@ void tk_spec_describe(const tk_spec *s, char *buf, size_t n) {
            s->v_quant ? kinds[s->v_scale_kind & 3] : "",
            s->rounding == QKVFUSE_ROUNDING_UNFUSED_PARITY ? "parity" : "fused", s->in_place_q, s->in_place_k,
            (long long)s->qkv_pad, (long long)s->out_pad, (long long)s->rope_pad, s->out_split_heads, s->cache_perm,
-           (long long)s->cache_pad, s->kv_interleaved, s->error_flags, s->amp);
+           (long long)s->cache_pad, s->kv_interleaved, s->error_flags, s->amp, s->split_inputs);
 }

@@ -48,12 +48,23 @@ static void round_unc(qkvfuse_dtype dt, double v, double e, double *out, double 
   }
 }
 
+/* Column c of token t's input row [q | k | v]: of qkv, or of the q, k or v
+ * tensor holding it (v absent: nothing reads it, 0). */
+static double input_at(const ctx *k, int64_t t, int64_t c) {
+  const qkvfuse_args *a = k->a;
+  if (a->qkv) return tk_get(a->qkv, t * k->H + c);
+  const int64_t qd = k->Nq * k->D, kv = k->Nkv * k->D;
+  if (c < qd) return tk_get(a->q, t * qd + c);
+  if (c < qd + kv) return tk_get(a->k, t * kv + c - qd);
+  return a->v ? tk_get(a->v, t * kv + c - qd - kv) : 0.0;
+}
+
 static void dequant(ctx *k, int64_t t) {
   const qkvfuse_args *a = k->a;
-  int is_int = a->qkv->dtype == QKVFUSE_DTYPE_INT32;
+  int is_int = (a->qkv ? a->qkv : a->q)->dtype == QKVFUSE_DTYPE_INT32;
   double as = (is_int && a->act_scale) ? tk_get(a->act_scale, t) : 1.0;
   for (int64_t c = 0; c < k->H; c++) {
-    double v = tk_get(a->qkv, t * k->H + c);
+    double v = input_at(k, t, c);
     if (!is_int) {
       k->x[c] = v;
       k->ex[c] = 0;
@@ -224,8 +235,16 @@ int tk_oracle_run(const qkvfuse_desc *desc, const qkvfuse_args *a, tk_oracle *o,
   k.D = desc->head_dim;
   k.R = desc->rope_source == QKVFUSE_ROPE_NONE ? 0 : desc->rotary_dim;
   k.H = (k.Nq + 2 * k.Nkv) * k.D;
-  k.T = tk_numel(a->qkv) / k.H;
-  k.S = a->qkv->ndim == 3 ? a->qkv->shape[1] : 1;
+  if (a->qkv) {
+    k.T = tk_numel(a->qkv) / k.H;
+    k.S = a->qkv->ndim == 3 ? a->qkv->shape[1] : 1;
+  } else {
+    /* q: [T, Nq*D], [B, S, Nq*D], [T, Nq, D] or [B, S, Nq, D] */
+    const qkvfuse_tensor *q = a->q;
+    const int lead = q->shape[q->ndim - 1] == k.Nq * k.D && !(q->ndim == 4) ? q->ndim - 1 : q->ndim - 2;
+    k.T = tk_numel(q) / (k.Nq * k.D);
+    k.S = lead == 2 ? q->shape[1] : 1;
+  }
   k.B = k.S ? k.T / k.S : 0;
   k.parity = desc->rounding == QKVFUSE_ROUNDING_UNFUSED_PARITY;
   k.io = a->q_out->dtype;

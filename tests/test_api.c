@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* The utility API: status strings, dtype helpers and the DLPack mapping,
  * tensor_init, plan helpers, version, and the last-error protocol. */
+#include <stddef.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -136,6 +137,37 @@ static void plans(void) {
   qkvfuse_plan_destroy(p);
 }
 
+/* Version-1 structs (0.1's layout: struct_size up to the fields version 2
+ * added) are still served, with the added fields' defaults. */
+static void struct_versions(void) {
+  qkvfuse_desc d = QKVFUSE_DESC_INIT;
+  d.num_q_heads = 1, d.num_kv_heads = 1, d.head_dim = 16;
+  d.struct_size = (uint32_t)offsetof(qkvfuse_desc, q_quant), d.version = 1;
+  d.q_quant = (qkvfuse_quant_mode)77; /* past a version-1 struct: never read */
+  qkvfuse_plan *p = NULL;
+  CHECK(qkvfuse_plan_create(&d, &p) == QKVFUSE_SUCCESS, "a version-1 desc: %s", qkvfuse_last_error());
+  float in[48], out[16], want[16];
+  for (int i = 0; i < 48; i++) in[i] = (float)i - 20.0f;
+  for (int i = 0; i < 16; i++) want[i] = in[i], out[i] = -1.0f;
+  const int64_t sh_in[2] = {1, 48}, sh_out[2] = {1, 16};
+  qkvfuse_tensor x, q;
+  qkvfuse_tensor_init(&x, in, QKVFUSE_DTYPE_FLOAT32, 2, sh_in);
+  qkvfuse_tensor_init(&q, out, QKVFUSE_DTYPE_FLOAT32, 2, sh_out);
+  qkvfuse_args a = QKVFUSE_ARGS_INIT;
+  a.qkv = &x, a.q_out = &q;
+  a.struct_size = (uint32_t)offsetof(qkvfuse_args, q), a.version = 1;
+  a.q = &q; /* past a version-1 struct: never read */
+  CHECK(p && qkvfuse_run(p, &a, NULL) == QKVFUSE_SUCCESS, "a version-1 args: %s", qkvfuse_last_error());
+  CHECK(!memcmp(out, want, sizeof out), "a version-1 call: q_out is not q");
+  a.version = 2; /* a version-2 number with a version-1 size */
+  CHECK(p && qkvfuse_run(p, &a, NULL) == QKVFUSE_ERROR_VERSION && strstr(qkvfuse_last_error(), "args"),
+        "args version 2 with version 1's size must be QKVFUSE_ERROR_VERSION");
+  qkvfuse_plan_destroy(p);
+  d.version = 2;
+  CHECK(qkvfuse_plan_create(&d, &p) == QKVFUSE_ERROR_VERSION && p == NULL,
+        "desc version 2 with version 1's size must be QKVFUSE_ERROR_VERSION");
+}
+
 int main(void) {
   CHECK(qkvfuse_version_number() == QKVFUSE_VERSION_NUMBER, "version_number %u, header %d", qkvfuse_version_number(),
         QKVFUSE_VERSION_NUMBER);
@@ -143,6 +175,7 @@ int main(void) {
   dtypes();
   tensor_init();
   plans();
+  struct_versions();
   printf("test_api: %d checks, %d failed\n", checks, failed);
   return failed ? 1 : 0;
 }

@@ -78,16 +78,20 @@ static void poke_index(tk_case *c, int slot, int64_t i, int64_t v) {
   }
 }
 
-/* Overwrite a fraction of the qkv input with random bit patterns. */
+/* Overwrite a fraction of the input (qkv, or q, k and v) with random bit patterns. */
 static void raw_bits(tk_case *c, tk_rng *r) {
-  tk_view *w = &c->view[TK_QKV];
-  const int64_t n = tk_numel(&w->t);
-  const size_t es = tk_size(w->t.dtype);
-  for (int64_t k = 0; k < n / 16 + 1 && n > 0; k++) {
-    const int64_t i = tk_rng_range(r, 0, n - 1);
-    uint64_t bits = tk_rng_next(r);
-    if (tk_rng_chance(r, 0.5)) bits &= es == 2 ? 0x807fu : 0x807fffffu; /* a subnormal (bf16 / f32 pattern) */
-    memcpy(c->buf[w->buf].init + (size_t)(w->off + tk_elem_offset(&w->t, i)) * es, &bits, es);
+  static const int slots[] = {TK_QKV, TK_Q, TK_K, TK_V};
+  for (int s = 0; s < 4; s++) {
+    tk_view *w = &c->view[slots[s]];
+    if (!w->present) continue;
+    const int64_t n = tk_numel(&w->t);
+    const size_t es = tk_size(w->t.dtype);
+    for (int64_t k = 0; k < n / 16 + 1 && n > 0; k++) {
+      const int64_t i = tk_rng_range(r, 0, n - 1);
+      uint64_t bits = tk_rng_next(r);
+      if (tk_rng_chance(r, 0.5)) bits &= es == 2 ? 0x807fu : 0x807fffffu; /* a subnormal (bf16 / f32 pattern) */
+      memcpy(c->buf[w->buf].init + (size_t)(w->off + tk_elem_offset(&w->t, i)) * es, &bits, es);
+    }
   }
 }
 

@@ -78,6 +78,23 @@ static qkvfuse_tensor *extra1(mctx *m, qkvfuse_dtype dt, int64_t n, size_t off, 
   return 1; \
   }
 
+/* Give the base's input as q, k and v views of its qkv rows (args.q/k/v). */
+static void split_input(mctx *m) {
+  const qkvfuse_tensor *x = TS(TK_QKV);
+  const int64_t w[3] = {SP.Nq * SP.D, SP.Nkv * SP.D, SP.Nkv * SP.D};
+  const int slots[3] = {TK_Q, TK_K, TK_V};
+  int64_t col = 0;
+  for (int i = 0; i < 3; i++) {
+    qkvfuse_tensor *t = TS(slots[i]);
+    *t = *x;
+    t->data = (char *)x->data + col * (int64_t)tk_size(x->dtype);
+    t->shape[t->ndim - 1] = w[i];
+    col += w[i];
+    *tk_args_field(&m->args, slots[i]) = t;
+  }
+  m->args.qkv = NULL;
+}
+
 /* Apply mutation `id` to m for base `base`: 1 applied, 0 not for this base, -1 past the end. */
 static int mutate(int id, int base, mctx *m, expect *e) {
   int k = 0;
@@ -343,6 +360,26 @@ static int mutate(int id, int base, mctx *m, expect *e) {
   MUT(TK_BASE_C, OVERLAP, "q_out", "in-place q_out with another row stride") TS(TK_Q_OUT)->strides[0] -= 8; END
   MUT(TK_BASE_C, OVERLAP, "k_out|q_out", "k_out on the q columns") TS(TK_K_OUT)->data = TS(TK_Q_OUT)->data; END
   MUT(TK_BASE_C, OVERLAP, "v_cache|k_cache", "v_cache the same view as k_cache") *TS(TK_V_CACHE) = *TS(TK_K_CACHE); END
+  /* ---- separate inputs ---- */
+  MUT(ALL, INVALID_VALUE, "qkv", "qkv and q, k, v all given") { split_input(m); a->qkv = TS(TK_QKV); } END
+  MUT(ALL, NULL_POINTER, "qkv", "no input at all") a->qkv = NULL; END
+  MUT(ALL, NULL_POINTER, "k", "q without k") { split_input(m); a->k = NULL; } END
+  MUT(TK_BASE_A | TK_BASE_B, NULL_POINTER, "v", "q and k without v, with a cache") { split_input(m); a->v = NULL; } END
+  MUT(TK_BASE_A, DTYPE, "k", "k of another dtype than q") { split_input(m); TS(TK_K)->dtype = QKVFUSE_DTYPE_BFLOAT16; } END
+  MUT(TK_BASE_B, DTYPE, "v", "float v with int32 q and k") { split_input(m); TS(TK_V)->dtype = QKVFUSE_DTYPE_FLOAT32; } END
+  MUT(ALL, SHAPE, "k", "k with one token fewer than q") { split_input(m); TS(TK_K)->shape[0] -= 1; } END
+  MUT(TK_BASE_A | TK_BASE_C, SHAPE, "v", "v one head short") { split_input(m); TS(TK_V)->shape[TS(TK_V)->ndim - 1] -= SP.D; } END
+  MUT(TK_BASE_A, SHAPE, "q", "q of a k's width") { split_input(m); TS(TK_Q)->shape[1] = SP.Nkv * SP.D; } END
+  MUT(TK_BASE_A, STRIDE, "k", "k with a row stride below its width") { split_input(m); TS(TK_K)->strides[0] = SP.D; } END
+  MUT(TK_BASE_A, OVERLAP, "q_out", "q_out on the k tensor's rows") {
+    split_input(m);
+    TS(TK_Q_OUT)->data = TS(TK_K)->data;
+    TS(TK_Q_OUT)->strides[0] = TS(TK_K)->strides[0];
+  } END
+  MUT(TK_BASE_C, OVERLAP, "k_out", "in-place k_out one element past k") {
+    split_input(m);
+    TS(TK_K_OUT)->data = (char *)TS(TK_K)->data + 2;
+  } END
   MUT(TK_BASE_A, OVERLAP, "k_out|q_gamma", "k_out over an input (q_gamma)") {
     int64_t sh[2] = {SP.T, SP.Nkv * SP.D};
     a->q_gamma = extra1(m, QKVFUSE_DTYPE_FLOAT32, SP.D, 0, 1.0);

@@ -109,9 +109,9 @@ int main(void) {
       }
       free(mark);
     }
-    /* an input's bytes (the last byte of qkv's buffer: padding or the last v element) */
+    /* an input's bytes (the last byte of the buffer of qkv, or of q: padding or an element) */
     if (!s.in_place_q && !s.in_place_k) {
-      tk_buf *b = &c.buf[TK_QKV];
+      tk_buf *b = &c.buf[c.view[TK_QKV].present ? TK_QKV : c.view[TK_Q].buf];
       b->got[b->bytes - 1] ^= 0x01;
       detects(&c, &o, "a changed input byte", seed);
       b->got[b->bytes - 1] ^= 0x01;

@@ -72,9 +72,9 @@ static size_t traffic_bytes(const qf_problem *p) {
   const qf_vec *vecs[] = {&p->weight_scale, &p->act_scale, &p->bias,      &p->q_gamma,      &p->k_gamma,
                           &p->q_beta,       &p->k_beta,    &p->positions, &p->slot_mapping, &p->k_scale,
                           &p->v_scale,      &p->k_offset,  &p->v_offset};
-  size_t b = mat_bytes(&p->qkv) + mat_bytes(&p->cos) + mat_bytes(&p->sin);
-  if (p->q_out.data == p->qkv.data && !p->v_out.data && !p->k_cache.data) /* in place: v is neither read nor written */
-    b -= (size_t)(p->T * p->Nkv * p->D) * qkvfuse_dtype_size(p->qkv.dtype);
+  size_t b = mat_bytes(&p->in[0]) + mat_bytes(&p->in[1]) + mat_bytes(&p->cos) + mat_bytes(&p->sin);
+  if (p->q_out.data != p->in[0].data || p->v_out.data || p->k_cache.data) /* in place: v is neither read nor written */
+    b += mat_bytes(&p->in[2]);
   for (size_t i = 0; i < sizeof vecs / sizeof vecs[0]; i++) b += vec_bytes(vecs[i]);
   if (p->cos_sin_cache.data) b += (size_t)(p->T * p->R) * qkvfuse_dtype_size(p->cos_sin_cache.dtype);
   b += mat_bytes(&p->q_out) + mat_bytes(&p->k_out) + mat_bytes(&p->v_out);

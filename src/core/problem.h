@@ -58,7 +58,11 @@ typedef struct qf_problem {
   int64_t Nq, Nkv, D, R, H; /* R = 0 without RoPE */
   qkvfuse_dtype io_dtype;   /* q_out's dtype: the rounding target of unfused-parity mode */
 
-  qf_mat qkv; /* T x H */
+  /* The input in three parts, q [T x Nq*D], k [T x Nkv*D] and v [T x Nkv*D],
+   * of one dtype; a packed qkv is three views of its rows. v.data is NULL
+   * when nothing reads v. weight_scale and bias index the columns of the
+   * logical row [q | k | v]: qf_in_part finds the part of such a column. */
+  qf_mat in[3];
   qf_vec weight_scale, act_scale, bias;
   qf_vec q_gamma, k_gamma, q_beta, k_beta;
 
@@ -81,6 +85,26 @@ typedef struct qf_problem {
   qf_cache k_cache, v_cache;
   uint32_t *error_flags;
 } qf_problem;
+
+/* The part of the input (0 q, 1 k, 2 v) holding column *c of the logical row
+ * [q | k | v]; *c becomes the column within that part. */
+static inline int qf_in_part(const qf_problem *p, int64_t *c) {
+  const int64_t nq = p->Nq * p->D, nkv = p->Nkv * p->D;
+  if (*c < nq) return 0;
+  if (*c < nq + nkv) {
+    *c -= nq;
+    return 1;
+  }
+  *c -= nq + nkv;
+  return 2;
+}
+
+/* Token t's input from column c of [q | k | v] on; a range read from it
+ * must stay within c's part. */
+static inline const void *qf_in_at(const qf_problem *p, int64_t t, int64_t c) {
+  const qf_mat *m = &p->in[qf_in_part(p, &c)];
+  return (const char *)m->data + (size_t)(t * m->ld + c) * qkvfuse_dtype_size(m->dtype);
+}
 
 /* Destination of token t in the caches: returns 0 when the token is skipped
  * (slot -1), else 1 with *block and *row set. The slots must have been

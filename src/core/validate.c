@@ -22,7 +22,8 @@ const qf_names qf_core_names = {"qkv",          "weight_scale", "act_scale", "bi
                                 "k_gamma",      "q_beta",       "k_beta",    "positions", "cos_sin_cache",
                                 "cos",          "sin",          "slot_mapping", "k_scale", "v_scale",
                                 "k_offset",     "v_offset",     "q_out",     "k_out",     "v_out",
-                                "k_cache",      "v_cache",      "error_flags", "q_copy",  1};
+                                "k_cache",      "v_cache",      "error_flags", "q_copy",  1,
+                                "q",            "k",            "v",         "q_scale"};
 
 /* An optional tensor that the configuration requires (need = 1) or forbids
  * (need = 0): return its check status. */
@@ -144,25 +145,16 @@ static qkvfuse_status check_overlaps(const qf_problem *p, const qkvfuse_args *a,
   enum { MAX_IN = 20, MAX_OUT = 7 };
   qf_span in[MAX_IN], out[MAX_OUT];
   int nin = 0, nout = 0;
-  /* qkv as its three column blocks, so q/k outputs may be exactly their own block */
-  const int64_t es = (int64_t)qkvfuse_dtype_size(p->qkv.dtype);
-  qf_mat qin = p->qkv;
-  qin.cols = p->Nq * p->D;
-  qf_span sq = qf_span_of_mat(n->qkv, &qin), sk = sq, sv = sq;
-  sq.part = " (q columns)";
-  sk.part = " (k columns)";
-  sv.part = " (v columns)";
-  sk.len = sv.len = p->Nkv * p->D * es;
-  const uintptr_t kbase = sq.base + (uintptr_t)(qin.cols * es), vbase = kbase + (uintptr_t)sk.len;
-  sk.base = kbase;
-  sv.base = vbase;
-  qf_mat kin = qin;
-  kin.cols = p->Nkv * p->D;
-  const int q_inplace = same_view(&p->q_out, &qin, sq.base);
-  const int k_inplace = p->k_out.data && same_view(&p->k_out, &kin, kbase);
-  if (!q_inplace) in[nin++] = sq;
-  if (!k_inplace) in[nin++] = sk;
-  in[nin++] = sv;
+  /* the input as its three parts, so q/k outputs may be exactly their own part */
+  const int split = a->q != NULL;
+  const char *part_names[3] = {split ? n->q : n->qkv, split ? n->k : n->qkv, split ? n->v : n->qkv};
+  const char *part_labels[3] = {" (q columns)", " (k columns)", " (v columns)"};
+  for (int i = 0; i < 3; i++) {
+    if (i == 0 && same_view(&p->q_out, &p->in[0], (uintptr_t)p->in[0].data)) continue;
+    if (i == 1 && p->k_out.data && same_view(&p->k_out, &p->in[1], (uintptr_t)p->in[1].data)) continue;
+    in[nin] = qf_span_of_mat(part_names[i], &p->in[i]);
+    in[nin++].part = split ? NULL : part_labels[i];
+  }
   const qf_vec *vecs[] = {&p->weight_scale, &p->act_scale, &p->bias, &p->q_gamma, &p->k_gamma, &p->q_beta,
                           &p->k_beta, &p->positions, &p->slot_mapping, &p->k_scale, &p->v_scale, &p->k_offset,
                           &p->v_offset};
@@ -186,8 +178,8 @@ static qkvfuse_status check_overlaps(const qf_problem *p, const qkvfuse_args *a,
   for (int i = 0; i < nout; i++) {
     for (int j = 0; j < nin; j++)
       QF_CHECK(!qf_spans_overlap(&out[i], &in[j]), QKVFUSE_ERROR_OVERLAP,
-               "%s: overlaps the input %s%s (only %s/%s exactly equal to the q/k columns of %s may alias it)",
-               out[i].name, in[j].name, in[j].part ? in[j].part : "", n->q_out, n->k_out, n->qkv);
+               "%s: overlaps the input %s%s (only %s/%s exactly equal to %s may alias it)", out[i].name, in[j].name,
+               in[j].part ? in[j].part : "", n->q_out, n->k_out, split ? "q/k" : "the q/k columns of qkv");
     for (int j = i + 1; j < nout; j++)
       QF_CHECK(!qf_spans_overlap(&out[i], &out[j]), QKVFUSE_ERROR_OVERLAP, "%s: overlaps the output %s", out[i].name,
                out[j].name);
@@ -267,6 +259,97 @@ static qkvfuse_status check_data(const qf_problem *p, const qf_names *n) {
   return st;
 }
 
+/* ---- the input ---------------------------------------------------------------- */
+
+/* The leading (token) dims of an input part of N*D columns: t is [..., N*D]
+ * or [..., N, D] with one or two leading dims (*nlead; on entry 0 for any, or
+ * the count the part must have: [T, 1, D] is [T, N*D] split when N = 1). */
+static qkvfuse_status lead_dims(const char *name, const qkvfuse_tensor *t, int64_t N, int64_t D, const char *what,
+                                int *nlead) {
+  char sh[128];
+  const int nd = t->ndim, want = *nlead;
+  if (nd >= 2 && nd <= 3 && t->shape[nd - 1] == N * D && (!want || want == nd - 1)) *nlead = nd - 1;
+  else if (nd >= 3 && nd <= 4 && t->shape[nd - 1] == D && t->shape[nd - 2] == N && (!want || want == nd - 2))
+    *nlead = nd - 2;
+  else
+    return qf_fail(QKVFUSE_ERROR_SHAPE, "%s: expected [T, %s] or [B, S, %s] with %s = %lld, or the last dim split as "
+                   "[%lld, %lld]%s; got %s", name, what, what, what, (long long)(N * D), (long long)N, (long long)D,
+                   want ? " (with the token dims of q)" : "", qf_shape_str(t, sh, sizeof sh));
+  return QKVFUSE_SUCCESS;
+}
+
+static void set_tokens(qf_problem *p, const qkvfuse_tensor *t, int nlead) {
+  /* B*S cannot overflow: check_extent bounds the element count */
+  p->B = t->shape[0];
+  p->S = nlead == 2 ? t->shape[1] : 1;
+  p->T = p->B * p->S;
+  if (p->desc->cache_layout != QKVFUSE_CACHE_CONTIGUOUS) {
+    p->B = p->T;
+    p->S = 1;
+  }
+}
+
+/* A packed qkv [T, H] or [B, S, H]: its three column blocks. The parts'
+ * addresses are computed as integers: an empty qkv may carry any pointer. */
+static qkvfuse_status packed_input(const qf_names *n, const qkvfuse_tensor *x, qf_problem *p) {
+  char sh[128];
+  QF_CHECK(x != NULL || !n->core, QKVFUSE_ERROR_NULL_POINTER, "%s: required (or %s, %s and %s separately); got NULL",
+           n->qkv, n->q, n->k, n->v);
+  QF_FORWARD(qf_check_tensor(n->qkv, x, QF_FLOATS | QF_I32, p->desc));
+  QF_CHECK((x->ndim == 2 || x->ndim == 3) && x->shape[x->ndim - 1] == p->H, QKVFUSE_ERROR_SHAPE,
+           "%s: expected [T, H] or [B, S, H] with H = (Nq + 2*Nkv)*D = %lld; got %s", n->qkv, (long long)p->H,
+           qf_shape_str(x, sh, sizeof sh));
+  set_tokens(p, x, x->ndim - 1);
+  qf_mat all;
+  QF_FORWARD(qf_view_mat(n->qkv, "[T, H]", x, p->T, p->H, &all));
+  const int64_t cols[3] = {p->Nq * p->D, p->Nkv * p->D, p->Nkv * p->D};
+  uintptr_t at = (uintptr_t)all.data;
+  for (int i = 0; i < 3; i++) {
+    p->in[i] = all;
+    p->in[i].data = (void *)at;
+    p->in[i].cols = cols[i];
+    at += (uintptr_t)cols[i] * qkvfuse_dtype_size(all.dtype);
+  }
+  return QKVFUSE_SUCCESS;
+}
+
+/* Separate q, k and v: q fixes the token dims, k and v repeat them. */
+static qkvfuse_status split_inputs(const qf_names *n, const qkvfuse_args *a, qf_problem *p) {
+  const qkvfuse_desc *d = p->desc;
+  QF_CHECK(a->qkv == NULL, QKVFUSE_ERROR_INVALID_VALUE, "%s: give %s or %s/%s/%s, not both", n->qkv, n->qkv, n->q,
+           n->k, n->v);
+  const int need_v = a->v_out != NULL || d->cache_layout != QKVFUSE_CACHE_NONE;
+  QF_CHECK(a->v != NULL || !need_v, QKVFUSE_ERROR_NULL_POINTER, "%s: required %s; got NULL", n->v,
+           a->v_out ? "with v_out" : "with a cache");
+  const qkvfuse_tensor *t[3] = {a->q, a->k, a->v};
+  const char *names[3] = {n->q, n->k, n->v};
+  const int64_t heads[3] = {p->Nq, p->Nkv, p->Nkv};
+  const char *what[3] = {"Nq*D", "Nkv*D", "Nkv*D"};
+  int nlead[3] = {0, 0, 0};
+  for (int i = 0; i < 3; i++) {
+    if (i == 2 && !t[2]) break;
+    QF_FORWARD(qf_check_tensor(names[i], t[i], QF_FLOATS | QF_I32, d));
+    nlead[i] = nlead[0];
+    QF_FORWARD(lead_dims(names[i], t[i], heads[i], p->D, what[i], &nlead[i]));
+    if (i == 0) {
+      set_tokens(p, t[0], nlead[0]);
+    } else {
+      QF_CHECK(t[i]->dtype == t[0]->dtype, QKVFUSE_ERROR_DTYPE, "%s: dtype must equal %s's (%s); got %s", names[i],
+               names[0], qkvfuse_dtype_name(t[0]->dtype), qkvfuse_dtype_name(t[i]->dtype));
+      int same = nlead[i] == nlead[0];
+      for (int k = 0; same && k < nlead[0]; k++) same = t[i]->shape[k] == t[0]->shape[k];
+      char sh[128], sh0[128];
+      QF_CHECK(same, QKVFUSE_ERROR_SHAPE, "%s: its token dims must equal %s's (shape %s); got %s", names[i], names[0],
+               qf_shape_str(t[0], sh0, sizeof sh0), qf_shape_str(t[i], sh, sizeof sh));
+    }
+    char shape_what[32];
+    snprintf(shape_what, sizeof shape_what, "[T, %s]", what[i]);
+    QF_FORWARD(qf_view_mat(names[i], shape_what, t[i], p->T, heads[i] * p->D, &p->in[i]));
+  }
+  if (!t[2]) p->in[2] = (qf_mat){NULL, t[0]->dtype, p->T, p->Nkv * p->D, p->Nkv * p->D};
+  return QKVFUSE_SUCCESS;
+}
+
 /* ---- the whole call ------------------------------------------------------------- */
 
 qkvfuse_status qf_resolve_call(const qkvfuse_plan *plan, const qkvfuse_args *a, const qf_call *call, qf_problem *p) {
@@ -292,25 +375,15 @@ qkvfuse_status qf_resolve_call(const qkvfuse_plan *plan, const qkvfuse_args *a, 
   p->error_flags = a->error_flags;
   char sh[128], why[96];
 
-  /* qkv: [T, H] or [B, S, H]; fixes T (and B, S for the contiguous layout) */
-  QF_FORWARD(qf_check_tensor(n->qkv, a->qkv, QF_FLOATS | QF_I32, d));
-  const qkvfuse_tensor *x = a->qkv;
-  QF_CHECK((x->ndim == 2 || x->ndim == 3) && x->shape[x->ndim - 1] == p->H, QKVFUSE_ERROR_SHAPE,
-           "%s: expected [T, H] or [B, S, H] with H = (Nq + 2*Nkv)*D = %lld; got %s", n->qkv, (long long)p->H,
-           qf_shape_str(x, sh, sizeof sh));
-  /* B*S cannot overflow: check_extent bounds the element count */
-  p->T = x->ndim == 2 ? x->shape[0] : x->shape[0] * x->shape[1];
-  p->B = x->shape[0];
-  p->S = x->ndim == 3 ? x->shape[1] : 1;
-  if (d->cache_layout != QKVFUSE_CACHE_CONTIGUOUS) {
-    p->B = p->T;
-    p->S = 1;
-  }
-  QF_FORWARD(qf_view_mat(n->qkv, "[T, H]", x, p->T, p->H, &p->qkv));
-  const int int_input = x->dtype == QKVFUSE_DTYPE_INT32;
-
+  /* the input: qkv, or q, k (and v); fixes T (and B, S for the contiguous layout) */
+  const int split = a->q || a->k || a->v;
+  if (split) QF_FORWARD(split_inputs(n, a, p));
+  else QF_FORWARD(packed_input(n, a->qkv, p));
+  const qkvfuse_dtype in_dtype = p->in[0].dtype;
+  const int int_input = in_dtype == QKVFUSE_DTYPE_INT32;
   /* dequant */
-  snprintf(why, sizeof why, int_input ? "for int32 %s" : "with float %s (dequant is for int32 input)", n->qkv);
+  const char *in_name = split ? n->q : n->qkv;
+  snprintf(why, sizeof why, int_input ? "for int32 %s" : "with float %s (dequant is for int32 input)", in_name);
   QF_FORWARD(require(n->weight_scale, a->weight_scale, int_input, why));
   if (!int_input) {
     QF_FORWARD(require(n->act_scale, a->act_scale, 0, why));
@@ -361,7 +434,7 @@ qkvfuse_status qf_resolve_call(const qkvfuse_plan *plan, const qkvfuse_args *a, 
 
   /* outputs: qkv's dtype or float32; for int32 qkv float32 or the RoPE table's dtype */
   const qkvfuse_tensor *table = a->cos ? a->cos : a->cos_sin_cache;
-  unsigned out_dtypes = QF_F32 | (int_input ? (table ? qf_dtype_bit(table->dtype) : QF_FLOATS) : qf_dtype_bit(x->dtype));
+  unsigned out_dtypes = QF_F32 | (int_input ? (table ? qf_dtype_bit(table->dtype) : QF_FLOATS) : qf_dtype_bit(in_dtype));
   QF_FORWARD(mat_arg(n->q_out, a->q_out, out_dtypes, "[T, Nq*D]", p->T, p->Nq * p->D, d, &p->q_out));
   p->io_dtype = p->q_out.dtype;
   if (a->k_out)

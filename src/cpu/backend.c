@@ -43,7 +43,7 @@ static size_t elem_size(const void *data, qkvfuse_dtype dt) { return data ? qkvf
 void qf_cpu_call_init(qf_cpu_call *c, const qf_problem *p) {
   c->p = p;
   c->parity = p->desc->rounding == QKVFUSE_ROUNDING_UNFUSED_PARITY;
-  c->int_input = p->qkv.dtype == QKVFUSE_DTYPE_INT32;
+  c->int_input = p->in[0].dtype == QKVFUSE_DTYPE_INT32;
   c->q_beta = c->k_beta = NULL;
   if (p->desc->q_norm) {
     qf_cpu_norm_weights(p, &p->q_gamma, &p->q_beta, c->q_gamma, c->q_beta_buf);
@@ -53,7 +53,7 @@ void qf_cpu_call_init(qf_cpu_call *c, const qf_problem *p) {
     qf_cpu_norm_weights(p, &p->k_gamma, &p->k_beta, c->k_gamma, c->k_beta_buf);
     if (p->k_beta.data) c->k_beta = c->k_beta_buf;
   }
-  c->es_qkv = elem_size(p->qkv.data, p->qkv.dtype);
+  c->es_in = qkvfuse_dtype_size(p->in[0].dtype);
   c->es_q_out = elem_size(p->q_out.data, p->q_out.dtype);
   c->es_k_out = elem_size(p->k_out.data, p->k_out.dtype);
   c->es_v_out = elem_size(p->v_out.data, p->v_out.dtype);

@@ -60,7 +60,7 @@ typedef struct qf_cpu_call {
   float q_beta_buf[QF_MAX_HEAD_DIM], k_beta_buf[QF_MAX_HEAD_DIM];
   const float *q_beta, *k_beta;
   /* element sizes in bytes */
-  size_t es_qkv, es_q_out, es_k_out, es_v_out, es_k_cache, es_v_cache;
+  size_t es_in, es_q_out, es_k_out, es_v_out, es_k_cache, es_v_cache;
 } qf_cpu_call;
 
 /* The kernels of one ISA. */

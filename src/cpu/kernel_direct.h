@@ -23,7 +23,7 @@ static inline qv qv_round_dt(qv v, qkvfuse_dtype dt) {
 /* Whether a problem's heads fit the direct path. */
 static int direct_ok(const qf_problem *p) {
   const int64_t D = p->D, R = p->R;
-  if (p->qkv.dtype == QKVFUSE_DTYPE_INT32 || D % QV_W || (D - R) % QV_W) return 0;
+  if (p->in[0].dtype == QKVFUSE_DTYPE_INT32 || D % QV_W || (D - R) % QV_W) return 0;
   return p->desc->rope_style == QKVFUSE_ROPE_INTERLEAVED ? R % QV_W == 0 : (R / 2) % QV_W == 0;
 }
 
@@ -156,10 +156,10 @@ static void group_heads_direct(const qf_cpu_call *c, const head_group *gr, int64
   float o[HEAD_MAX];
   for (int g = 0; g < gr->n; g++) {
     const int64_t h = gr->h0 + g;
-    prefetch_ahead(&p->qkv, c->es_qkv, ahead, (first + h) * D, D, 0);
+    prefetch_input(p, c->es_in, ahead, (first + h) * D, D);
     prefetch_ahead(out, es_out, ahead, h * D, D, 1);
     if (next_dest) prefetch_cache_head(p, &p->k_cache, c->es_k_cache, h, nb, nr);
-    head_direct(c, gr->src[g], p->qkv.dtype, norm, norm ? gr->inv[g] : 0.0f, gr->is_k ? c->k_gamma : c->q_gamma,
+    head_direct(c, gr->src[g], p->in[0].dtype, norm, norm ? gr->inv[g] : 0.0f, gr->is_k ? c->k_gamma : c->q_gamma,
                 gr->is_k ? c->k_beta : c->q_beta, cos_r, sin_r, o);
     if (dst) store_row(dst + (size_t)(h * D) * es_out, out->dtype, o, D);
     if (gr->is_k && have_dest)
@@ -176,7 +176,7 @@ static void token_direct(const qf_cpu_call *c, int64_t t, const float *cos_r, co
                          int64_t q_ahead, int do_kv, int64_t kv_ahead, int have_dest, int64_t block, int64_t row) {
   const qf_problem *p = c->p;
   const int64_t D = p->D;
-  const char *in = row_ptr(&p->qkv, t, c->es_qkv);
+  const char *rows[2] = {input_at(p, t, 0, c->es_in), input_at(p, t, p->Nq * D, c->es_in)}; /* q, k */
   const int64_t nq = do_q ? (p->Nq + QV_W - 1) / QV_W : 0, nk = do_kv ? (p->Nkv + QV_W - 1) / QV_W : 0;
   head_group groups[GROUPS_MAX];
   for (int64_t g0 = 0; g0 < nq + nk; g0 += GROUPS_MAX) {
@@ -188,13 +188,13 @@ static void token_direct(const qf_cpu_call *c, int64_t t, const float *cos_r, co
       const int64_t gi = g0 + k;
       gr->is_k = gi >= nq;
       gr->h0 = (gr->is_k ? gi - nq : gi) * QV_W;
-      const int64_t count = gr->is_k ? p->Nkv : p->Nq, first = gr->is_k ? p->Nq : 0;
+      const int64_t count = gr->is_k ? p->Nkv : p->Nq;
       gr->n = count - gr->h0 < QV_W ? (int)(count - gr->h0) : QV_W;
       for (int g = 0; g < QV_W; g++)
-        gr->src[g] = in + (size_t)((first + gr->h0 + (g < gr->n ? g : gr->n - 1)) * D) * c->es_qkv;
+        gr->src[g] = rows[gr->is_k] + (size_t)((gr->h0 + (g < gr->n ? g : gr->n - 1)) * D) * c->es_in;
       if (gr->is_k ? p->desc->k_norm : p->desc->q_norm) normed[nn++] = gr;
     }
-    if (nn) rms_inv_groups(normed, nn, p->qkv.dtype, D, p->desc->eps);
+    if (nn) rms_inv_groups(normed, nn, p->in[0].dtype, D, p->desc->eps);
     for (int k = 0; k < ng; k++) {
       const int is_k = groups[k].is_k;
       group_heads_direct(c, &groups[k], t, is_k ? kv_ahead : q_ahead, is_k ? p->desc->k_norm : p->desc->q_norm, cos_r,
@@ -209,20 +209,20 @@ static void token_direct(const qf_cpu_call *c, int64_t t, const float *cos_r, co
 static void v_heads_direct(const qf_cpu_call *c, int64_t t, int64_t ahead, int have_dest, int64_t block, int64_t row) {
   const qf_problem *p = c->p;
   const int64_t D = p->D, W = p->Nkv * D;
-  const qkvfuse_dtype dt = p->qkv.dtype;
-  const char *in = row_ptr(&p->qkv, t, c->es_qkv) + (size_t)((p->Nq + p->Nkv) * D) * c->es_qkv;
+  const qkvfuse_dtype dt = p->in[0].dtype;
+  const char *in = input_at(p, t, (p->Nq + p->Nkv) * D, c->es_in);
   char *dst = p->v_out.data ? row_ptr(&p->v_out, t, c->es_v_out) : NULL;
   const int copy_out = dst && p->v_out.dtype == dt;
   const int copy_cache = p->desc->v_quant == QKVFUSE_QUANT_NONE && p->v_cache.dtype == dt && p->v_cache.chunk == D;
   int64_t nb = 0, nr = 0;
   const int next_dest = dest_ahead(p, ahead, &nb, &nr);
-  prefetch_ahead(&p->qkv, c->es_qkv, ahead, (p->Nq + p->Nkv) * D, W, 0);
+  prefetch_input(p, c->es_in, ahead, (p->Nq + p->Nkv) * D, W);
   prefetch_ahead(&p->v_out, c->es_v_out, ahead, 0, W, 1);
   if (copy_out) copy_row(dst, in, dt, W);
   if (!(dst && !copy_out) && !have_dest) return;
   float x[HEAD_MAX];
   for (int64_t h = 0; h < p->Nkv; h++) {
-    const char *src = in + (size_t)(h * D) * c->es_qkv;
+    const char *src = in + (size_t)(h * D) * c->es_in;
     if (next_dest) prefetch_cache_head(p, &p->v_cache, c->es_v_cache, h, nb, nr);
     const int convert = (dst && !copy_out) || (have_dest && !copy_cache);
     if (convert) load_row(src, dt, x, D);

@@ -15,21 +15,35 @@ static inline char *row_ptr(const qf_mat *m, int64_t r, size_t es) {
  * by the driver), one head at a time: spread evenly through the work, so that
  * memory latency overlaps the arithmetic (one whole-row prefetch per token
  * does not).
- * Writes use PREFETCHW. */
-static inline void prefetch_read(const void *p, int64_t bytes) {
+ * Writes use PREFETCHW. The helpers are always inlined: GCC takes an
+ * out-of-line one for a pure function and deletes its calls. */
+#define QF_PREFETCH_FN static inline __attribute__((always_inline)) void
+QF_PREFETCH_FN prefetch_read(const void *p, int64_t bytes) {
   for (int64_t b = 0; b < bytes; b += 64) __builtin_prefetch((const char *)p + b, 0, 3);
 }
-static inline void prefetch_write(const void *p, int64_t bytes) {
+QF_PREFETCH_FN prefetch_write(const void *p, int64_t bytes) {
   for (int64_t b = 0; b < bytes; b += 64) __builtin_prefetch((const char *)p + b, 1, 3);
 }
 /* Elements j0 .. j0 + n of row `ahead` of m (none if ahead < 0 or past the end). */
-static inline void prefetch_ahead(const qf_mat *m, size_t es, int64_t ahead, int64_t j0, int64_t n, int write) {
+QF_PREFETCH_FN prefetch_ahead(const qf_mat *m, size_t es, int64_t ahead, int64_t j0, int64_t n, int write) {
   if (!m->data || ahead < 0 || ahead >= m->rows) return;
   const char *at = row_ptr(m, ahead, es) + (size_t)j0 * es;
   if (write)
     prefetch_write(at, n * (int64_t)es);
   else
     prefetch_read(at, n * (int64_t)es);
+}
+
+/* Token t's input from column c of [q | k | v] on, within one part. */
+static inline const char *input_at(const qf_problem *p, int64_t t, int64_t c, size_t es) {
+  const qf_mat *m = &p->in[qf_in_part(p, &c)];
+  return row_ptr(m, t, es) + (size_t)c * es;
+}
+
+/* prefetch_ahead of the input's columns [c, c + n), within one part. */
+QF_PREFETCH_FN prefetch_input(const qf_problem *p, size_t es, int64_t ahead, int64_t c, int64_t n) {
+  const qf_mat *m = &p->in[qf_in_part(p, &c)];
+  prefetch_ahead(m, es, ahead, c, n, 0);
 }
 
 /* ---- rows of elements <-> float32 ------------------------------------------------ */
@@ -155,15 +169,15 @@ static void quant_row(void *dst, qkvfuse_dtype dt, qkvfuse_quant_mode mode, cons
 /* Columns [c0, c0 + n) of token t's row: float(input), or for int32 input
  * acc * weight_scale * act_scale + bias (qf_stage_load_row). */
 static void input_cols(const qf_problem *p, int64_t t, int64_t c0, int64_t n, float *x) {
-  const size_t es = qkvfuse_dtype_size(p->qkv.dtype);
-  const char *row = row_ptr(&p->qkv, t, es);
-  if (p->qkv.dtype != QKVFUSE_DTYPE_INT32) {
-    load_row(row + (size_t)c0 * es, p->qkv.dtype, x, n);
+  const qkvfuse_dtype dt = p->in[0].dtype;
+  const char *row = input_at(p, t, c0, qkvfuse_dtype_size(dt));
+  if (dt != QKVFUSE_DTYPE_INT32) {
+    load_row(row, dt, x, n);
     return;
   }
   int64_t c = 0;
 #if QV_W > 1
-  const int32_t *acc = (const int32_t *)row + c0;
+  const int32_t *acc = (const int32_t *)row;
   const float *ws = (const float *)p->weight_scale.data + c0;
   const int act = p->act_scale.data != NULL, bias = p->bias.data != NULL;
   const qv as = qv_set1(act ? ((const float *)p->act_scale.data)[t] : 1.0f);

@@ -133,7 +133,7 @@ static void cache_head(const qf_problem *p, const qf_cache *cache, size_t es, qk
 }
 
 /* Prefetch (for writing) the cache row of kv head kh at (block, row). */
-static void prefetch_cache_head(const qf_problem *p, const qf_cache *cache, size_t es, int64_t kh, int64_t block,
+QF_PREFETCH_FN prefetch_cache_head(const qf_problem *p, const qf_cache *cache, size_t es, int64_t kh, int64_t block,
                                 int64_t row) {
   const int64_t D = p->D, j0 = kh * D;
   for (int64_t d = 0; d < D;) {

@@ -14,7 +14,7 @@ static void u_dequant(const qf_problem *p, int64_t c0, const qf_mat *dst, int64_
   for (int64_t t = t0; t < t1; t++)
     for (int64_t c = 0; c < dst->cols; c += HEAD_MAX) {
       const int64_t n = dst->cols - c < HEAD_MAX ? dst->cols - c : HEAD_MAX;
-      prefetch_ahead(&p->qkv, qkvfuse_dtype_size(p->qkv.dtype), t + QF_CPU_PREFETCH_TOKENS, c0 + c, n, 0);
+      prefetch_input(p, qkvfuse_dtype_size(p->in[0].dtype), t + QF_CPU_PREFETCH_TOKENS, c0 + c, n);
       prefetch_ahead(dst, es, t + QF_CPU_PREFETCH_TOKENS, c, n, 1);
       input_cols(p, t, c0 + c, n, x);
       store_row(row_ptr(dst, t, es) + (size_t)c * es, dst->dtype, x, n);

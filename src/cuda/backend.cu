@@ -82,7 +82,7 @@ void qf_cuda_make_params(const qkvfuse_plan *plan, const qf_problem *p, qf_cu_pa
   P->io_dtype = p->io_dtype;
   auto mat = [](const qf_mat &m) { return qf_cu_mat{m.data, m.ld, (int32_t)(m.data ? m.dtype : 0)}; };
   auto vec = [](const qf_vec &v) { return qf_cu_vec{v.data, (int32_t)(v.data ? v.dtype : 0), v.n > 1}; };
-  P->qkv = mat(p->qkv);
+  for (int i = 0; i < 3; i++) P->in[i] = mat(p->in[i]);
   P->weight_scale = (const float *)p->weight_scale.data;
   P->act_scale = (const float *)p->act_scale.data;
   P->bias = vec(p->bias);
@@ -138,7 +138,7 @@ static bool cache_vector_ok(const qf_cache &c, int vec) {
 
 bool qf_cuda_vector_ok(const qf_problem *p, int vec) {
   if (p->D % vec) return false;
-  const qf_mat *mats[] = {&p->qkv, &p->q_out, &p->k_out, &p->v_out, &p->q_copy};
+  const qf_mat *mats[] = {&p->in[0], &p->in[1], &p->in[2], &p->q_out, &p->k_out, &p->v_out, &p->q_copy};
   for (const qf_mat *m : mats) {
     if (!m->data) continue;
     const int64_t es = (int64_t)qkvfuse_dtype_size(m->dtype);
@@ -188,7 +188,7 @@ static bool aligned16(const void *ptr) { return ptr == nullptr || aligned(ptr, 1
 // in [32, 512], R a multiple of 16, caches of the input dtype or quantized, no
 // beta, not parity mode, small tables readable as aligned vectors.
 static bool fast_ok(const qf_problem *p, const qf_cu_params &P) {
-  const qkvfuse_dtype in = p->qkv.dtype;
+  const qkvfuse_dtype in = p->in[0].dtype;
   if ((in != QKVFUSE_DTYPE_BFLOAT16 && in != QKVFUSE_DTYPE_FLOAT16) || P.parity || p->q_copy.data) return false;
   if (p->D % 16 || p->D < 32 || p->D > 512 || p->R % 16 || !qf_cuda_vector_ok(p, 8)) return false;
   const qf_mat *outs[] = {&p->q_out, &p->k_out, &p->v_out};
@@ -359,7 +359,7 @@ extern "C" void qf_cuda_prefill_tail(int64_t chunks, int64_t items, int64_t slot
 // whole rows (slot_lin: vLLM's [blocks, block_size, Nkv, D]) and a head's D
 // channels contiguous, int64 slots, no int8 offsets.
 static bool fast_hot(const qf_problem *p, const qf_cu_params &P) {
-  const qkvfuse_dtype in = p->qkv.dtype;
+  const qkvfuse_dtype in = p->in[0].dtype;
   const bool cache = p->desc->cache_layout != QKVFUSE_CACHE_NONE;
   const qf_cache *caches[] = {&p->k_cache, &p->v_cache};
   for (const qf_cache *c : caches)
@@ -480,7 +480,7 @@ static qkvfuse_status qf_cuda_run(const qkvfuse_plan *plan, const qf_problem *p,
   qf_cuda_make_params(plan, p, &P);
   device_guard g(plan->desc.device_id);
   if (g.err != cudaSuccess) return cuda_fail(g.err, "cudaSetDevice");
-  const qkvfuse_dtype in = p->qkv.dtype;
+  const qkvfuse_dtype in = p->in[0].dtype;
   if (qf_cuda_streaming(plan->device_cc, plan->device_form) && fast_ok(p, P)) {
     size_t smem = 0;
     int variant = (p->desc->rope_style == QKVFUSE_ROPE_INTERLEAVED ? QF_FAST_INTERLEAVED : 0) |

@@ -889,11 +889,6 @@ __device__ __forceinline__ prefill_item block_item(const qf_cu_params &P) {
   return it;
 }
 
-// The first column of head h of a kind (0 q, 1 k, 2 v) in a qkv row.
-__device__ __forceinline__ int head_col(const qf_cu_params &P, int kind, int h) {
-  return ((kind == 0 ? 0 : (kind == 1 ? P.Nq : P.Nq + P.Nkv)) + h) * P.D;
-}
-
 // The prefill form. Block b owns an item (block_item: its kind, heads, norm
 // weights and quantization table are the block's for the whole launch) and
 // walks its token chunks (GPB tokens, one per group). The rows of the next
@@ -938,7 +933,8 @@ __global__ void __launch_bounds__(kFastBlock, fast_blocks_per_sm(HOT != 0)) fast
   const unsigned stride = it.stride, end = it.end;
   unsigned c = it.c;
 
-  const T *rows = reinterpret_cast<const T *>(P.qkv.data) + head_col(P, kind, h0);
+  const T *rows = reinterpret_cast<const T *>(P.in[kind].data) + (int64_t)h0 * D;
+  const int64_t ld = P.in[kind].ld;
   const qf_cu_mat &out = kind == 0 ? P.q_out : (kind == 1 ? P.k_out : P.v_out);
   const qf_cu_cache &C = kind == 1 ? P.k_cache : P.v_cache;
   const bool norm = kind == 0 ? P.q_norm : (kind == 1 && P.k_norm);
@@ -954,7 +950,7 @@ __global__ void __launch_bounds__(kFastBlock, fast_blocks_per_sm(HOT != 0)) fast
   auto issue = [&](unsigned cc, int st) {
     const int64_t t = (int64_t)cc * GPB + grp;
     if (!idle && cc < end && t < P.T && lane < nl) {
-      const T *in = rows + t * P.qkv.ld;
+      const T *in = rows + t * ld;
 #pragma unroll
       for (int i = 0; i < NH; i++) {
         if (i >= nh) break;
@@ -969,7 +965,7 @@ __global__ void __launch_bounds__(kFastBlock, fast_blocks_per_sm(HOT != 0)) fast
   {
     const int64_t t = (int64_t)c * GPB + grp;
     if (!idle && t < P.T && lane < nl) {
-      const T *in = rows + t * P.qkv.ld;
+      const T *in = rows + t * ld;
       for (int i = 0; i < nh; i++) prefetch_l2(in + i * D + 8 * lvc.a), prefetch_l2(in + i * D + 8 * lvc.b);
     }
   }
@@ -1284,8 +1280,7 @@ __global__ void __launch_bounds__(kFastBlock) decode_kernel(const __grid_constan
   const float *sc = kind == 1 ? P.k_scale : P.v_scale, *so = kind == 1 ? P.k_offset : P.v_offset;
   const bool quant = kind > 0 && C.data && C.quant != QKVFUSE_QUANT_NONE && sc;
   const bool pc = (kind == 1 ? P.k_scale_pc : P.v_scale_pc) != 0;
-  const int col0 = kind == 0 ? 0 : (kind == 1 ? P.Nq * D : (P.Nq + P.Nkv) * D);
-  const T *in = reinterpret_cast<const T *>(P.qkv.data) + (act ? t : 0) * P.qkv.ld + col0 + h * D;
+  const T *in = reinterpret_cast<const T *>(P.in[kind].data) + (act ? t : 0) * P.in[kind].ld + (int64_t)h * D;
 
   // the row, position and slot start their way while the previous kernel
   // finishes; the setup above reads only parameters; memory waits. (Warming

@@ -59,6 +59,14 @@ __device__ __forceinline__ void report(const qf_cu_params &P, uint32_t bit) {
   if (P.error_flags) atomicOr(P.error_flags, bit);
 }
 
+// Head h of token t's input: heads 0..Nq-1 are q's, then Nkv of k, then Nkv of v.
+template <typename T>
+__device__ __forceinline__ const T *input_head(const qf_cu_params &P, int64_t t, int h) {
+  const int kind = h < P.Nq ? 0 : (h < P.Nq + P.Nkv ? 1 : 2);
+  const int first = kind == 0 ? 0 : (kind == 1 ? P.Nq : P.Nq + P.Nkv);
+  return reinterpret_cast<const T *>(P.in[kind].data) + t * P.in[kind].ld + (int64_t)(h - first) * P.D;
+}
+
 // Per-token state of a tile, in shared memory.
 // 16-byte aligned: the float tables that follow the tile's tokens are read as float4.
 struct __align__(16) tile_token {
@@ -355,9 +363,7 @@ __global__ void __launch_bounds__(kBlock, kFusedBlocksPerSm) fused_kernel(const 
     head_raw<TIn, VEC, NV> raw;
     int task = grp;
     if (task < tasks)
-      load_raw<TIn, VEC, NV>(reinterpret_cast<const TIn *>(P.qkv.data) + (t0 + task / heads) * P.qkv.ld +
-                                 (int64_t)(h0 + task % heads) * D,
-                             lane, G, P.nvec, raw);
+      load_raw<TIn, VEC, NV>(input_head<TIn>(P, t0 + task / heads, h0 + task % heads), lane, G, P.nvec, raw);
     __syncthreads(); /* the previous tile's tables are no longer read */
 
     // tables: token validity and cache destination
@@ -440,8 +446,7 @@ __global__ void __launch_bounds__(kBlock, kFusedBlocksPerSm) fused_kernel(const 
 #pragma unroll
         for (int k = 0; k < VEC; k++) x[v][k] = v * G + lane < P.nvec ? io<TIn>::f(raw.e[v][k]) : 0.0f;
       if (task + gpb < tasks)
-        load_raw<TIn, VEC, NV>(reinterpret_cast<const TIn *>(P.qkv.data) + (t0 + nj) * P.qkv.ld + (int64_t)nh * D,
-                               lane, G, P.nvec, raw);
+        load_raw<TIn, VEC, NV>(input_head<TIn>(P, t0 + nj, nh), lane, G, P.nvec, raw);
       if (tok[j].ok)
         process_task<TIn, VEC, NV>(P, x, j, t0 + j, h, lane, gmask, tok, g_q, g_k, b_q, b_k, cos_t, sin_t, ys,
                                          parity);

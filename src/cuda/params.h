@@ -59,7 +59,7 @@ typedef struct qf_cu_params {
   float mscale;
   int32_t io_dtype;
 
-  qf_cu_mat qkv;
+  qf_cu_mat in[3];               /* the input's q, k and v parts (problem.h); v absent when unread */
   const float *weight_scale, *act_scale;
   qf_cu_vec bias, q_gamma, k_gamma, q_beta, k_beta;
   qf_cu_vec positions;          /* int32/int64 */

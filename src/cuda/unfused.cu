@@ -37,8 +37,12 @@ __global__ void split_kernel(const qf_cu_params P, void *qb, void *kb, void *vb)
   const int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
   if (i >= P.T * nvec_row) return;
   const int64_t t = i / nvec_row, c = (i - t * nvec_row) * kVec;
+  const int64_t nq = (int64_t)P.Nq * P.D, nkv = (int64_t)P.Nkv * P.D;
+  const int kind = c < nq ? 0 : (c < nq + nkv ? 1 : 2);
+  if (!P.in[kind].data) return; /* v, when nothing reads it */
   float x[kVec];
-  const TIn *in = reinterpret_cast<const TIn *>(P.qkv.data) + t * P.qkv.ld + c;
+  const TIn *in = reinterpret_cast<const TIn *>(P.in[kind].data) + t * P.in[kind].ld +
+                  (c - (kind == 0 ? 0 : (kind == 1 ? nq : nq + nkv)));
   if constexpr (sizeof(TIn) == 2) {
     load_vec<TIn, kVec>(in, x);
   } else {
@@ -180,9 +184,9 @@ size_t qf_cuda_unfused_scratch_bytes(const qf_problem *p) {
 
 qkvfuse_status qf_cuda_unfused_run(const qkvfuse_plan *plan, const qf_problem *p, void *scratch, void *stream_) {
   const qkvfuse_desc *d = p->desc;
-  const int in_float = p->qkv.dtype != QKVFUSE_DTYPE_INT32;
-  QF_CHECK(!in_float || p->qkv.dtype == p->io_dtype, QKVFUSE_ERROR_UNSUPPORTED,
-           "unfused: qkv dtype must equal q_out's (or be int32)");
+  const int in_float = p->in[0].dtype != QKVFUSE_DTYPE_INT32;
+  QF_CHECK(!in_float || p->in[0].dtype == p->io_dtype, QKVFUSE_ERROR_UNSUPPORTED,
+           "unfused: the input's dtype must equal q_out's (or be int32)");
   QF_CHECK((!p->k_out.data || p->k_out.dtype == p->io_dtype) && (!p->v_out.data || p->v_out.dtype == p->io_dtype),
            QKVFUSE_ERROR_UNSUPPORTED, "unfused: k_out/v_out must have q_out's dtype");
   QF_CHECK(qf_cuda_vector_ok(p, kVec), QKVFUSE_ERROR_UNSUPPORTED,
@@ -197,7 +201,7 @@ qkvfuse_status qf_cuda_unfused_run(const qkvfuse_plan *plan, const qf_problem *p
   char *vb = kb + (size_t)p->T * (size_t)(p->Nkv * p->D) * es;
   const int64_t H = (p->Nq + 2 * p->Nkv) * p->D;
   const unsigned split_blocks = blocks_for(p->T * H / kVec);
-  switch (p->qkv.dtype) {
+  switch (p->in[0].dtype) {
     case QKVFUSE_DTYPE_BFLOAT16: split_kernel<__nv_bfloat16><<<split_blocks, kBlock, 0, stream>>>(P, qb, kb, vb); break;
     case QKVFUSE_DTYPE_FLOAT16: split_kernel<__half><<<split_blocks, kBlock, 0, stream>>>(P, qb, kb, vb); break;
     case QKVFUSE_DTYPE_FLOAT32: split_kernel<float><<<split_blocks, kBlock, 0, stream>>>(P, qb, kb, vb); break;

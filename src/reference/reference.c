@@ -23,7 +23,7 @@ static void reference_token(const qf_problem *p, int64_t t) {
   const qkvfuse_desc *dsc = p->desc;
   const int64_t D = p->D, R = p->R, Nq = p->Nq, Nkv = p->Nkv;
   const int parity = dsc->rounding == QKVFUSE_ROUNDING_UNFUSED_PARITY;
-  const int int_input = p->qkv.dtype == QKVFUSE_DTYPE_INT32;
+  const int int_input = p->in[0].dtype == QKVFUSE_DTYPE_INT32;
   float x[QF_MAX_HEAD_DIM], y[QF_MAX_HEAD_DIM], o[QF_MAX_HEAD_DIM];
   float cos_r[QF_MAX_HEAD_DIM], sin_r[QF_MAX_HEAD_DIM];
 
@@ -60,8 +60,8 @@ static void reference_token(const qf_problem *p, int64_t t) {
     }
   }
 
-  /* v heads: load (dequant), store, quantize */
-  for (int64_t h = 0; h < Nkv; h++) {
+  /* v heads: load (dequant), store, quantize; unread without v_out or a cache row */
+  for (int64_t h = 0; h < Nkv && (p->v_out.data || have_dest); h++) {
     qf_stage_load_row(p, t, (Nq + Nkv + h) * D, D, x);
     if (parity && int_input) qf_round_array(x, D, p->io_dtype);
     if (p->v_out.data) qf_store_row(&p->v_out, t, h * D, x, D);

@@ -14,18 +14,18 @@
 
 /* Stage 1: x[c] = acc[c] * weight_scale[c] * act_scale + bias[c] for int32
  * input (act_scale = 1 when absent), x[c] = input[c] for float input.
- * Reads row t of qkv, columns [c0, c0 + n). */
+ * Reads token t's columns [c0, c0 + n) of [q | k | v], within one part. */
 static inline void qf_stage_load_row(const qf_problem *p, int64_t t, int64_t c0, int64_t n, float *x) {
-  const qf_mat *in = &p->qkv;
-  const char *row = (const char *)in->data + (size_t)(t * in->ld) * qkvfuse_dtype_size(in->dtype);
-  if (in->dtype != QKVFUSE_DTYPE_INT32) {
-    for (int64_t c = 0; c < n; c++) x[c] = qf_load(row, in->dtype, c0 + c);
+  const qkvfuse_dtype dt = p->in[0].dtype;
+  const void *row = qf_in_at(p, t, c0);
+  if (dt != QKVFUSE_DTYPE_INT32) {
+    for (int64_t c = 0; c < n; c++) x[c] = qf_load(row, dt, c);
     return;
   }
   const float *ws = (const float *)p->weight_scale.data;
   float as = p->act_scale.data ? ((const float *)p->act_scale.data)[t] : 1.0f;
   for (int64_t c = 0; c < n; c++) {
-    float v = (float)((const int32_t *)row)[c0 + c] * ws[c0 + c];
+    float v = (float)((const int32_t *)row)[c] * ws[c0 + c];
     if (p->act_scale.data) v = v * as;
     if (p->bias.data) v = v + qf_load(p->bias.data, p->bias.dtype, c0 + c);
     x[c] = v;

@@ -97,10 +97,13 @@ static void copy_rows(const qf_mat *src, int64_t src_c0, const qf_mat *dst, int6
     memcpy(row_ptr(dst, t), row_ptr(src, t) + (size_t)src_c0 * es, (size_t)dst->cols * es);
 }
 
-/* Columns [c0, c0 + dst->cols) of qkv into dst, in dst's (the I/O) dtype. */
+/* Columns [c0, c0 + dst->cols) of [q | k | v] (one part) into dst, in dst's
+ * (the I/O) dtype. */
 static void split_block(const job *j, int64_t c0, const qf_mat *dst, int64_t t0, int64_t t1) {
-  if (j->p->qkv.dtype != QKVFUSE_DTYPE_INT32) {
-    copy_rows(&j->p->qkv, c0, dst, t0, t1); /* same dtype: a plain copy */
+  if (j->p->in[0].dtype != QKVFUSE_DTYPE_INT32) {
+    int64_t c = c0;
+    const int part = qf_in_part(j->p, &c);
+    copy_rows(&j->p->in[part], c, dst, t0, t1); /* same dtype: a plain copy */
     return;
   }
   j->k->dequant(j->p, c0, dst, t0, t1);
@@ -299,9 +302,9 @@ qkvfuse_status qf_unfused_run(const qf_problem *p, void *scratch) { return qf_un
 qkvfuse_status qf_unfused_run_with(const qf_problem *p, void *scratch, const qf_unfused_kernels *kernels) {
   QF_CHECK(p != NULL, QKVFUSE_ERROR_NULL_POINTER, "unfused: problem is NULL");
   const qkvfuse_dtype io = p->io_dtype;
-  QF_CHECK(p->qkv.dtype == QKVFUSE_DTYPE_INT32 || p->qkv.dtype == io, QKVFUSE_ERROR_UNSUPPORTED,
-           "unfused: qkv must be int32 or have q_out's dtype (%s); got %s", qkvfuse_dtype_name(io),
-           qkvfuse_dtype_name(p->qkv.dtype));
+  QF_CHECK(p->in[0].dtype == QKVFUSE_DTYPE_INT32 || p->in[0].dtype == io, QKVFUSE_ERROR_UNSUPPORTED,
+           "unfused: the input must be int32 or have q_out's dtype (%s); got %s", qkvfuse_dtype_name(io),
+           qkvfuse_dtype_name(p->in[0].dtype));
   QF_CHECK(!p->k_out.data || p->k_out.dtype == io, QKVFUSE_ERROR_UNSUPPORTED,
            "unfused: k_out must have q_out's dtype (%s); got %s", qkvfuse_dtype_name(io),
            qkvfuse_dtype_name(p->k_out.dtype));

@@ -337,7 +337,8 @@ static void poke_float(fz_call *f, const qkvfuse_tensor *t, int64_t i, double v)
  * call. */
 static void mutate_data(fz_call *f, fz_src *s) {
   static const int slots[] = {TK_POSITIONS, TK_SLOT_MAPPING, TK_SLOT_MAPPING, TK_K_SCALE,  TK_V_SCALE,
-                              TK_K_OFFSET,  TK_V_OFFSET,     TK_QKV,          TK_WEIGHT_SCALE, TK_ACT_SCALE};
+                              TK_K_OFFSET,  TK_V_OFFSET,     TK_QKV,          TK_WEIGHT_SCALE, TK_ACT_SCALE,
+                              TK_Q,         TK_K,            TK_V};
   const int slot = PICK(s, slots);
   const tk_view *v = &f->c.view[slot];
   if (!v->present) return;
@@ -363,13 +364,13 @@ static void mutate_data(fz_call *f, fz_src *s) {
     int64_t val = PICK(s, vals);
     poke_int(f, t, i, val);
     fz_log(f, "data: %s[%lld] = %lld (%s)\n", slot_name(slot), (long long)i, (long long)val, tk_name(t->dtype));
-  } else if (slot == TK_QKV) {
+  } else if (slot == TK_QKV || slot == TK_Q || slot == TK_K || slot == TK_V) {
     /* NaN propagates through every stage alike in float32 and float64; an Inf
      * (x*x, Inf*0 in the norm) is special-value territory: test_special */
     const double val = fz_chance(s, 128) ? NAN : -NAN;
     if (t->dtype == I32) return; /* int32 has no specials; its limits are test_special's */
     poke_float(f, t, i, val);
-    fz_log(f, "data: qkv[%lld] = %g\n", (long long)i, val);
+    fz_log(f, "data: %s[%lld] = %g\n", slot_name(slot), (long long)i, val);
   } else {
     const double vals[] = {0.0, -0.0, NAN, INFINITY, -INFINITY, 1e-45, FLT_MAX, -FLT_MAX, 1e-30, 3e38, 0.5, -1.0};
     /* a dequant scale multiplies into every later stage: the finite ones stay
@@ -581,6 +582,9 @@ static void add_tensor(fz_call *f, fz_src *s) {
   qkvfuse_dtype dt = F32;
   switch (slot) {
     case TK_QKV: shape[0] = T, shape[1] = H, nd = 2; break;
+    case TK_Q: shape[0] = T, shape[1] = d->num_q_heads * D, nd = 2; break;
+    case TK_K:
+    case TK_V: shape[0] = T, shape[1] = KV, nd = 2; break;
     case TK_WEIGHT_SCALE:
     case TK_BIAS: shape[0] = H; break;
     case TK_ACT_SCALE:
@@ -671,7 +675,7 @@ static void fill_sane(fz_call *f, const qkvfuse_tensor *t, int slot, uint64_t se
   const int64_t n = tk_numel(t);
   for (int64_t i = 0; i < n; i++) {
     if (t->dtype == I32 || t->dtype == I64)
-      poke_int(f, t, i, slot == TK_QKV ? tk_rng_range(&r, -1000, 1000) : i % 3);
+      poke_int(f, t, i, slot == TK_QKV || slot == TK_Q || slot == TK_K || slot == TK_V ? tk_rng_range(&r, -1000, 1000) : i % 3);
     else if (tk_is_float(t->dtype) && t->dtype != QKVFUSE_DTYPE_FLOAT8_E4M3FN)
       poke_float(f, t, i, (tk_rng_chance(&r, 0.5) ? -1 : 1) * tk_rng_uniform(&r, 0.05, 1.5));
   }

@@ -272,8 +272,8 @@ typedef enum qkvfuse_rounding {
                                          input), after the norm and after RoPE, as a chain of separate kernels
                                          storing model-dtype tensors does; k_out, v_out and the quantizers
                                          read those rounded values. Bit-identical to the stage-by-stage path
-                                         (vllm-ascend kernel; PyTorch composition with float32 math inside
-                                         each stage). */
+                                         (a PyTorch composition of the separate ops with float32 math inside
+                                         each); the vllm-ascend Triton kernel rounds differently (SPEC.md). */
 } qkvfuse_rounding;
 
 /* Which implementation runs. AUTO picks the fastest for the plan's device. */
@@ -350,7 +350,7 @@ typedef struct qkvfuse_args {
 
   /* input */
   const qkvfuse_tensor *qkv;         /* [T, H] or [B, S, H]; float32/float16/bfloat16, or int32 (dequant);
-                                        row stride >= H */
+                                        row stride >= H. NULL when q, k (and v) are given (version 2) */
   const qkvfuse_tensor *weight_scale;/* [H] float32; required iff qkv is int32; finite */
   const qkvfuse_tensor *act_scale;   /* [T] float32; optional, int32 qkv only (1 when absent); finite */
   const qkvfuse_tensor *bias;        /* [H] float32/float16/bfloat16/int32; optional, int32 qkv only,

@@ -244,7 +244,8 @@ def vllm_fused_qk_norm_rope(qkv: torch.Tensor, num_heads_q: int, num_heads_k: in
     out, _ = vllm_qk_norm_rope_f32(qkv, num_heads_q, num_heads_k, num_heads_v, head_dim, eps, q_weight, k_weight,
                                    cos_sin_cache, is_neox, position_ids)
     T = qkv.shape[0]
-    qkv[:, :(num_heads_q + num_heads_k) * head_dim] = out.reshape(T, -1).to(qkv.dtype)
+    qkv[:, :(num_heads_q + num_heads_k) * head_dim] = out.reshape(T, (num_heads_q + num_heads_k) * head_dim).to(
+        qkv.dtype)
 
 
 # ---- vLLM: reshape_and_cache_flash --------------------------------------------------------------
@@ -312,6 +313,11 @@ def vllm_qk_norm_rope_and_cache(qkv, num_heads_q, num_heads_k, num_heads_v, head
 
 # ---- FlashInfer ---------------------------------------------------------------------------------
 
+def _heads(x, head_size):
+    """x [n, H*hs] (or [n, H, hs]) viewed as [n, H, hs] (n may be 0)."""
+    return x.view(x.shape[0], x.shape[1] * (x.shape[2] if x.dim() == 3 else 1) // head_size, head_size)
+
+
 def _fi_check(cos_sin_cache, *xs):
     if cos_sin_cache.dtype != F32:
         raise ValueError("cos_sin_cache should be float32")
@@ -342,13 +348,13 @@ def flashinfer_apply_rope_with_cos_sin_cache_inplace(positions: torch.Tensor, qu
     written back into query and key (which may be column views of a qkv
     buffer)."""
     qo, ko = flashinfer_apply_rope_with_cos_sin_cache(positions, query, key, head_size, cos_sin_cache, is_neox)
-    query.view(query.shape[0], -1, head_size).copy_(qo.view(qo.shape[0], -1, head_size))
-    key.view(key.shape[0], -1, head_size).copy_(ko.view(ko.shape[0], -1, head_size))
+    _heads(query, head_size).copy_(_heads(qo, head_size))
+    _heads(key, head_size).copy_(_heads(ko, head_size))
 
 
 def flashinfer_rope_f32(positions, x, head_size, cos_sin_cache, is_neox):
     """(rotated float32 [nnz, H, hs], term magnitudes) of x [nnz, H*hs] or [nnz, H, hs]."""
-    y = x.reshape(x.shape[0], -1, head_size).to(F32)
+    y = _heads(x, head_size).to(F32)
     cos, sin = _cos_sin(cos_sin_cache, positions)
     return _rope_f32(y, cos, sin, is_neox), _rope_terms(y, cos, sin, is_neox)
 
@@ -520,9 +526,8 @@ def sglang_apply_rope_with_cos_sin_cache_inplace(positions: torch.Tensor, query:
                                                      is_neox)
     if a is not None:
         loc = _loc(a.cache_loc)
-        T = key.shape[0]
-        a.k_buffer.view(a.k_buffer.shape[0], -1, head_size)[loc] = key.view(T, -1, head_size)
-        a.v_buffer.view(a.v_buffer.shape[0], -1, head_size)[loc] = a.value.view(T, -1, head_size)
+        _heads(a.k_buffer, head_size)[loc] = _heads(key, head_size)
+        _heads(a.v_buffer, head_size)[loc] = _heads(a.value, head_size)
 
 
 @dataclasses.dataclass
@@ -562,6 +567,6 @@ def sglang_jit_apply_rope_with_cos_sin_cache_inplace(q: torch.Tensor, k: torch.T
         return
     a = fused_args
     loc = _loc(a.cache_loc)
-    T = k.shape[0]
-    a.k_buffer[loc] = k_rot.reshape(T, -1)
-    a.v_buffer[loc] = a.value.reshape(T, -1)
+    T, width = k.shape[0], k.shape[1] * k.shape[2]
+    a.k_buffer[loc] = k_rot.reshape(T, width)
+    a.v_buffer[loc] = a.value.reshape(T, width)

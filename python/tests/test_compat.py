@@ -4,7 +4,7 @@ arguments give the peer's results within one step of the output dtype.
 Skipped without torch."""
 import pytest
 
-from conftest import HAVE_TORCH, seeds
+from conftest import HAVE_TORCH, requires_cuda, seeds
 
 pytestmark = pytest.mark.skipif(not HAVE_TORCH, reason="torch is not installed")
 
@@ -46,16 +46,17 @@ def vllm_args(c, qkv):
     return (qkv, c["Nq"], c["Nkv"], c["Nkv"], c["D"], c["eps"], c["qw"], c["kw"], c["csc"], c["is_neox"], c["pos"])
 
 
-@pytest.mark.parametrize("seed", seeds(80, 31000))
-def test_fused_qk_norm_rope_matches_vllm(seed):
+def check_fused_qk_norm_rope(seed, device):
     c = random_vllm_case(seed)
     qkv = c["qkv"]
     T, Nq, Nkv, D = qkv.shape[0], c["Nq"], c["Nkv"], c["D"]
     qk = (Nq + Nkv) * D
-    got = qkv.clone()
+    dev = {k: v.to(device) if isinstance(v, torch.Tensor) else v for k, v in c.items()}
+    got = qkv.clone().to(device)
     storage = got.data_ptr()
-    assert compat.fused_qk_norm_rope(*vllm_args(c, got)) is None
+    assert compat.fused_qk_norm_rope(*vllm_args(dev, got)) is None
     assert got.data_ptr() == storage
+    got = got.cpu()
     assert torch.equal(got[:, qk:], qkv[:, qk:]), "v columns must stay untouched"
 
     exact, mag = P.vllm_qk_norm_rope_f32(*vllm_args(c, qkv))
@@ -68,6 +69,18 @@ def test_fused_qk_norm_rope_matches_vllm(seed):
         if T:
             same = float((ref[:, :qk] == got[:, :qk]).float().mean())
             assert same > 0.95, "seed %d: only %.3f of q/k bit-identical to the reference" % (seed, same)
+
+
+@pytest.mark.parametrize("seed", seeds(80, 31000))
+def test_fused_qk_norm_rope_matches_vllm(seed):
+    check_fused_qk_norm_rope(seed, "cpu")
+
+
+@requires_cuda
+@pytest.mark.parametrize("seed", seeds(80, 31000))
+def test_fused_qk_norm_rope_matches_vllm_cuda(seed):
+    """The CUDA kernel (rsqrtf, its own lane order) against the same reference."""
+    check_fused_qk_norm_rope(seed, "cuda")
 
 
 def test_fused_qk_norm_rope_int32_positions_and_views():

@@ -265,6 +265,16 @@ typedef enum qkvfuse_cache_layout {
                                    (CANN contiguous); slot_mapping[b] = -1 skips batch b */
 } qkvfuse_cache_layout;
 
+/* How a token finds its cache row (paged, paged_hnd and nz layouts). */
+typedef enum qkvfuse_cache_addressing {
+  QKVFUSE_ADDRESS_SLOTS = 0,     /* args.slot_mapping [T]: slot s -> block s / block_size, row s % block_size */
+  QKVFUSE_ADDRESS_PAGE_TABLE = 1 /* FlashInfer's paged append: token t of sequence b = args.batch_indices[t]
+                                    at position p = args.kv_positions[t] goes to block
+                                    args.kv_indices[args.kv_indptr[b] + p / block_size], row p % block_size;
+                                    sequence b's blocks are kv_indices[kv_indptr[b] .. kv_indptr[b + 1]).
+                                    batch_indices[t] = -1 skips the token's cache rows */
+} qkvfuse_cache_addressing;
+
 /* Intermediate rounding. */
 typedef enum qkvfuse_rounding {
   QKVFUSE_ROUNDING_FUSED = 0,         /* float32 throughout, each output rounded once (RNE) */
@@ -328,6 +338,7 @@ typedef struct qkvfuse_desc {
   /* version 2 */
   qkvfuse_quant_mode q_quant;   /* NONE, or FP8_E4M3 / FP8_E5M2: q_out of that fp8 dtype holds
                                    fp8(q / args.q_scale); k_out and v_out keep the unquantized rule */
+  qkvfuse_cache_addressing cache_addressing; /* SLOTS (default), or PAGE_TABLE (paged, paged_hnd, nz) */
 } qkvfuse_desc;
 
 #define QKVFUSE_DESC_INIT                                                              \
@@ -335,7 +346,8 @@ typedef struct qkvfuse_desc {
     sizeof(qkvfuse_desc), QKVFUSE_DESC_VERSION, 0, 0, 0, 0, QKVFUSE_DEVICE_CPU, 0,     \
         QKVFUSE_BACKEND_AUTO, 0, 0, 0, 1e-6f, 0, QKVFUSE_ROPE_NONE, QKVFUSE_ROPE_NEOX, \
         10000.0, QKVFUSE_ROPE_SCALING_INIT, QKVFUSE_CACHE_NONE, QKVFUSE_QUANT_NONE,    \
-        QKVFUSE_QUANT_NONE, QKVFUSE_ROUNDING_FUSED, QKVFUSE_QUANT_NONE                 \
+        QKVFUSE_QUANT_NONE, QKVFUSE_ROUNDING_FUSED, QKVFUSE_QUANT_NONE,                \
+        QKVFUSE_ADDRESS_SLOTS                                                          \
   }
 
 #define QKVFUSE_ARGS_VERSION 2
@@ -410,13 +422,21 @@ typedef struct qkvfuse_args {
   const qkvfuse_tensor *k;
   const qkvfuse_tensor *v;
   const qkvfuse_tensor *q_scale;     /* float32 [1]; iff desc.q_quant != NONE; nonzero, finite */
+
+  /* Page-table addressing (desc.cache_addressing = PAGE_TABLE), instead of slot_mapping;
+   * all int32/int64, contiguous. */
+  const qkvfuse_tensor *kv_indptr;     /* [batch + 1], non-decreasing, kv_indptr[0] >= 0 */
+  const qkvfuse_tensor *kv_indices;    /* [>= kv_indptr[batch]]: block numbers, in [0, blocks) */
+  const qkvfuse_tensor *batch_indices; /* [T]: the token's sequence in [0, batch), or -1 (skip) */
+  const qkvfuse_tensor *kv_positions;  /* [T]: its position in the sequence, >= 0 and inside the sequence's
+                                          blocks (p / block_size < kv_indptr[b + 1] - kv_indptr[b]) */
 } qkvfuse_args;
 
 #define QKVFUSE_ARGS_INIT                                                                         \
   {                                                                                               \
     sizeof(qkvfuse_args), QKVFUSE_ARGS_VERSION, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, \
         NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL,     \
-        NULL, NULL, NULL                                                                          \
+        NULL, NULL, NULL, NULL, NULL, NULL, NULL                                                  \
   }
 
 #define QKVFUSE_DATA_ERROR_POSITION 1u /* a position outside [0, max_pos) (or negative, COMPUTED) */

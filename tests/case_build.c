@@ -380,7 +380,8 @@ const qkvfuse_tensor **tk_args_field(qkvfuse_args *a, int slot) {
                                         &a->cos,       &a->sin,          &a->slot_mapping, &a->k_scale, &a->v_scale,
                                         &a->k_offset,  &a->v_offset,     &a->q_out,        &a->k_out,   &a->v_out,
                                         &a->k_cache,   &a->v_cache,      &a->q,            &a->k,       &a->v,
-                                        &a->q_scale};
+                                        &a->q_scale,   &a->kv_indptr,    &a->kv_indices,   &a->batch_indices,
+                                        &a->kv_positions};
   return f[slot];
 }
 

@@ -20,7 +20,7 @@ const char *const tk_slot_name[TK_NSLOT] = {
     "qkv",       "weight_scale", "act_scale",     "bias", "q_gamma", "k_gamma", "q_beta",  "k_beta",
     "positions", "cos_sin_cache", "cos",          "sin",  "slot_mapping", "k_scale", "v_scale", "k_offset",
     "v_offset",  "q_out",        "k_out",         "v_out", "k_cache", "v_cache", "q",       "k",
-    "v",         "q_scale"};
+    "v",         "q_scale",      "kv_indptr",     "kv_indices", "batch_indices", "kv_positions"};
 
 void tk_spec_default(tk_spec *s) {
   static const qkvfuse_rope_scaling none = QKVFUSE_ROPE_SCALING_INIT;

@@ -104,6 +104,7 @@ class Desc(ctypes.Structure):
         ("v_quant", ctypes.c_int),
         ("rounding", ctypes.c_int),
         ("q_quant", ctypes.c_int),
+        ("cache_addressing", ctypes.c_int),
     ]
 
 
@@ -118,7 +119,7 @@ ARG_TENSORS = (
     "q_out", "k_out", "v_out", "k_cache", "v_cache",
 )
 # ... and those after error_flags (version 2).
-ARG_TENSORS_V2 = ("q", "k", "v", "q_scale")
+ARG_TENSORS_V2 = ("q", "k", "v", "q_scale", "kv_indptr", "kv_indices", "batch_indices", "kv_positions")
 
 
 class Args(ctypes.Structure):

@@ -24,7 +24,7 @@ int main(void) {
   OFF(desc, backend); OFF(desc, num_threads); OFF(desc, q_norm); OFF(desc, k_norm); OFF(desc, eps);
   OFF(desc, gamma_offset); OFF(desc, rope_source); OFF(desc, rope_style); OFF(desc, rope_theta);
   OFF(desc, rope_scaling); OFF(desc, cache_layout); OFF(desc, k_quant); OFF(desc, v_quant); OFF(desc, rounding);
-  OFF(desc, q_quant);
+  OFF(desc, q_quant); OFF(desc, cache_addressing);
   SIZE(args);
   OFF(args, struct_size); OFF(args, version); OFF(args, qkv); OFF(args, weight_scale); OFF(args, act_scale);
   OFF(args, bias); OFF(args, q_gamma); OFF(args, k_gamma); OFF(args, q_beta); OFF(args, k_beta);
@@ -32,5 +32,6 @@ int main(void) {
   OFF(args, k_scale); OFF(args, v_scale); OFF(args, k_offset); OFF(args, v_offset); OFF(args, q_out);
   OFF(args, k_out); OFF(args, v_out); OFF(args, k_cache); OFF(args, v_cache); OFF(args, error_flags);
   OFF(args, q); OFF(args, k); OFF(args, v); OFF(args, q_scale);
+  OFF(args, kv_indptr); OFF(args, kv_indices); OFF(args, batch_indices); OFF(args, kv_positions);
   return 0;
 }

@@ -18,19 +18,22 @@ static const qf_names split_names = {"input",     "weight_scale", "act_scale", "
                                      "cos",       "sin",          "slot_mapping", "k_scale", "v_scale",
                                      "k_offset",  "v_offset",     "q_out",     "k_out",     "v_out",
                                      "k_cache",   "v_cache",      "error_flags", "q_copy",  0,
-                                     "q",         "k",            "v",         "q_scale"};
+                                     "q",         "k",            "v",         "q_scale",
+                                     "kv_indptr", "kv_indices",   "batch_indices", "kv_positions"};
 static const qf_names cache_names = {"qkv",       "weight_scale", "act_scale", "bias",     "q_gamma",
                                      "k_gamma",   "q_beta",       "k_beta",    "positions", "cos_sin_cache",
                                      "cos",       "sin",          "index",     "k_scale",   "v_scale",
                                      "k_offset",  "v_offset",     "q_out",     "k_out_before_quant",
                                      "v_out_before_quant", "k_cache", "v_cache", "error_flags",
-                                     "q_out_before_quant", 0, "q", "k", "v", "q_scale"};
+                                     "q_out_before_quant", 0, "q", "k", "v", "q_scale",
+                                     "kv_indptr", "kv_indices", "batch_indices", "kv_positions"};
 static const qf_names dequant_names = {"x",        "weight_scale", "activation_scale", "bias", "q_gamma",
                                        "k_gamma",  "q_beta",       "k_beta",    "positions", "cos_sin_cache",
                                        "cos",      "sin",          "indices",   "scale_k",   "scale_v",
                                        "offset_k", "offset_v",     "q_out",     "k_out",     "v_out",
                                        "k_cache",  "v_cache",      "error_flags", "q_copy",  0,
-                                     "q",         "k",            "v",         "q_scale"};
+                                     "q",         "k",            "v",         "q_scale",
+                                     "kv_indptr", "kv_indices",   "batch_indices", "kv_positions"};
 
 /* A descriptor for the device of tensor t (AUTO backend). */
 static qkvfuse_status desc_for(const char *name, const qkvfuse_tensor *t, qkvfuse_desc *d) {

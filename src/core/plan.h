@@ -57,7 +57,7 @@ typedef struct qf_names {
   const char *q_out, *k_out, *v_out, *k_cache, *v_cache, *error_flags;
   const char *q_copy;
   int core;
-  const char *q, *k, *v, *q_scale; /* qkvfuse_args version 2 */
+  const char *q, *k, *v, *q_scale, *kv_indptr, *kv_indices, *batch_indices, *kv_positions; /* version 2 */
 } qf_names;
 
 extern const qf_names qf_core_names;

@@ -23,7 +23,8 @@ const qf_names qf_core_names = {"qkv",          "weight_scale", "act_scale", "bi
                                 "cos",          "sin",          "slot_mapping", "k_scale", "v_scale",
                                 "k_offset",     "v_offset",     "q_out",     "k_out",     "v_out",
                                 "k_cache",      "v_cache",      "error_flags", "q_copy",  1,
-                                "q",            "k",            "v",         "q_scale"};
+                                "q",            "k",            "v",         "q_scale",
+                                "kv_indptr",    "kv_indices",   "batch_indices", "kv_positions"};
 
 /* An optional tensor that the configuration requires (need = 1) or forbids
  * (need = 0): return its check status. */

@@ -52,7 +52,12 @@ def table_size(max_position, rotary_dim, theta, rule):
         raise errors.InvalidValueError(errors.QKVFUSE_ERROR_INVALID_VALUE,
                                        "max_position: must be >= 0 (rows of the table); got %d" % mp)
     rd = _check.integer(rotary_dim, "rotary_dim")
-    rope_inv_freq(rd, theta=theta, scaling=rule)
+    # the library refuses rotary_dim > 1024 before writing: a buffer of 512 values serves every valid one
+    inv = (ctypes.c_double * 512)()
+    ms = ctypes.c_double(0.0)
+    sc = RopeScaling.from_config(rule).to_c()
+    _capi.check(_capi.lib().qkvfuse_rope_inv_freq(_check.real(theta, "theta"), ctypes.byref(sc), rd, inv,
+                                                  ctypes.byref(ms)), "rope_inv_freq")
     return mp, rd
 
 

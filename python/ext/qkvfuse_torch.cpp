@@ -781,6 +781,10 @@ void check_core_widths(const Tensor &main, const char *main_name, const CoreOpti
   }
 }
 
+// Outputs the binding allocates: dense tensors on the input's device (whatever
+// the input's layout, which the library then refuses with its name)
+at::TensorOptions dense_on(const Tensor &x) { return at::TensorOptions().device(x.device()); }
+
 template <typename Sym>
 std::vector<Sym> lead_dims(c10::ArrayRef<Sym> sizes) {
   return std::vector<Sym>(sizes.begin(), sizes.end() - (sizes.empty() ? 0 : 1));
@@ -791,7 +795,7 @@ std::vector<Sym> lead_dims(c10::ArrayRef<Sym> sizes) {
 std::tuple<Tensor, Tensor, Tensor> core_alloc(const Tensor &main, const CoreOptions &o, at::ScalarType dt,
                                              at::ScalarType qdt, bool return_k, bool return_v) {
   auto lead = lead_dims(main.sym_sizes());
-  auto opts = main.options();
+  auto opts = dense_on(main);
   auto qs = lead;
   qs.emplace_back(o.num_q_heads * o.head_dim);
   auto kvs = lead;
@@ -941,7 +945,7 @@ std::tuple<Tensor, Tensor, Tensor> split_alloc(const Tensor &input, int64_t qh, 
   auto qs = lead, kvs = lead;
   qs.emplace_back(qh);
   kvs.emplace_back(kvh);
-  auto opts = input.options().dtype(dt);
+  auto opts = dense_on(input).dtype(dt);
   return {at::empty_symint(qs, opts), at::empty_symint(kvs, opts), at::empty_symint(kvs, opts)};
 }
 
@@ -1041,7 +1045,7 @@ std::tuple<Tensor, Tensor, Tensor, Tensor> cache_alloc(const Tensor &qkv, c10::I
   if (qkv.dim() == 0) fail(QKVFUSE_ERROR_SHAPE, "qkv: expected at least 1 dim; got a 0-d tensor");
   const c10::SymInt T = qkv.sym_size(0);
   const int64_t d = qs[3];
-  auto opts = qkv.options();
+  auto opts = dense_on(qkv).dtype(qkv.scalar_type());
   Tensor q = at::empty_symint(sym_vec({T, c10::SymInt(hn[0] * d)}), opts);
   if (!is_output_qkv) {
     const std::vector<c10::SymInt> e{c10::SymInt(0)};
@@ -1184,7 +1188,7 @@ std::pair<std::vector<c10::SymInt>, std::vector<c10::SymInt>> dequant_shapes(con
 std::tuple<Tensor, Tensor, Tensor> dequant_alloc(const Tensor &x, const Tensor &k_cache, c10::IntArrayRef ss,
                                                  at::ScalarType dt, bool kv_output) {
   auto shapes = dequant_shapes(x, k_cache, ss);
-  auto opts = x.options().dtype(dt);
+  auto opts = dense_on(x).dtype(dt);
   const std::vector<c10::SymInt> e{c10::SymInt(0)};
   return {at::empty_symint(shapes.first, opts), at::empty_symint(kv_output ? shapes.second : e, opts),
           at::empty_symint(kv_output ? shapes.second : e, opts)};
@@ -1410,6 +1414,16 @@ TORCH_LIBRARY_IMPL(qkvfuse, Meta, m) {
   m.impl("dequant_rope_quant_kvcache_out", TORCH_FN(qkvfuse_ext::dequant_out_meta));
 }
 
+// Every other backend (sparse layouts, other devices, CUDA in a build without
+// the CUDA part): the same kernels, which name the tensor they cannot take.
 TORCH_LIBRARY_IMPL(qkvfuse, CompositeExplicitAutograd, m) {
+  m.impl("run", TORCH_FN(qkvfuse_ext::run));
+  m.impl("run_out", TORCH_FN(qkvfuse_ext::run_out));
+  m.impl("split_qkv_rmsnorm_rope", TORCH_FN(qkvfuse_ext::split_qkv_rmsnorm_rope));
+  m.impl("split_qkv_rmsnorm_rope_out", TORCH_FN(qkvfuse_ext::split_qkv_rmsnorm_rope_out));
+  m.impl("qkv_rmsnorm_rope_cache", TORCH_FN(qkvfuse_ext::qkv_rmsnorm_rope_cache));
+  m.impl("qkv_rmsnorm_rope_cache_out", TORCH_FN(qkvfuse_ext::qkv_rmsnorm_rope_cache_out));
+  m.impl("dequant_rope_quant_kvcache", TORCH_FN(qkvfuse_ext::dequant_rope_quant_kvcache));
+  m.impl("dequant_rope_quant_kvcache_out", TORCH_FN(qkvfuse_ext::dequant_rope_quant_kvcache_out));
   m.impl("build_cos_sin_cache", TORCH_FN(qkvfuse_ext::build_cos_sin_cache));
 }

@@ -386,7 +386,8 @@ def _cache_alloc(qkv, head_nums, qkv_size, is_output_qkv):
     d = qkv_size[3]
     q = torch.empty((T, nq * d), dtype=qkv.dtype, device=qkv.device)
     if not is_output_qkv:
-        return q, qkv.new_empty(_EMPTY), qkv.new_empty(_EMPTY), qkv.new_empty(_EMPTY)
+        e = (torch.empty(_EMPTY, dtype=qkv.dtype, device=qkv.device) for _ in range(3))
+        return (q, *e)
     return (q, torch.empty((T, nq * d), dtype=qkv.dtype, device=qkv.device),
             torch.empty((T, nk * d), dtype=qkv.dtype, device=qkv.device),
             torch.empty((T, nv * d), dtype=qkv.dtype, device=qkv.device))

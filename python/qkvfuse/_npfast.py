@@ -1,14 +1,14 @@
 # SPDX-License-Identifier: Apache-2.0
-"""qkvfuse_run on NumPy arrays with little per-call Python work.
+"""qkvfuse_run with little per-call Python work.
 
 The descriptors of a call are packed with struct.pack_into into one
 per-thread buffer laid out as qkvfuse_args followed by its qkvfuse_tensors,
 whose address goes to the library. Only the common case is handled here:
 NumPy arrays (and TypedArrays) of native byte order, strides that are
-non-negative multiples of the element size, writable outputs, a CPU plan;
-anything else returns False and the caller takes the general path
-(_arrays.describe), which accepts what it can and names the argument of what
-it cannot.
+non-negative multiples of the element size, writable outputs; dense torch
+tensors of a handled dtype; every one on the plan's device. Anything else
+returns None and the caller takes the general path (_arrays.describe), which
+accepts what it can and names the argument of what it cannot.
 """
 from __future__ import annotations
 
@@ -40,7 +40,14 @@ _CODES = {np.dtype(n): _capi.DTYPE[n] for n in ("int8", "int32", "int64", "float
 _NAMES = {np.dtype(n): n for n in ("int8", "int32", "int64", "float16", "float32")}
 _STORAGE = {np.dtype(np.uint16), np.dtype(np.uint8)}
 _FLAG_DTYPES = {np.dtype(np.uint32), np.dtype(np.int32)}
-_CPU = _capi.DEVICE_CPU
+_CPU, _CUDA = _capi.DEVICE_CPU, _capi.DEVICE_CUDA
+_torch = _arrays._torch
+if _torch is not None:
+    _TorchTensor, _STRIDED = _torch.Tensor, _torch.strided
+    _TORCH_CODES = dict(_arrays._TORCH_CODES)
+    _TORCH_FLAGS = {_torch.int32, getattr(_torch, "uint32", _torch.int32)}
+else:  # pragma: no cover - without torch nothing is a torch tensor
+    _TorchTensor = type("_NoTorch", (), {})
 
 
 def _learn(dt):
@@ -93,8 +100,41 @@ def _fn():
     return _run_fn
 
 
-def _pack(buf, off, x, writable):
+def _pack_torch(buf, off, x, device):
+    """_pack for a torch tensor on `device` (the plan's (type, id))."""
+    code = _TORCH_CODES.get(x.dtype)
+    if code is None or x.layout is not _STRIDED or x.is_neg():
+        return False
+    if x.is_cuda:
+        if device[0] != _CUDA or x.get_device() != device[1]:
+            return False
+    elif not x.is_cpu or device[0] != _CPU:
+        return False
+    shape = x.shape
+    nd = len(shape)
+    if nd > _capi.MAX_DIMS:
+        return False
+    strides = x.stride()
+    if 1 in shape or 0 in shape:  # size-1 dims (and every dim of an empty tensor): the contiguous stride
+        strides = list(strides)
+        empty = 0 in shape
+        inner = 1
+        for k in range(nd - 1, -1, -1):
+            if shape[k] == 1 or empty:
+                strides[k] = inner
+            inner *= max(shape[k], 1)
+    _HEAD.pack_into(buf, off, x.data_ptr(), code, device[0], device[1], nd)
+    _DIMS[nd].pack_into(buf, off + _DIMS_AT, *shape)
+    _DIMS[nd].pack_into(buf, off + _STRIDES_AT, *strides)
+    return True
+
+
+def _pack(buf, off, x, writable, device):
     """Write x's qkvfuse_tensor at buf[off]; False when x is not the common case."""
+    if isinstance(x, _TorchTensor):
+        return _pack_torch(buf, off, x, device)
+    if device[0] != _CPU:
+        return False
     if type(x) is np.ndarray:
         arr = x
         code = _CODES.get(arr.dtype)
@@ -137,23 +177,29 @@ def _pack(buf, off, x, writable):
     return True
 
 
-def flags_address(flags):
-    """Address of a NumPy error-flag word, 0 for None, or None when the
+def flags_address(flags, device=(_CPU, 0)):
+    """Address of an error-flag word on `device`, 0 for None, or None when the
     general path must judge it."""
     if flags is None:
         return 0
-    if type(flags) is np.ndarray and flags.dtype in _FLAG_DTYPES and flags.size >= 1 and flags.flags.writeable:
+    if isinstance(flags, _TorchTensor):
+        if flags.dtype in _TORCH_FLAGS and flags.numel() >= 1 and (
+                flags.get_device() == device[1] if flags.is_cuda else flags.is_cpu and device[0] == _CPU) and (
+                device[0] == _CPU or flags.is_cuda):
+            return flags.data_ptr()
+        return None
+    if (device[0] == _CPU and type(flags) is np.ndarray and flags.dtype in _FLAG_DTYPES and flags.size >= 1
+            and flags.flags.writeable):
         return _address(flags)
     return None
 
 
-def run(plan, tensors, error_flags):
-    """qkvfuse_run of a CPU plan on `tensors` (qkvfuse_args' tensor fields in
-    order, None where absent). Returns the status, or None when an argument
-    is not the common case (nothing was called)."""
-    if plan.device[0] != _CPU:
-        return None
-    flags = flags_address(error_flags)
+def run(plan, tensors, error_flags, stream=None):
+    """qkvfuse_run of a plan on `tensors` (qkvfuse_args' tensor fields in
+    order, None where absent) and a CUDA stream handle. Returns the status,
+    or None when an argument is not the common case (nothing was called)."""
+    device = plan.device
+    flags = flags_address(error_flags, device)
     if flags is None:
         return None
     sc = _scratch
@@ -164,9 +210,9 @@ def run(plan, tensors, error_flags):
         x = tensors[i]
         if x is None:
             continue
-        if not _pack(buf, off, x, i in _OUTPUTS):
+        if not _pack(buf, off, x, i in _OUTPUTS, device):
             return None
         ptrs[i] = base + off
         off += TENSOR_SIZE
     _ARGS.pack_into(buf, 0, ARGS_SIZE, _capi.ARGS_VERSION, *ptrs[:N_V1], flags, *ptrs[N_V1:])
-    return _fn()(plan._handle, base, None)
+    return _fn()(plan._handle, base, stream)

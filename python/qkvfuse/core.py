@@ -156,11 +156,12 @@ def run_raw(plan: Plan, tensors: dict, error_flags=None, stream=None, device_nam
     described (dtype, byte order, strides) in qkvfuse_args' order, then one
     library call."""
     get = tensors.get
-    if stream is None:
-        status = _npfast.run(plan, [get(n) for n in TENSOR_ARGS], error_flags)
-        if status is not None:
-            _capi.check(status, "qkvfuse_run")
-            return
+    tlist = [get(n) for n in TENSOR_ARGS]
+    s = None if stream is None and plan.device[0] == _capi.DEVICE_CPU else _stream_handle(stream, tensors)
+    status = _npfast.run(plan, tlist, error_flags, s)
+    if status is not None:
+        _capi.check(status, "qkvfuse_run")
+        return
     _check.same_device(dict({n: get(n) for n in TENSOR_ARGS}, error_flags=error_flags), _device_key(plan.device),
                        device_name)
     keep = []
@@ -173,7 +174,6 @@ def run_raw(plan: Plan, tensors: dict, error_flags=None, stream=None, device_nam
             ptrs.append(ctypes.pointer(_arrays.describe(x, name, writable=name in OUTPUTS, keep=keep)))
     n1 = len(_capi.ARG_TENSORS)
     args = _capi.Args(_ARGS_SIZE, _capi.ARGS_VERSION, *ptrs[:n1], _arrays.flags_pointer(error_flags), *ptrs[n1:])
-    s = _stream_handle(stream, tensors)
     _capi.check(plan._lib.qkvfuse_run(plan._handle, ctypes.byref(args), s), "qkvfuse_run")
 
 

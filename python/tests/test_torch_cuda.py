@@ -297,9 +297,10 @@ def test_device_guard_and_stream_of_the_tensors_device():
     torch.cuda.set_device(0)
     with torch.cuda.stream(s):
         x = torch.empty_like(p["qkv"])
-        x.copy_(p["qkv"])
+        x.copy_(p["qkv"])  # enqueued on s: the operator must follow it there
+        current = torch.cuda.current_device()
         got = qkvfuse.split_qkv_rmsnorm_rope(x, p["qw"], p["kw"], p["csc"], p["pos"], q_hidden_size=8 * 128)
-    assert torch.cuda.current_device() == 0
+        assert torch.cuda.current_device() == current  # the guard restored it
     s.synchronize()
     for a, b in zip(ref, got):
         assert b.device == torch.device("cuda:1") and _close_ulps(a, b, 2)

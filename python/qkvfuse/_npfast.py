@@ -183,11 +183,13 @@ def flags_address(flags, device=(_CPU, 0)):
     if flags is None:
         return 0
     if isinstance(flags, _TorchTensor):
-        if flags.dtype in _TORCH_FLAGS and flags.numel() >= 1 and (
-                flags.get_device() == device[1] if flags.is_cuda else flags.is_cpu and device[0] == _CPU) and (
-                device[0] == _CPU or flags.is_cuda):
-            return flags.data_ptr()
-        return None
+        if flags.dtype not in _TORCH_FLAGS or flags.numel() < 1:
+            return None
+        if flags.is_cuda:
+            on_device = device[0] == _CUDA and flags.get_device() == device[1]
+        else:
+            on_device = flags.is_cpu and device[0] == _CPU
+        return flags.data_ptr() if on_device else None
     if (device[0] == _CPU and type(flags) is np.ndarray and flags.dtype in _FLAG_DTYPES and flags.size >= 1
             and flags.flags.writeable):
         return _address(flags)

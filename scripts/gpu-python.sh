@@ -2,10 +2,12 @@
 # SPDX-License-Identifier: Apache-2.0
 # The Python package on the GPU machine, in one call: the pytest suite (CPU and
 # CUDA parts: oracle, unfused parity vs the PyTorch composition, torch.compile,
-# CUDA graphs, streams, error flags), the example, and the benchmark against
-# PyTorch eager / torch.compile / copy bandwidth. Builds nothing: it uses the
-# library scripts/gpu-check.sh built (BUILD, default build-gpu) and the
-# machine's torch, numpy and pytest (no network needed).
+# CUDA graphs, streams, error flags) on the torch binding loaded and its torch
+# tests again on the Python registration, the example, and the benchmark
+# against PyTorch eager / torch.compile / copy bandwidth and of the host cost
+# per call. Builds nothing: it uses the library (and the torch extension, when
+# the build's python3 had torch) scripts/gpu-check.sh built (BUILD, default
+# build-gpu) and the machine's torch, numpy and pytest (no network needed).
 #
 #   scripts/gpu-python.sh [test] [example] [bench]      (default: all three)
 #
@@ -43,7 +45,9 @@ import sys, numpy, torch, qkvfuse
 print("python", sys.version.split()[0], "| numpy", numpy.__version__, "| torch", torch.__version__,
       "| cuda", torch.version.cuda, "| devices", torch.cuda.device_count(),
       "|", torch.cuda.get_device_name(0) if torch.cuda.is_available() else "no GPU")
-print("qkvfuse", qkvfuse.version(), "from", qkvfuse.library_path(), "| torch ops:", qkvfuse.HAVE_TORCH)
+print("qkvfuse", qkvfuse.version(), "from", qkvfuse.library_path(), "| torch ops:", qkvfuse.HAVE_TORCH,
+      "| torch binding:", qkvfuse.build_info()["torch_binding"], qkvfuse.build_info()["torch_extension"] or "",
+      qkvfuse.build_info().get("torch_binding_reason", ""))
 EOF
 { set +x; } 2>/dev/null
 
@@ -61,6 +65,14 @@ if has test; then
   grep -A12 "qkvfuse (rounding=unfused_parity) vs the PyTorch composition" "$OUT/pytest.log" | head -60 >"$OUT/parity.txt"
   [ -s "$OUT/parity.txt" ] && { note "parity (qkvfuse unfused_parity vs the PyTorch composition; $OUT/parity.json):"; head -12 "$OUT/parity.txt"; }
   [ $rc -ne 0 ] && { status=1; tail -40 "$OUT/pytest.log"; }
+  # the torch tests again, on the operators registered in Python
+  set -x
+  QKVFUSE_TORCH_BINDING=python QKVFUSE_TEST_TORCH_BINDING=python timeout "${TEST_TIMEOUT:-1500}" "$PY" -m pytest \
+    -p no:cacheprovider -rs -k torch python/tests ${PYTEST_ARGS:-} >"$OUT/pytest-python-binding.log" 2>&1
+  rc=$?
+  { set +x; } 2>/dev/null
+  note "pytest -k torch on the Python registration rc=$rc: $(grep -E '(passed|failed|error).* in [0-9.]+s' "$OUT/pytest-python-binding.log" | tail -1)"
+  [ $rc -ne 0 ] && { status=1; grep -E "^(FAILED|ERROR)" "$OUT/pytest-python-binding.log" | head -20; }
 fi
 
 if has example; then
@@ -86,6 +98,16 @@ if has bench; then
     note "bench ($mode) rc=$rc"
     cat "$OUT/bench-$mode.txt"
     grep -v "^ *$" "$OUT/bench-$mode.err" | tail -8
+    [ $rc -ne 0 ] && status=1
+  done
+  for binding in auto python; do
+    set -x
+    QKVFUSE_TORCH_BINDING=$binding timeout "${BENCH_TIMEOUT:-900}" "$PY" python/bench/bench_torch.py --mode host \
+      --json "$OUT/bench-host-$binding.json" >"$OUT/bench-host-$binding.txt" 2>"$OUT/bench-host-$binding.err"
+    rc=$?
+    { set +x; } 2>/dev/null
+    note "bench (host cost per call, torch binding $binding) rc=$rc"
+    cat "$OUT/bench-host-$binding.txt"
     [ $rc -ne 0 ] && status=1
   done
   set -x

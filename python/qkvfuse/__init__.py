@@ -2,8 +2,10 @@
 """qkvfuse: fused attention-prologue operators for LLM inference (Python binding).
 
 The C library (libqkvfuse) does the work; this package describes NumPy arrays
-and PyTorch tensors (CPU and CUDA) to it through ctypes, and registers
-PyTorch custom operators (``torch.ops.qkvfuse.*``) when torch is installed.
+to it through ctypes, and makes PyTorch custom operators
+(``torch.ops.qkvfuse.*``) of it when torch is installed: registered by the
+compiled extension (python/ext) when one was built for this torch, else in
+Python (through ctypes, like NumPy arrays).
 
 Operators (docs/SPEC.md):
 
@@ -37,13 +39,18 @@ DATA_ERROR_SLOT = 2
 DATA_ERROR_SCALE = 4
 
 # Register torch.ops.qkvfuse.* at import when torch is installed, so that a
-# model compiled before any eager call finds them.
+# model compiled before any eager call finds them: the compiled extension
+# when one built for this torch is found, else the Python registration
+# (_binding.py; QKVFUSE_TORCH_BINDING=python forces the latter).
 HAVE_TORCH = False
 if _arrays._torch is not None:
+    from . import _binding as _b
     try:
-        from . import torch_ops  # noqa: F401  (registers torch.ops.qkvfuse.*)
+        _b.register(_arrays._torch)
         HAVE_TORCH = True
     except Exception as _e:  # an old or broken torch must not break the NumPy API
+        if _b.KIND is None and isinstance(_e, ImportError) and "QKVFUSE_TORCH_BINDING=extension" in str(_e):
+            raise
         import warnings as _w
         _w.warn("qkvfuse: the PyTorch operators are unavailable (%s: %s); NumPy arrays still work"
                 % (type(_e).__name__, _e))

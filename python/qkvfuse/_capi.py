@@ -31,14 +31,17 @@ DTYPE = {
     "float32": (2 << 8) | 32,
     "bfloat16": (4 << 8) | 16,
     "float8_e4m3fn": (10 << 8) | 8,
+    "float8_e5m2": (12 << 8) | 8,
 }
-DTYPE_SIZE = {"int8": 1, "int32": 4, "int64": 8, "float16": 2, "float32": 4, "bfloat16": 2, "float8_e4m3fn": 1}
+DTYPE_SIZE = {"int8": 1, "int32": 4, "int64": 8, "float16": 2, "float32": 4, "bfloat16": 2, "float8_e4m3fn": 1,
+              "float8_e5m2": 1}
 DEVICE_CPU, DEVICE_CUDA = 1, 2
 
 ROPE_SOURCE = {"none": 0, "cos_sin_cache": 1, "cos_sin": 2, "computed": 3}
 ROPE_STYLE = {"neox": 0, "interleaved": 1}
 ROPE_SCALING = {"none": 0, "linear": 1, "ntk": 2, "llama3": 3, "yarn": 4}
-QUANT = {"none": 0, "int8_sym": 1, "int8_asym": 2, "fp8_e4m3": 3}
+QUANT = {"none": 0, "int8_sym": 1, "int8_asym": 2, "fp8_e4m3": 3, "fp8_e5m2": 4}
+Q_QUANT = {"none": 0, "fp8_e4m3": 3, "fp8_e5m2": 4}  # desc.q_quant: q_out unquantized or fp8
 CACHE_LAYOUT = {"none": 0, "paged": 1, "paged_hnd": 2, "nz": 3, "contiguous": 4}
 ROUNDING = {"fused": 0, "unfused_parity": 1}
 BACKEND = {"auto": 0, "reference": 1, "cpu": 2, "cuda": 3}
@@ -271,14 +274,26 @@ def check(status: int, where: str) -> None:
     raise errors.from_status(status, name, message, where)
 
 
-def build_info() -> dict:
-    """What the loaded library was built with (qkvfuse_build_info), plus the binding."""
+def build_info_raw() -> dict:
+    """qkvfuse_build_info of the loaded library, parsed."""
     L = lib()
     if not hasattr(L, "qkvfuse_build_info"):
         raise errors.VersionError(errors.QKVFUSE_ERROR_VERSION,
                                   "%s: library %s has no qkvfuse_build_info" % (_lib_path, version()))
-    info = json.loads(L.qkvfuse_build_info().decode("utf-8"))
+    return json.loads(L.qkvfuse_build_info().decode("utf-8"))
+
+
+def build_info() -> dict:
+    """What the loaded library was built with (qkvfuse_build_info), plus the
+    bindings: "binding" (NumPy: "ctypes"), "torch_binding" (who registered
+    torch.ops.qkvfuse: "extension", "python", or None without torch) and
+    "torch_extension" (the compiled extension loaded: its path, the torch
+    version it was built against, whether it has CUDA kernels; else None, with
+    "torch_binding_reason" saying why the Python registration is used)."""
+    info = build_info_raw()
     info["binding"] = "ctypes"
+    from . import _binding
+    info.update(_binding.info())
     return info
 
 

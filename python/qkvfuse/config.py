@@ -111,8 +111,9 @@ class Config:
     ``"none" | "cos_sin_cache" | "cos_sin" | "computed"``; rope_style
     ``"neox" | "interleaved"``; cache_layout ``"none" | "paged" | "paged_hnd" |
     "nz" | "contiguous"``; k_quant/v_quant ``"none" | "int8_sym" | "int8_asym" |
-    "fp8_e4m3"``; rounding ``"fused" | "unfused_parity"``; backend ``"auto" |
-    "reference" | "cpu" | "cuda"``. Defaults are SPEC.md's (eps 1e-6, theta 10000,
+    "fp8_e4m3" | "fp8_e5m2"``; q_quant ``"none" | "fp8_e4m3" | "fp8_e5m2"``
+    (q_out in fp8, scaled by args.q_scale); rounding ``"fused" |
+    "unfused_parity"``; backend ``"auto" | "reference" | "cpu" | "cuda"``. Defaults are SPEC.md's (eps 1e-6, theta 10000,
     neox, fused rounding).
     """
 
@@ -134,6 +135,7 @@ class Config:
     rounding: str = "fused"
     backend: str = "auto"
     num_threads: int = 0
+    q_quant: str = "none"
 
     def __post_init__(self):
         # each field checked against the C type of its qkvfuse_desc field
@@ -151,6 +153,7 @@ class Config:
         _choice("v_quant", self.v_quant, _capi.QUANT)
         _choice("rounding", self.rounding, _capi.ROUNDING)
         _choice("backend", self.backend, _capi.BACKEND)
+        _choice("q_quant", self.q_quant, _capi.Q_QUANT)
 
     def to_c(self, device_type=_capi.DEVICE_CPU, device_id=0) -> _capi.Desc:
         d = _capi.desc_init()
@@ -168,6 +171,7 @@ class Config:
         d.cache_layout = _capi.CACHE_LAYOUT[self.cache_layout]
         d.k_quant, d.v_quant = _capi.QUANT[self.k_quant], _capi.QUANT[self.v_quant]
         d.rounding = _capi.ROUNDING[self.rounding]
+        d.q_quant = _capi.Q_QUANT[self.q_quant]
         return d
 
     def to_string(self) -> str:

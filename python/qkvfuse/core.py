@@ -17,10 +17,10 @@ import functools
 import threading
 from typing import NamedTuple, Optional
 
-from . import _arrays, _capi, _check, errors
+from . import _arrays, _binding, _capi, _check, _npfast, errors
 from .config import Config, RopeScaling
 
-TENSOR_ARGS = _capi.ARG_TENSORS
+TENSOR_ARGS = _capi.ARG_TENSORS + _capi.ARG_TENSORS_V2
 OUTPUTS = ("q_out", "k_out", "v_out", "k_cache", "v_cache")
 
 
@@ -150,21 +150,30 @@ def _stream_handle(stream, tensors):
     return None
 
 
-def run_raw(plan: Plan, tensors: dict, error_flags=None, stream=None):
+def run_raw(plan: Plan, tensors: dict, error_flags=None, stream=None, device_name="the plan's device"):
     """qkvfuse_run on a dict {arg name: tensor or None}: every tensor and
-    error_flags on the plan's device, described (dtype, byte order, strides),
-    then one library call."""
-    _check.same_device(dict(tensors, error_flags=error_flags), _device_key(plan.device), "the plan's device")
+    error_flags on the plan's device (``device_name`` in the message),
+    described (dtype, byte order, strides) in qkvfuse_args' order, then one
+    library call."""
+    get = tensors.get
+    tlist = [get(n) for n in TENSOR_ARGS]
+    s = None if stream is None and plan.device[0] == _capi.DEVICE_CPU else _stream_handle(stream, tensors)
+    status = _npfast.run(plan, tlist, error_flags, s)
+    if status is not None:
+        _capi.check(status, "qkvfuse_run")
+        return
+    _check.same_device(dict({n: get(n) for n in TENSOR_ARGS}, error_flags=error_flags), _device_key(plan.device),
+                       device_name)
     keep = []
     ptrs = []
     for name in TENSOR_ARGS:
-        x = tensors.get(name)
+        x = get(name)
         if x is None:
             ptrs.append(None)
         else:
             ptrs.append(ctypes.pointer(_arrays.describe(x, name, writable=name in OUTPUTS, keep=keep)))
-    args = _capi.Args(_ARGS_SIZE, _capi.ARGS_VERSION, *ptrs, _arrays.flags_pointer(error_flags))
-    s = _stream_handle(stream, tensors)
+    n1 = len(_capi.ARG_TENSORS)
+    args = _capi.Args(_ARGS_SIZE, _capi.ARGS_VERSION, *ptrs[:n1], _arrays.flags_pointer(error_flags), *ptrs[n1:])
     _capi.check(plan._lib.qkvfuse_run(plan._handle, ctypes.byref(args), s), "qkvfuse_run")
 
 
@@ -198,7 +207,9 @@ def get_plan(config: Config, device) -> Plan:
 # run()'s configuration arguments, in the order the torch operator takes them.
 OPTION_NAMES = ("num_q_heads", "num_kv_heads", "head_dim", "rotary_dim", "rope", "rope_style", "rope_theta",
                 "rope_scaling_type", "rope_scaling_params", "eps", "gamma_offset", "cache_layout", "k_quant",
-                "v_quant", "rounding", "backend", "num_threads")
+                "v_quant", "rounding", "backend", "num_threads", "q_quant")
+# rope_scaling=None as the operator's plain values
+NO_SCALING = ("none", [1.0, 0.0, 1.0, 4.0, 32.0, 1.0, 1.0, 1.0])
 
 
 def scaling_args(rope_scaling):
@@ -228,7 +239,7 @@ def scaling_from_args(sc_type, params) -> RopeScaling:
 
 
 def run_options(num_q_heads, num_kv_heads, head_dim, rotary_dim, rope, rope_style, rope_theta, rope_scaling, eps,
-                gamma_offset, cache_layout, k_quant, v_quant, rounding, backend, num_threads):
+                gamma_offset, cache_layout, k_quant, v_quant, rounding, backend, num_threads, q_quant="none"):
     """run()'s configuration arguments checked (each against the C type it
     becomes), in OPTION_NAMES order, as plain values for the operator schema
     (rotary_dim None: -1, inferred)."""
@@ -248,7 +259,27 @@ def run_options(num_q_heads, num_kv_heads, head_dim, rotary_dim, rope, rope_styl
             _check.string(cache_layout, "cache_layout", _LAYOUT_CHOICES),
             _check.string(k_quant, "k_quant", _QUANT_CHOICES), _check.string(v_quant, "v_quant", _QUANT_CHOICES),
             _check.string(rounding, "rounding", _ROUNDING_CHOICES), _check.string(backend, "backend", _BACKEND_CHOICES),
-            _check.integer(num_threads, "num_threads", "int32_t"))
+            _check.integer(num_threads, "num_threads", "int32_t"), _check.string(q_quant, "q_quant", Q_QUANT_CHOICES))
+
+
+def check_kernel_options(options):
+    """The operator kernels' own checks of run()'s options (OPTION_NAMES
+    order; the schema already made each value its type), in the order the
+    compiled extension makes them, so that both bindings name the same
+    argument first."""
+    (nq, nkv, hd, rd, rope, style, theta, sc_type, sc_params, eps, goff, layout, kq, vq, rounding, backend,
+     threads, q_quant) = options
+    scaling_from_args(sc_type, sc_params)
+    _check.string(rope, "rope", _ROPE_CHOICES)
+    _check.string(style, "rope_style", _STYLE_CHOICES)
+    _check.real(eps, "eps", "float")
+    _check.string(layout, "cache_layout", _LAYOUT_CHOICES)
+    _check.string(kq, "k_quant", _QUANT_CHOICES)
+    _check.string(vq, "v_quant", _QUANT_CHOICES)
+    _check.string(rounding, "rounding", _ROUNDING_CHOICES)
+    _check.string(backend, "backend", _BACKEND_CHOICES)
+    _check.integer(threads, "num_threads", "int32_t")
+    _check.string(q_quant, "q_quant", Q_QUANT_CHOICES)
 
 
 _ROPE_CHOICES = ("auto",) + tuple(_capi.ROPE_SOURCE)
@@ -257,15 +288,20 @@ _LAYOUT_CHOICES = ("auto",) + tuple(_capi.CACHE_LAYOUT)
 _QUANT_CHOICES = ("auto",) + tuple(_capi.QUANT)
 _ROUNDING_CHOICES = tuple(_capi.ROUNDING)
 _BACKEND_CHOICES = tuple(_capi.BACKEND)
+Q_QUANT_CHOICES = tuple(_capi.Q_QUANT)
 
 
-def check_out_widths(qkv, num_q_heads, num_kv_heads, head_dim):
+def check_out_widths(x, num_q_heads, num_kv_heads, head_dim, name="qkv"):
     """Before the binding allocates q/k/v outputs from the head counts: they
-    must give qkv's row width, as the library will require, so that no
-    allocation is larger than the input."""
-    _check.output_sizes((("num_q_heads", num_q_heads), ("num_kv_heads", num_kv_heads), ("head_dim", head_dim)),
-                        "(num_q_heads + 2 * num_kv_heads) * head_dim", (num_q_heads + 2 * num_kv_heads) * head_dim,
-                        qkv, "qkv")
+    must give the input's row width, as the library will require, so that no
+    allocation is larger than the input (x: qkv, or the separate q)."""
+    if name == "qkv":
+        _check.output_sizes((("num_q_heads", num_q_heads), ("num_kv_heads", num_kv_heads), ("head_dim", head_dim)),
+                            "(num_q_heads + 2 * num_kv_heads) * head_dim",
+                            (num_q_heads + 2 * num_kv_heads) * head_dim, x, "qkv")
+    else:
+        _check.output_sizes((("num_q_heads", num_q_heads), ("head_dim", head_dim)), "num_q_heads * head_dim",
+                            num_q_heads * head_dim, x, name)
 
 
 def _quant_for(cache_dtype, has_offset, given):
@@ -275,6 +311,8 @@ def _quant_for(cache_dtype, has_offset, given):
         return "int8_asym" if has_offset else "int8_sym"
     if cache_dtype == "float8_e4m3fn":
         return "fp8_e4m3"
+    if cache_dtype == "float8_e5m2":
+        return "fp8_e5m2"
     return "none"
 
 
@@ -297,7 +335,7 @@ def resolve_config(options: tuple, facts: tuple) -> Config:
     """The Config for run()'s options (OPTION_NAMES order; rotary_dim -1, rope
     / cache_layout / k_quant / v_quant "auto" mean: infer) and tensor facts."""
     (nq, nkv, hd, rd, rope, style, theta, sc_type, sc_params, eps, goff, layout, kq, vq, rounding, backend,
-     threads) = options
+     threads, q_quant) = options
     q_norm, k_norm, csc_w, cos_w, has_pos, kc_dt, k_off, vc_dt, v_off = facts
     if rope == "auto":
         rope = ("cos_sin_cache" if csc_w >= 0 else "cos_sin" if cos_w >= 0 else "computed" if has_pos else "none")
@@ -311,7 +349,8 @@ def resolve_config(options: tuple, facts: tuple) -> Config:
     return Config(num_q_heads=nq, num_kv_heads=nkv, head_dim=hd, rotary_dim=rd, q_norm=q_norm, k_norm=k_norm,
                   eps=eps, gamma_offset=goff, rope_source=rope, rope_style=style, rope_theta=theta,
                   rope_scaling=scaling, cache_layout=layout, k_quant=_quant_for(kc_dt, k_off, kq),
-                  v_quant=_quant_for(vc_dt, v_off, vq), rounding=rounding, backend=backend, num_threads=threads)
+                  v_quant=_quant_for(vc_dt, v_off, vq), rounding=rounding, backend=backend, num_threads=threads,
+                  q_quant=q_quant)
 
 
 def default_out_dtype(qkv, cos_sin_cache=None, cos=None):
@@ -325,7 +364,7 @@ def default_out_dtype(qkv, cos_sin_cache=None, cos=None):
     return _arrays.dtype_of(cos_sin_cache, "cos_sin_cache") if cos_sin_cache is not None else "float32"
 
 
-def run(qkv, *, num_q_heads: int, num_kv_heads: int, head_dim: int,
+def run(qkv=None, *, num_q_heads: int, num_kv_heads: int, head_dim: int,
         weight_scale=None, act_scale=None, bias=None,
         q_gamma=None, k_gamma=None, q_beta=None, k_beta=None, eps: float = 1e-6, gamma_offset: bool = False,
         positions=None, cos_sin_cache=None, cos=None, sin=None, rope: str = "auto",
@@ -334,13 +373,17 @@ def run(qkv, *, num_q_heads: int, num_kv_heads: int, head_dim: int,
         k_cache=None, v_cache=None, slot_mapping=None, cache_layout: str = "auto",
         k_scale=None, v_scale=None, k_offset=None, v_offset=None, k_quant: str = "auto", v_quant: str = "auto",
         q_out=None, k_out=None, v_out=None, out_dtype=None, return_k: bool = False, return_v: bool = False,
-        rounding: str = "fused", backend: str = "auto", num_threads: int = 0, error_flags=None) -> Outputs:
+        rounding: str = "fused", backend: str = "auto", num_threads: int = 0, error_flags=None,
+        q=None, k=None, v=None, q_scale=None, q_quant: str = "none") -> Outputs:
     """The fused attention prologue in one call (the core operator, SPEC.md).
 
     Shapes (T tokens, Nq/Nkv heads, D = head_dim, R rotary dims, H = (Nq+2Nkv)*D):
 
     - ``qkv`` [T, H] or [B, S, H]: float32/float16/bfloat16, or int32 with
       ``weight_scale`` [H] (and optional ``act_scale`` [T], ``bias`` [H]).
+      Or, instead of one packed qkv, separate ``q`` [T, Nq*D], ``k`` and
+      ``v`` [T, Nkv*D] (one dtype, each with its own row stride; views into
+      a packed buffer are fine; ``v`` may be omitted when nothing reads it).
     - RMSNorm per head, on when its gamma is given: ``q_gamma`` / ``k_gamma``
       [D], optional ``q_beta`` / ``k_beta`` [D]; ``eps`` (1e-6);
       ``gamma_offset`` uses (1 + gamma).
@@ -363,6 +406,9 @@ def run(qkv, *, num_q_heads: int, num_kv_heads: int, head_dim: int,
       ``v_out`` are given. ``q_out``/``k_out`` may be the q/k columns of qkv
       (in place). ``out_dtype``: default the input's dtype (int32 input: the
       RoPE table's, or float32).
+    - ``q_quant``: ``"none"`` (default), ``"fp8_e4m3"`` or ``"fp8_e5m2"``:
+      q_out in that fp8 dtype holding q / ``q_scale`` ([1] float32); k and v
+      outputs keep ``out_dtype``.
     - ``rounding="unfused_parity"`` rounds to the output dtype after dequant,
       norm and RoPE, like a chain of separate ops (see python/README.md).
     - ``error_flags``: optional uint32 word on the tensors' device; on CUDA,
@@ -374,40 +420,137 @@ def run(qkv, *, num_q_heads: int, num_kv_heads: int, head_dim: int,
     (or ``run_out`` when outputs are given), on the current CUDA stream.
     Returns ``Outputs(q, k, v)``; ``k``/``v`` are None unless asked for.
     """
+    ops = _binding.OPS
+    fast_key = None
+    # The torch path without outputs given: straight to the operator, whose
+    # kernel checks everything; any failure (a value the schema refuses
+    # included) goes the checked way below, which names the argument.
+    if (ops is not None and isinstance(qkv if qkv is not None else q, _TorchTensor) and q_out is None
+            and k_out is None and v_out is None and rope_scaling is None and type(num_q_heads) is int
+            and type(num_kv_heads) is int and type(head_dim) is int
+            and (rotary_dim is None or type(rotary_dim) is int and rotary_dim >= 0) and type(rope) is str
+            and type(rope_style) is str and type(rope_theta) is float and type(eps) is float
+            and type(gamma_offset) is bool and type(cache_layout) is str and type(k_quant) is str
+            and type(v_quant) is str and type(rounding) is str and type(backend) is str and type(num_threads) is int
+            and type(return_k) is bool and type(return_v) is bool and type(q_quant) is str
+            and (out_dtype is None or isinstance(out_dtype, _TorchDtype))):
+        try:
+            o = ops.run(qkv, weight_scale, act_scale, bias, q_gamma, k_gamma, q_beta, k_beta, positions,
+                        cos_sin_cache, cos, sin, slot_mapping, k_scale, v_scale, k_offset, v_offset, k_cache, v_cache,
+                        error_flags, num_q_heads, num_kv_heads, head_dim, -1 if rotary_dim is None else rotary_dim,
+                        rope, rope_style, rope_theta, "none", _NO_SCALING_PARAMS, eps, gamma_offset, cache_layout,
+                        k_quant, v_quant, rounding, backend, num_threads, out_dtype, return_k, return_v, q, k, v,
+                        q_scale, q_quant)
+            return Outputs(o[0], o[1] if return_k else None, o[2] if return_v else None)
+        except Exception:  # noqa: BLE001 - reported by the checked path
+            pass
+    elif (type(qkv if qkv is not None else q) in _NP_TYPES and rope_scaling is None and type(num_q_heads) is int
+            and type(num_kv_heads) is int and type(head_dim) is int
+            and (rotary_dim is None or type(rotary_dim) is int and rotary_dim >= 0) and type(rope) is str
+            and type(rope_style) is str and type(rope_theta) is float and type(eps) is float
+            and type(gamma_offset) is bool and type(cache_layout) is str and type(k_quant) is str
+            and type(v_quant) is str and type(rounding) is str and type(backend) is str and type(num_threads) is int
+            and type(return_k) is bool and type(return_v) is bool and type(q_quant) is str
+            and (out_dtype is None or type(out_dtype) is str and out_dtype in _capi.DTYPE)):
+        key = (num_q_heads, num_kv_heads, head_dim, -1 if rotary_dim is None else rotary_dim, rope, rope_style,
+               rope_theta, eps, gamma_offset, cache_layout, k_quant, v_quant, rounding, backend, num_threads, q_quant,
+               q_gamma is not None, k_gamma is not None, _np_width(cos_sin_cache), _np_width(cos),
+               positions is not None, _npfast.dtype_name(k_cache) if k_cache is not None else "",
+               k_offset is not None, _npfast.dtype_name(v_cache) if v_cache is not None else "",
+               v_offset is not None)
+        plan = _np_plans.get(key)
+        main = qkv if qkv is not None else q
+        dt = out_dtype if out_dtype is not None else _np_default_dtype(main, cos_sin_cache, cos)
+        width = main.shape[-1] if main.ndim else -1
+        if (plan is not None and dt is not None and num_q_heads >= 0 and num_kv_heads >= 0 and head_dim >= 0
+                and width == (num_q_heads * head_dim if qkv is None else (num_q_heads + 2 * num_kv_heads) * head_dim)
+                and (q_out is None or type(q_out) in _NP_TYPES) and (k_out is None or type(k_out) in _NP_TYPES)
+                and (v_out is None or type(v_out) in _NP_TYPES)):
+            lead = main.shape[:-1]
+            if q_out is None:
+                q_out = _arrays.empty_like_kind(main, lead + (num_q_heads * head_dim,), _Q_DTYPES.get(q_quant, dt),
+                                                "q_out")
+            if k_out is None and return_k:
+                k_out = _arrays.empty_like_kind(main, lead + (num_kv_heads * head_dim,), dt, "k_out")
+            if v_out is None and return_v:
+                v_out = _arrays.empty_like_kind(main, lead + (num_kv_heads * head_dim,), dt, "v_out")
+            status = _npfast.run(plan, (qkv, weight_scale, act_scale, bias, q_gamma, k_gamma, q_beta, k_beta,
+                                        positions, cos_sin_cache, cos, sin, slot_mapping, k_scale, v_scale, k_offset,
+                                        v_offset, q_out, k_out, v_out, k_cache, v_cache, q, k, v, q_scale),
+                                 error_flags)
+            if status == 0:
+                return Outputs(q_out, k_out, v_out)
+        elif plan is None and None not in key:
+            fast_key = key  # the plan below is remembered under it
     options = run_options(num_q_heads, num_kv_heads, head_dim, rotary_dim, rope, rope_style, rope_theta,
                           rope_scaling, eps, gamma_offset, cache_layout, k_quant, v_quant, rounding, backend,
-                          num_threads)
+                          num_threads, q_quant)
     return_k, return_v = _check.flag(return_k, "return_k"), _check.flag(return_v, "return_v")
     ins = dict(qkv=qkv, weight_scale=weight_scale, act_scale=act_scale, bias=bias, q_gamma=q_gamma,
                k_gamma=k_gamma, q_beta=q_beta, k_beta=k_beta, positions=positions, cos_sin_cache=cos_sin_cache,
                cos=cos, sin=sin, slot_mapping=slot_mapping, k_scale=k_scale, v_scale=v_scale, k_offset=k_offset,
-               v_offset=v_offset)
+               v_offset=v_offset, q=q, k=k, v=v, q_scale=q_scale)
     outs = dict(q_out=q_out, k_out=k_out, v_out=v_out, k_cache=k_cache, v_cache=v_cache)
-    _arrays.check_tensor(qkv, "qkv", required=True)
+    if qkv is None and q is None:
+        raise errors.NullPointerError(errors.QKVFUSE_ERROR_NULL_POINTER, "qkv: required (or q and k); got None")
+    main_name = "qkv" if qkv is not None else "q"
+    main = ins[main_name]
     for name, x in list(ins.items()) + list(outs.items()):
         _arrays.check_tensor(x, name)
-    if _arrays.is_torch(qkv):
-        _check.torch_tensors("qkv", ins, outs, {"error_flags": error_flags})
+    if _arrays.is_torch(main):
+        _check.torch_tensors(main_name, ins, outs, {"error_flags": error_flags})
         from . import torch_ops
         return torch_ops.run(options, ins, k_cache, v_cache, q_out, k_out, v_out, out_dtype, return_k, return_v,
                              error_flags)
 
     dt = (_arrays.dtype_name(out_dtype, "out_dtype") if out_dtype is not None
-          else default_out_dtype(qkv, cos_sin_cache, cos))
+          else default_out_dtype(main, cos_sin_cache, cos))
+    q_dt = _Q_DTYPES.get(options[-1], dt)
     # the plan first: a bad configuration is the library's error, before anything is allocated
-    plan = get_plan(config_for(options, ins, k_cache, v_cache), _arrays.device_of(qkv))
+    plan = get_plan(config_for(options, ins, k_cache, v_cache), _arrays.device_of(main))
+    if fast_key is not None:
+        if len(_np_plans) >= _PLAN_CACHE_SIZE:
+            _np_plans.clear()
+        _np_plans[fast_key] = plan
     nq, nkv, hd = options[0], options[1], options[2]
-    lead = _arrays.shape_of(qkv)[:-1]
+    lead = _arrays.shape_of(main)[:-1]
     if q_out is None or (k_out is None and return_k) or (v_out is None and return_v):
-        check_out_widths(qkv, nq, nkv, hd)
+        check_out_widths(main, nq, nkv, hd, main_name)
     if q_out is None:
-        q_out = _arrays.empty_like_kind(qkv, lead + (nq * hd,), dt, "q_out")
+        q_out = _arrays.empty_like_kind(main, lead + (nq * hd,), q_dt, "q_out")
     if k_out is None and return_k:
-        k_out = _arrays.empty_like_kind(qkv, lead + (nkv * hd,), dt, "k_out")
+        k_out = _arrays.empty_like_kind(main, lead + (nkv * hd,), dt, "k_out")
     if v_out is None and return_v:
-        v_out = _arrays.empty_like_kind(qkv, lead + (nkv * hd,), dt, "v_out")
+        v_out = _arrays.empty_like_kind(main, lead + (nkv * hd,), dt, "v_out")
     run_raw(plan, dict(ins, q_out=q_out, k_out=k_out, v_out=v_out, k_cache=k_cache, v_cache=v_cache), error_flags)
     return Outputs(q_out, k_out, v_out)
+
+
+_Q_DTYPES = {"fp8_e4m3": "float8_e4m3fn", "fp8_e5m2": "float8_e5m2"}  # q_out's dtype under q_quant
+_NP_TYPES = (_arrays.np.ndarray, _arrays.TypedArray)
+# run()'s NumPy path: plans by its options and the tensor facts they are resolved with (rope_scaling None)
+_np_plans: dict = {}
+
+
+def _np_width(x):
+    """The last dim of an array (-1: absent; None: a 0-d array, for the general path to name)."""
+    if x is None:
+        return -1
+    return x.shape[-1] if len(x.shape) else None
+
+
+def _np_default_dtype(main, cos_sin_cache, cos):
+    dt = _npfast.dtype_name(main)
+    if dt != "int32":
+        return dt
+    if cos is not None:
+        return _npfast.dtype_name(cos)
+    return _npfast.dtype_name(cos_sin_cache) if cos_sin_cache is not None else "float32"
+_NO_SCALING_PARAMS = NO_SCALING[1]
+if _arrays._torch is not None:
+    _TorchTensor, _TorchDtype = _arrays._torch.Tensor, _arrays._torch.dtype
+else:  # pragma: no cover - without torch nothing is a torch tensor
+    _TorchTensor = _TorchDtype = type("_NoTorch", (), {})
 
 
 def config_for(options, ins, k_cache, v_cache) -> Config:

@@ -13,6 +13,8 @@ an integer outside its C type, a string with a NUL; see ``_check.py``) raise
 the same classes.
 """
 
+import re
+
 QKVFUSE_SUCCESS = 0
 QKVFUSE_ERROR_NULL_POINTER = 1
 QKVFUSE_ERROR_INVALID_VALUE = 2
@@ -147,3 +149,29 @@ def from_status(status, status_name, message, where=None):
     """The exception for a library status (an unknown number gives QkvfuseError)."""
     cls = _CLASSES.get(int(status), QkvfuseError)
     return cls(status, message, status_name, where)
+
+
+_STATUS_BY_NAME = {name: status for status, name in _NAMES.items()}
+# the ``where`` of the exceptions the bindings raise after a library call
+_WHERE = ("qkvfuse_run", "qkvfuse_plan_create", "split_qkv_rmsnorm_rope", "qkv_rmsnorm_rope_cache",
+          "dequant_rope_quant_kvcache", "build_cos_sin_cache", "rope_inv_freq")
+_TEXT = re.compile(r"(?s)(.*) \[(QKVFUSE_ERROR_[A-Z_]+)\](?:\n|$)")
+
+
+def translate(e):
+    """The package's exception for one a torch operator raised: the compiled
+    extension throws the status's standard class (ValueError, TypeError, ...)
+    with the text ``str()`` gives the package's exception ("[where: ]message
+    [STATUS_NAME]"), which this reads back; anything else is returned as is."""
+    if isinstance(e, QkvfuseError):
+        return e
+    m = _TEXT.match(str(e))
+    if m is None or m.group(2) not in _STATUS_BY_NAME:
+        return e
+    body, name = m.group(1), m.group(2)
+    where = None
+    for w in _WHERE:
+        if body.startswith(w + ": "):
+            where, body = w, body[len(w) + 2:]
+            break
+    return from_status(_STATUS_BY_NAME[name], name, body, where)

@@ -12,7 +12,12 @@ from __future__ import annotations
 import ctypes
 from typing import Optional, Sequence
 
-from . import _arrays, _capi, _check, errors
+from . import _arrays, _binding, _capi, _check, errors
+
+if _arrays._torch is not None:
+    _TorchTensor, _TorchDtype = _arrays._torch.Tensor, _arrays._torch.dtype
+else:  # pragma: no cover - without torch nothing is a torch tensor
+    _TorchTensor = _TorchDtype = type("_NoTorch", (), {})
 
 
 def _bad(msg):
@@ -113,6 +118,26 @@ def split_qkv_rmsnorm_rope(input, q_weight, k_weight, cos_sin_cache, positions, 
       v [T, kv_hidden_size] (a copy), dtype of input (or ``out_dtype`` =
       float32), written into q_out/k_out/v_out when given
     """
+    ops = _binding.OPS
+    # The torch path without outputs given: straight to the operator, whose
+    # kernel checks everything; any failure (a value the schema refuses
+    # included) goes the checked way below, which names the argument.
+    if (ops is not None and isinstance(input, _TorchTensor) and q_out is None and k_out is None and v_out is None
+            and (q_hidden_size is None or type(q_hidden_size) is int)
+            and (kv_hidden_size is None or type(kv_hidden_size) is int)
+            and (q_hidden_size is not None or kv_hidden_size is not None)
+            and (head_dim is None or type(head_dim) is int) and type(eps) is float
+            and (rope_dim is None or type(rope_dim) is int) and type(is_neox) is bool
+            and (out_dtype is None or isinstance(out_dtype, _TorchDtype))):
+        try:
+            width = input.shape[-1]
+            qh = width - 2 * kv_hidden_size if q_hidden_size is None else q_hidden_size
+            kvh = (width - qh) // 2 if kv_hidden_size is None else kv_hidden_size
+            return ops.split(input, q_weight, k_weight, cos_sin_cache, positions, qh, kvh,
+                             q_weight.shape[-1] if head_dim is None else head_dim, eps,
+                             0 if rope_dim is None else rope_dim, q_bias, k_bias, is_neox, out_dtype, error_flags)
+        except Exception:  # noqa: BLE001 - reported by the checked path
+            pass
     torch_path = _tensor_args("input", dict(input=input, q_weight=q_weight, k_weight=k_weight,
                                             cos_sin_cache=cos_sin_cache, positions=positions),
                               dict(q_bias=q_bias, k_bias=k_bias, q_out=q_out, k_out=k_out, v_out=v_out), error_flags)
@@ -201,6 +226,23 @@ def qkv_rmsnorm_rope_cache(qkv, q_gamma, k_gamma, cos, sin, index, k_cache, v_ca
       tuple (q_out, q_out_before_quant, k_out_before_quant [B*S, Nk*D],
       v_out_before_quant [B*S, Nv*D])
     """
+    ops = _binding.OPS
+    if (ops is not None and isinstance(qkv, _TorchTensor) and q_out is None and q_out_before_quant is None
+            and k_out_before_quant is None and v_out_before_quant is None and type(head_nums) in (tuple, list)
+            and len(head_nums) == 3 and all(type(h) is int for h in head_nums)
+            and (qkv_size is None or type(qkv_size) in (tuple, list) and len(qkv_size) == 4
+                 and all(type(n) is int for n in qkv_size))
+            and type(epsilon) is float and (cache_mode is None or type(cache_mode) is str)
+            and type(is_output_qkv) is bool):
+        try:
+            if qkv_size is None:
+                qkv_size = [qkv.shape[0], 1, head_nums[0] + head_nums[1] + head_nums[2], q_gamma.shape[-1]]
+            r = ops.cache(qkv, q_gamma, k_gamma, cos, sin, index, k_cache, v_cache, k_scale, v_scale, k_offset,
+                          v_offset, head_nums, qkv_size, epsilon, "PA_NZ" if cache_mode is None else cache_mode,
+                          is_output_qkv, error_flags)
+            return r if is_output_qkv else r[0]
+        except Exception:  # noqa: BLE001 - reported by the checked path
+            pass
     torch_path = _tensor_args("qkv", dict(qkv=qkv, q_gamma=q_gamma, k_gamma=k_gamma, cos=cos, sin=sin, index=index,
                                           k_cache=k_cache, v_cache=v_cache),
                               dict(k_scale=k_scale, v_scale=v_scale, k_offset=k_offset, v_offset=v_offset,
@@ -316,6 +358,25 @@ def dequant_rope_quant_kvcache(x, cos, sin, k_cache, v_cache, indices, scale_k, 
       with ``kv_output``, else None. q's dtype: cos's for int32 x, else x's
       (``out_dtype`` float32 also allowed)
     """
+    ops = _binding.OPS
+    if (ops is not None and isinstance(x, _TorchTensor) and q_out is None and k_out is None and v_out is None
+            and (size_splits is None or type(size_splits) in (tuple, list) and len(size_splits) == 3
+                 and all(type(n) is int for n in size_splits))
+            and (quant_mode is None or type(quant_mode) is str) and (layout is None or type(layout) is str)
+            and type(kv_output) is bool and (cache_mode is None or type(cache_mode) is str)
+            and (out_dtype is None or isinstance(out_dtype, _TorchDtype))):
+        try:
+            if size_splits is None:
+                kv = k_cache.shape[2] * k_cache.shape[3]
+                size_splits = [x.shape[-1] - 2 * kv, kv, kv]
+            q, k, v = ops.dequant(x, cos, sin, k_cache, v_cache, indices, scale_k, scale_v, offset_k, offset_v,
+                                  weight_scale, activation_scale, bias, size_splits,
+                                  "static" if quant_mode is None else quant_mode, "BSND" if layout is None else layout,
+                                  kv_output, "contiguous" if cache_mode is None else cache_mode, out_dtype,
+                                  error_flags)
+            return (q, k, v) if kv_output else (q, None, None)
+        except Exception:  # noqa: BLE001 - reported by the checked path
+            pass
     torch_path = _tensor_args("x", dict(x=x, cos=cos, sin=sin, k_cache=k_cache, v_cache=v_cache, indices=indices,
                                         scale_k=scale_k, scale_v=scale_v),
                               dict(offset_k=offset_k, offset_v=offset_v, weight_scale=weight_scale,

@@ -29,15 +29,17 @@ def build_cos_sin_cache(max_position: int, rotary_dim: int, *, theta: float = 10
     if out is not None:
         build_cos_sin_cache_into(out, theta, rule)
         return out
-    mp, rd = table_size(max_position, rotary_dim, theta, rule)
     want_torch = device is not None or (_arrays._torch is not None and isinstance(dtype, _arrays._torch.dtype))
-    if want_torch:
-        if _arrays._torch is None:
-            raise errors.UnsupportedError(errors.QKVFUSE_ERROR_UNSUPPORTED,
-                                          "device: a torch tensor was asked for (device=%r) and torch is not "
-                                          "installed" % (device,))
+    if want_torch and _arrays._torch is not None:
+        # the operator checks the sizes (table_size) before it allocates
+        mp, rd = _check.integer(max_position, "max_position"), _check.integer(rotary_dim, "rotary_dim")
         from . import torch_ops
         return torch_ops.build_cos_sin_cache(mp, rd, theta, rule, dtype, device)
+    mp, rd = table_size(max_position, rotary_dim, theta, rule)
+    if want_torch:
+        raise errors.UnsupportedError(errors.QKVFUSE_ERROR_UNSUPPORTED,
+                                      "device: a torch tensor was asked for (device=%r) and torch is not "
+                                      "installed" % (device,))
     arr = _arrays.empty_like_kind(None, (mp, rd), _arrays.dtype_name(dtype, "dtype"), "cos_sin_cache")
     build_cos_sin_cache_into(arr, theta, rule)
     return arr
@@ -52,7 +54,12 @@ def table_size(max_position, rotary_dim, theta, rule):
         raise errors.InvalidValueError(errors.QKVFUSE_ERROR_INVALID_VALUE,
                                        "max_position: must be >= 0 (rows of the table); got %d" % mp)
     rd = _check.integer(rotary_dim, "rotary_dim")
-    rope_inv_freq(rd, theta=theta, scaling=rule)
+    # the library refuses rotary_dim > 1024 before writing: a buffer of 512 values serves every valid one
+    inv = (ctypes.c_double * 512)()
+    ms = ctypes.c_double(0.0)
+    sc = RopeScaling.from_config(rule).to_c()
+    _capi.check(_capi.lib().qkvfuse_rope_inv_freq(_check.real(theta, "theta"), ctypes.byref(sc), rd, inv,
+                                                  ctypes.byref(ms)), "rope_inv_freq")
     return mp, rd
 
 

@@ -1,12 +1,16 @@
 # SPDX-License-Identifier: Apache-2.0
 """qkvfuse.build_info(): the C library's qkvfuse_build_info as a dict, plus the binding."""
+import os
+
 import qkvfuse
 from qkvfuse import _capi
 
 
 def test_build_info_keys_and_version():
     info = qkvfuse.build_info()
-    assert set(info) == {"version", "cuda", "cuda_architectures", "cpu_isa", "backends", "binding"}
+    keys = {"version", "cuda", "cuda_architectures", "cpu_isa", "backends", "binding", "torch_binding",
+            "torch_extension"}
+    assert set(info) - {"torch_binding_reason"} == keys
     assert info["binding"] == "ctypes"
     assert info["version"] == qkvfuse.version() == qkvfuse.__version__
     assert info["backends"][0] == "reference"
@@ -31,6 +35,27 @@ def test_build_info_cpu_isa():
         assert isa["compiled"][0] == "scalar" and isa["detected"] in isa["compiled"]
     else:
         assert isa["compiled"] == [] and isa["detected"] is None
+
+
+def test_build_info_torch_binding():
+    """Which binding registered torch.ops.qkvfuse: None without torch; with
+    the extension, the file loaded and the torch it was built for (this one);
+    QKVFUSE_TEST_TORCH_BINDING (set by CTest) says which one must be loaded."""
+    info = qkvfuse.build_info()
+    if not qkvfuse.HAVE_TORCH:
+        assert info["torch_binding"] is None and info["torch_extension"] is None
+        return
+    import torch
+    assert info["torch_binding"] in ("extension", "python")
+    ext = info["torch_extension"]
+    if info["torch_binding"] == "extension":
+        assert ext["torch_version"] == torch.__version__ and os.path.isfile(ext["path"])
+        assert isinstance(ext["cuda"], bool)
+    else:
+        assert ext is None
+    want = os.environ.get("QKVFUSE_TEST_TORCH_BINDING")
+    if want:
+        assert info["torch_binding"] == want, info.get("torch_binding_reason")
 
 
 def test_build_info_is_a_fresh_dict():

@@ -220,3 +220,87 @@ def test_device_mismatch_is_an_error():
     p = small_problem(device="cuda")
     with pytest.raises((qkvfuse.DeviceError, qkvfuse.QkvfuseError), match="device|cpu|cuda"):
         qkvfuse.split_qkv_rmsnorm_rope(p["qkv"], p["qw"].cpu(), p["kw"], p["csc"], p["pos"], q_hidden_size=256)
+
+
+# ---- every operator on CUDA, through whichever binding is loaded --------------------------------
+
+def test_opcheck_every_operator_cuda():
+    """opcheck on CUDA tensors (the float8 cache without test_schema: torch's
+    CUDA kernels multiply the mutated inputs there too, and have no float8
+    multiplication; its bfloat16 twin is checked in full)."""
+    import binding_cases as bc
+    from torch.library import opcheck
+    from test_bindings import OPCHECK_NO_SCHEMA
+    for cache in (torch.bfloat16, torch.float8_e4m3fn):
+        p = {k: v.cuda() for k, v in bc.problem(cache=cache).items()}
+        quant = "none" if cache == torch.bfloat16 else "auto"
+        ins = bc.core_inputs(p) if quant == "auto" else bc.core_inputs(p, k_scale=None, v_scale=None)
+        kw = dict(test_utils=OPCHECK_NO_SCHEMA) if cache != torch.bfloat16 else {}
+        opcheck(torch.ops.qkvfuse.run.default, (*ins, p["kc"], p["vc"], p["flags"],
+                                                *bc.core_opts(k_quant=quant, v_quant=quant), None, True, True), **kw)
+        q_out = torch.empty(bc.T, bc.Nq * bc.D, dtype=torch.bfloat16, device="cuda")
+        opcheck(torch.ops.qkvfuse.run_out.default, (*ins, q_out, None, None, p["kc"], p["vc"], p["flags"],
+                                                    *bc.core_opts(k_quant=quant, v_quant=quant)), **kw)
+    split = (p["qkv"], p["qw"], p["kw"], p["csc"], p["pos"], bc.Nq * bc.D, bc.Nkv * bc.D, bc.D, 1e-6, 0, None, None,
+             True)
+    opcheck(torch.ops.qkvfuse.split_qkv_rmsnorm_rope.default, (*split, None, p["flags"]))
+    sc = torch.full((bc.Nkv, bc.D), 0.05, device="cuda")
+    opcheck(torch.ops.qkvfuse.qkv_rmsnorm_rope_cache.default,
+            (p["qkv"], p["qw"], p["kw"], p["cos"], p["sin"], p["slots"], p["kc_nz"], p["vc_nz"], sc, sc, None, None,
+             [bc.Nq, bc.Nkv, bc.Nkv], [bc.T, 1, bc.Nq + 2 * bc.Nkv, bc.D], 1e-6, "PA_NZ", True, p["flags"]))
+    x = p["qkv"].float().reshape(bc.T, 1, bc.H)
+    opcheck(torch.ops.qkvfuse.dequant_rope_quant_kvcache.default,
+            (x, p["cos"].reshape(bc.T, 1, 1, bc.D), p["sin"].reshape(bc.T, 1, 1, bc.D), p["kc_dq"], p["vc_dq"],
+             torch.tensor([0, 1, -1, 0, 1], device="cuda"), sc, sc, None, None, None, None, None,
+             [bc.Nq * bc.D, bc.Nkv * bc.D, bc.Nkv * bc.D], "static", "BSND", True, "contiguous", None, p["flags"]))
+    opcheck(torch.ops.qkvfuse.build_cos_sin_cache.default,
+            (64, 32, 10000.0, "none", [1.0, 0.0, 1.0, 4.0, 32.0, 1.0, 1.0, 1.0], torch.float32,
+             torch.device("cuda")))
+
+
+@pytest.mark.parametrize("layer", ["core", "named"])
+def test_torch_compile_inductor_every_operator_cuda(layer):
+    from test_bindings import compiled_equal, core_layer, layer_args, named_layer
+    compiled_equal(core_layer if layer == "core" else named_layer, lambda: layer_args(device="cuda"),
+                   backend="inductor")
+
+
+@pytest.mark.parametrize("layer", ["core", "named"])
+def test_cuda_graph_capture_every_operator(layer):
+    """Each operator (functional and _out forms; the builder left out: it
+    copies a table from the host, at set-up) captured in one CUDA graph and
+    replayed on new inputs: the bytes of an eager run on the same inputs."""
+    from test_bindings import core_layer, layer_args, named_ops
+    step = core_layer if layer == "core" else named_ops
+    args = layer_args(device="cuda")
+    g, out = _capture(step, args)
+    gen = torch.Generator(device="cuda").manual_seed(11)
+    args[0].copy_(torch.randn(args[0].shape, generator=gen, device="cuda").to(args[0].dtype))
+    for cache in (args[5], args[6], args[11], args[12]):
+        cache.zero_()
+    fresh = [a.clone() for a in args]
+    g.replay()
+    torch.cuda.synchronize()
+    ref = step(*fresh)
+    for a, b in zip(list(out) + args, list(ref) + fresh):
+        assert torch.equal(a.view(torch.uint8), b.view(torch.uint8))
+
+
+@pytest.mark.skipif(not cuda_ok() or torch.cuda.device_count() < 2, reason="needs two CUDA devices")
+def test_device_guard_and_stream_of_the_tensors_device():
+    """Tensors on cuda:1 while cuda:0 is current: the kernel runs on cuda:1,
+    on cuda:1's current stream, and the current device is left as it was."""
+    p = small_problem(device="cuda:1", T=512, Nq=8, Nkv=2, D=128)
+    ref = qkvfuse.split_qkv_rmsnorm_rope(p["qkv"].cpu(), p["qw"].cpu(), p["kw"].cpu(), p["csc"].cpu(),
+                                         p["pos"].cpu(), q_hidden_size=8 * 128)
+    s = torch.cuda.Stream(device="cuda:1")
+    torch.cuda.set_device(0)
+    with torch.cuda.stream(s):
+        x = torch.empty_like(p["qkv"])
+        x.copy_(p["qkv"])  # enqueued on s: the operator must follow it there
+        current = torch.cuda.current_device()
+        got = qkvfuse.split_qkv_rmsnorm_rope(x, p["qw"], p["kw"], p["csc"], p["pos"], q_hidden_size=8 * 128)
+        assert torch.cuda.current_device() == current  # the guard restored it
+    s.synchronize()
+    for a, b in zip(ref, got):
+        assert b.device == torch.device("cuda:1") and _close_ulps(a, b, 2)

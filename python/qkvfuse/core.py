@@ -476,7 +476,8 @@ def run(qkv=None, *, num_q_heads: int, num_kv_heads: int, head_dim: int,
                 v_out = _arrays.empty_like_kind(main, lead + (num_kv_heads * head_dim,), dt, "v_out")
             status = _npfast.run(plan, (qkv, weight_scale, act_scale, bias, q_gamma, k_gamma, q_beta, k_beta,
                                         positions, cos_sin_cache, cos, sin, slot_mapping, k_scale, v_scale, k_offset,
-                                        v_offset, q_out, k_out, v_out, k_cache, v_cache, q, k, v, q_scale),
+                                        v_offset, q_out, k_out, v_out, k_cache, v_cache, q, k, v, q_scale, None, None,
+                                        None, None),
                                  error_flags)
             if status == 0:
                 return Outputs(q_out, k_out, v_out)

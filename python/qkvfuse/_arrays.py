@@ -3,9 +3,9 @@
 
 NumPy arrays cross through ``__array_interface__`` data (strides converted
 from bytes to elements); PyTorch tensors through ``data_ptr()`` and
-``stride()`` (already in elements). NumPy has no bfloat16 or float8 dtype:
-use ml_dtypes arrays (recognized by dtype name) or wrap the raw bits in a
-:class:`TypedArray`.
+``stride()`` (already in elements). NumPy has no bfloat16 or float8 dtypes
+(float8_e4m3fn, float8_e5m2): use ml_dtypes arrays (recognized by dtype
+name) or wrap the raw bits in a :class:`TypedArray`.
 """
 from __future__ import annotations
 
@@ -24,14 +24,14 @@ except Exception:  # pragma: no cover - depends on the environment
 DTYPE_NAMES = tuple(_capi.DTYPE)
 FLOAT_DTYPES = ("float32", "float16", "bfloat16")
 
-_NP_STORAGE = {"bfloat16": np.uint16, "float8_e4m3fn": np.uint8}
+_NP_STORAGE = {"bfloat16": np.uint16, "float8_e4m3fn": np.uint8, "float8_e5m2": np.uint8}
 
 
 class TypedArray:
     """A NumPy array of raw bits standing for a dtype NumPy lacks.
 
     ``storage`` is a uint16 array for ``"bfloat16"`` or a uint8 array for
-    ``"float8_e4m3fn"``; ``dtype`` names the type. Indexing returns a
+    ``"float8_e4m3fn"`` / ``"float8_e5m2"``; ``dtype`` names the type. Indexing returns a
     TypedArray view, so column blocks and cache views work as with any array.
     Outputs the package allocates for TypedArray inputs are TypedArrays too.
     """
@@ -43,7 +43,8 @@ class TypedArray:
         want = _NP_STORAGE.get(dtype)
         if want is None:
             raise errors.DtypeError(errors.QKVFUSE_ERROR_DTYPE,
-                                    "TypedArray: dtype must be bfloat16 or float8_e4m3fn; got %s" % dtype)
+                                    "TypedArray: dtype must be bfloat16, float8_e4m3fn or float8_e5m2; got %s"
+                                    % dtype)
         storage = np.asarray(storage)
         _native(storage, "TypedArray")
         if storage.dtype != want:
@@ -90,7 +91,8 @@ def is_torch_device(d) -> bool:
 
 
 _DTYPE_ALIASES = {"float": "float32", "half": "float16", "bf16": "bfloat16", "fp16": "float16", "fp32": "float32",
-                  "fp8": "float8_e4m3fn", "float8_e4m3": "float8_e4m3fn", "e4m3": "float8_e4m3fn"}
+                  "fp8": "float8_e4m3fn", "float8_e4m3": "float8_e4m3fn", "e4m3": "float8_e4m3fn",
+                  "e5m2": "float8_e5m2"}
 
 
 def dtype_name(dt, name="dtype") -> str:
@@ -193,7 +195,7 @@ def describe(x, name, *, writable=False, keep=None) -> _capi.Tensor:
             _native(arr, name)
             code = _NP_CODES.get(arr.dtype)
             if code is None:
-                code = _capi.DTYPE.get(arr.dtype.name)  # ml_dtypes bfloat16 / float8_e4m3fn
+                code = _capi.DTYPE.get(arr.dtype.name)  # ml_dtypes bfloat16 / float8_e4m3fn / float8_e5m2
                 if code is None:
                     _fail(errors.DtypeError, errors.QKVFUSE_ERROR_DTYPE, name,
                           "NumPy dtype %s is not one qkvfuse handles (%s; bfloat16/float8 through ml_dtypes or "

@@ -31,14 +31,16 @@ DTYPE = {
     "float32": (2 << 8) | 32,
     "bfloat16": (4 << 8) | 16,
     "float8_e4m3fn": (10 << 8) | 8,
+    "float8_e5m2": (12 << 8) | 8,
 }
-DTYPE_SIZE = {"int8": 1, "int32": 4, "int64": 8, "float16": 2, "float32": 4, "bfloat16": 2, "float8_e4m3fn": 1}
+DTYPE_SIZE = {"int8": 1, "int32": 4, "int64": 8, "float16": 2, "float32": 4, "bfloat16": 2, "float8_e4m3fn": 1,
+              "float8_e5m2": 1}
 DEVICE_CPU, DEVICE_CUDA = 1, 2
 
 ROPE_SOURCE = {"none": 0, "cos_sin_cache": 1, "cos_sin": 2, "computed": 3}
 ROPE_STYLE = {"neox": 0, "interleaved": 1}
 ROPE_SCALING = {"none": 0, "linear": 1, "ntk": 2, "llama3": 3, "yarn": 4}
-QUANT = {"none": 0, "int8_sym": 1, "int8_asym": 2, "fp8_e4m3": 3}
+QUANT = {"none": 0, "int8_sym": 1, "int8_asym": 2, "fp8_e4m3": 3, "fp8_e5m2": 4}
 CACHE_LAYOUT = {"none": 0, "paged": 1, "paged_hnd": 2, "nz": 3, "contiguous": 4}
 ROUNDING = {"fused": 0, "unfused_parity": 1}
 BACKEND = {"auto": 0, "reference": 1, "cpu": 2, "cuda": 3}

@@ -111,9 +111,10 @@ class Config:
     ``"none" | "cos_sin_cache" | "cos_sin" | "computed"``; rope_style
     ``"neox" | "interleaved"``; cache_layout ``"none" | "paged" | "paged_hnd" |
     "nz" | "contiguous"``; k_quant/v_quant ``"none" | "int8_sym" | "int8_asym" |
-    "fp8_e4m3"``; rounding ``"fused" | "unfused_parity"``; backend ``"auto" |
-    "reference" | "cpu" | "cuda"``. Defaults are SPEC.md's (eps 1e-6, theta 10000,
-    neox, fused rounding).
+    "fp8_e4m3" | "fp8_e5m2"``; q_quant ``"none" | "fp8_e4m3" | "fp8_e5m2"`` (q_out
+    of that float8 dtype, fp8(q / q_scale)); rounding ``"fused" |
+    "unfused_parity"``; backend ``"auto" | "reference" | "cpu" | "cuda"``.
+    Defaults are SPEC.md's (eps 1e-6, theta 10000, neox, fused rounding).
     """
 
     num_q_heads: int
@@ -134,6 +135,7 @@ class Config:
     rounding: str = "fused"
     backend: str = "auto"
     num_threads: int = 0
+    q_quant: str = "none"
 
     def __post_init__(self):
         # each field checked against the C type of its qkvfuse_desc field
@@ -149,6 +151,7 @@ class Config:
         _choice("cache_layout", self.cache_layout, _capi.CACHE_LAYOUT)
         _choice("k_quant", self.k_quant, _capi.QUANT)
         _choice("v_quant", self.v_quant, _capi.QUANT)
+        _choice("q_quant", self.q_quant, _capi.QUANT)
         _choice("rounding", self.rounding, _capi.ROUNDING)
         _choice("backend", self.backend, _capi.BACKEND)
 
@@ -167,6 +170,7 @@ class Config:
         d.rope_scaling = self.rope_scaling.to_c()
         d.cache_layout = _capi.CACHE_LAYOUT[self.cache_layout]
         d.k_quant, d.v_quant = _capi.QUANT[self.k_quant], _capi.QUANT[self.v_quant]
+        d.q_quant = _capi.QUANT[self.q_quant]
         d.rounding = _capi.ROUNDING[self.rounding]
         return d
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import collections
 import ctypes
+import dataclasses
 import functools
 import threading
 from typing import NamedTuple, Optional
@@ -126,13 +127,14 @@ class Plan:
         weight_scale [H], act_scale [T], bias [H] (int32 qkv); q_gamma,
         k_gamma, q_beta, k_beta [D]; positions [T]; cos_sin_cache [max_pos, R];
         cos, sin [T, R]; slot_mapping [T] ([B] for the contiguous layout);
-        k_scale, v_scale (and k_offset, v_offset) [1] or [Nkv, D]; outputs
-        q_out [T, Nq*D], k_out / v_out [T, Nkv*D], k_cache / v_cache in the
+        k_scale, v_scale (and k_offset, v_offset) [1], [Nkv] or [Nkv, D];
+        q_scale [1] with a quantized q (config q_quant); outputs q_out
+        [T, Nq*D], k_out / v_out [T, Nkv*D], k_cache / v_cache in the
         layout's shape. ``error_flags``: optional uint32 word on the device
         (data errors are OR-ed into it). ``stream``: a CUDA stream handle (int)
         or torch.cuda.Stream; default: torch's current stream for CUDA tensors.
         """
-        unknown = set(tensors) - set(TENSOR_ARGS)
+        unknown = set(tensors) - set(TENSOR_ARGS) - set(_capi.ARG_TENSORS_V2)
         if unknown:
             raise errors.ArgumentTypeError(errors.QKVFUSE_ERROR_INVALID_VALUE,
                                            "%s: not a tensor argument of qkvfuse_run" % ", ".join(sorted(unknown)))
@@ -163,7 +165,9 @@ def run_raw(plan: Plan, tensors: dict, error_flags=None, stream=None):
             ptrs.append(None)
         else:
             ptrs.append(ctypes.pointer(_arrays.describe(x, name, writable=name in OUTPUTS, keep=keep)))
-    args = _capi.Args(_ARGS_SIZE, _capi.ARGS_VERSION, *ptrs, _arrays.flags_pointer(error_flags))
+    v2 = [None if tensors.get(name) is None else ctypes.pointer(_arrays.describe(tensors[name], name, keep=keep))
+          for name in _capi.ARG_TENSORS_V2]
+    args = _capi.Args(_ARGS_SIZE, _capi.ARGS_VERSION, *ptrs, _arrays.flags_pointer(error_flags), *v2)
     s = _stream_handle(stream, tensors)
     _capi.check(plan._lib.qkvfuse_run(plan._handle, ctypes.byref(args), s), "qkvfuse_run")
 
@@ -275,7 +279,22 @@ def _quant_for(cache_dtype, has_offset, given):
         return "int8_asym" if has_offset else "int8_sym"
     if cache_dtype == "float8_e4m3fn":
         return "fp8_e4m3"
+    if cache_dtype == "float8_e5m2":
+        return "fp8_e5m2"
     return "none"
+
+
+_Q_QUANT_CHOICES = ("auto", "none", "fp8_e4m3", "fp8_e5m2")
+_Q_FP8 = {"float8_e4m3fn": "fp8_e4m3", "float8_e5m2": "fp8_e5m2"}
+
+
+def q_quant_for(q_quant, q_out):
+    """run()'s q_quant: "auto" is the mode of a float8 q_out when one is
+    given, else "none"."""
+    q_quant = _check.string(q_quant, "q_quant", _Q_QUANT_CHOICES)
+    if q_quant != "auto":
+        return q_quant
+    return "none" if q_out is None else _Q_FP8.get(_arrays.dtype_of(q_out, "q_out"), "none")
 
 
 def tensor_facts(ins: dict, k_cache, v_cache):
@@ -333,6 +352,7 @@ def run(qkv, *, num_q_heads: int, num_kv_heads: int, head_dim: int,
         rope_scaling=None,
         k_cache=None, v_cache=None, slot_mapping=None, cache_layout: str = "auto",
         k_scale=None, v_scale=None, k_offset=None, v_offset=None, k_quant: str = "auto", v_quant: str = "auto",
+        q_scale=None, q_quant: str = "auto",
         q_out=None, k_out=None, v_out=None, out_dtype=None, return_k: bool = False, return_v: bool = False,
         rounding: str = "fused", backend: str = "auto", num_threads: int = 0, error_flags=None) -> Outputs:
     """The fused attention prologue in one call (the core operator, SPEC.md).
@@ -356,8 +376,14 @@ def run(qkv, *, num_q_heads: int, num_kv_heads: int, head_dim: int,
       ``"contiguous"``) written in place at ``slot_mapping`` [T] (-1 skips a
       token). Quantization follows the cache dtype unless ``k_quant`` /
       ``v_quant`` say (int8: ``"int8_sym"``, or ``"int8_asym"`` when
-      ``k_offset``/``v_offset`` are given; float8_e4m3fn: ``"fp8_e4m3"``), with
-      ``k_scale``/``v_scale`` [1] or [Nkv, D] float32.
+      ``k_offset``/``v_offset`` are given; float8_e4m3fn: ``"fp8_e4m3"``;
+      float8_e5m2: ``"fp8_e5m2"``), with ``k_scale``/``v_scale`` float32 [1]
+      (per tensor), [Nkv] (per kv head) or [Nkv, D] (per channel).
+    - A quantized q (NumPy arrays): ``q_quant`` ``"fp8_e4m3"`` or
+      ``"fp8_e5m2"`` (``"auto"``: the mode of a float8 ``q_out``) with
+      ``q_scale`` [1] float32 makes q fp8(q / q_scale), in a q_out of that
+      float8 dtype (allocated as one when not given); k and v outputs keep
+      ``out_dtype``.
     - Outputs: ``q`` [.., Nq*D] always; k / v [.., Nkv*D] (after RoPE, before
       quantization) when ``return_k`` / ``return_v`` or when ``k_out`` /
       ``v_out`` are given. ``q_out``/``k_out`` may be the q/k columns of qkv
@@ -378,6 +404,8 @@ def run(qkv, *, num_q_heads: int, num_kv_heads: int, head_dim: int,
                           rope_scaling, eps, gamma_offset, cache_layout, k_quant, v_quant, rounding, backend,
                           num_threads)
     return_k, return_v = _check.flag(return_k, "return_k"), _check.flag(return_v, "return_v")
+    _arrays.check_tensor(q_out, "q_out")
+    qq = q_quant_for(q_quant, q_out)
     ins = dict(qkv=qkv, weight_scale=weight_scale, act_scale=act_scale, bias=bias, q_gamma=q_gamma,
                k_gamma=k_gamma, q_beta=q_beta, k_beta=k_beta, positions=positions, cos_sin_cache=cos_sin_cache,
                cos=cos, sin=sin, slot_mapping=slot_mapping, k_scale=k_scale, v_scale=v_scale, k_offset=k_offset,
@@ -386,7 +414,13 @@ def run(qkv, *, num_q_heads: int, num_kv_heads: int, head_dim: int,
     _arrays.check_tensor(qkv, "qkv", required=True)
     for name, x in list(ins.items()) + list(outs.items()):
         _arrays.check_tensor(x, name)
+    _arrays.check_tensor(q_scale, "q_scale")
     if _arrays.is_torch(qkv):
+        if qq != "none" or q_scale is not None:
+            raise errors.UnsupportedError(
+                errors.QKVFUSE_ERROR_UNSUPPORTED,
+                "q_quant: a quantized q through run() takes NumPy arrays; with torch tensors use "
+                "qkvfuse.Plan(..., q_quant=...).run(..., q_scale=...)")
         _check.torch_tensors("qkv", ins, outs, {"error_flags": error_flags})
         from . import torch_ops
         return torch_ops.run(options, ins, k_cache, v_cache, q_out, k_out, v_out, out_dtype, return_k, return_v,
@@ -395,18 +429,23 @@ def run(qkv, *, num_q_heads: int, num_kv_heads: int, head_dim: int,
     dt = (_arrays.dtype_name(out_dtype, "out_dtype") if out_dtype is not None
           else default_out_dtype(qkv, cos_sin_cache, cos))
     # the plan first: a bad configuration is the library's error, before anything is allocated
-    plan = get_plan(config_for(options, ins, k_cache, v_cache), _arrays.device_of(qkv))
+    config = config_for(options, ins, k_cache, v_cache)
+    if qq != "none":
+        config = dataclasses.replace(config, q_quant=qq)
+    plan = get_plan(config, _arrays.device_of(qkv))
     nq, nkv, hd = options[0], options[1], options[2]
     lead = _arrays.shape_of(qkv)[:-1]
     if q_out is None or (k_out is None and return_k) or (v_out is None and return_v):
         check_out_widths(qkv, nq, nkv, hd)
     if q_out is None:
-        q_out = _arrays.empty_like_kind(qkv, lead + (nq * hd,), dt, "q_out")
+        q_dt = {"fp8_e4m3": "float8_e4m3fn", "fp8_e5m2": "float8_e5m2"}.get(qq, dt)
+        q_out = _arrays.empty_like_kind(qkv, lead + (nq * hd,), q_dt, "q_out")
     if k_out is None and return_k:
         k_out = _arrays.empty_like_kind(qkv, lead + (nkv * hd,), dt, "k_out")
     if v_out is None and return_v:
         v_out = _arrays.empty_like_kind(qkv, lead + (nkv * hd,), dt, "v_out")
-    run_raw(plan, dict(ins, q_out=q_out, k_out=k_out, v_out=v_out, k_cache=k_cache, v_cache=v_cache), error_flags)
+    run_raw(plan, dict(ins, q_out=q_out, k_out=k_out, v_out=v_out, k_cache=k_cache, v_cache=v_cache,
+                       q_scale=q_scale), error_flags)
     return Outputs(q_out, k_out, v_out)
 
 

@@ -205,7 +205,8 @@ static int is_output_slot(int slot) {
 
 static int is_data_slot(int slot) {
   return slot == TK_POSITIONS || slot == TK_SLOT_MAPPING || slot == TK_K_SCALE || slot == TK_V_SCALE ||
-         slot == TK_K_OFFSET || slot == TK_V_OFFSET || slot == TK_WEIGHT_SCALE || slot == TK_ACT_SCALE;
+         slot == TK_K_OFFSET || slot == TK_V_OFFSET || slot == TK_WEIGHT_SCALE || slot == TK_ACT_SCALE ||
+         slot == TK_Q_SCALE;
 }
 
 /* ---- setup ---------------------------------------------------------------------------- */
@@ -230,6 +231,10 @@ static void named_spec(tk_spec *sp, fz_src *s, int op) {
   sp->rounding = QKVFUSE_ROUNDING_FUSED;
   sp->gamma_offset = 0;
   if (sp->qkv_dt == I32 && op != FZ_DEQUANT) sp->qkv_dt = PICK(s, fl);
+  if (sp->q_quant) { /* the named operators never quantize q */
+    sp->q_quant = QKVFUSE_QUANT_NONE;
+    sp->q_out_dt = sp->qkv_dt == I32 ? F32 : sp->qkv_dt;
+  }
   sp->q_gamma_dt = sp->k_gamma_dt = sp->qkv_dt == I32 ? F32 : sp->q_gamma_dt;
   switch (op) {
     case FZ_SPLIT:
@@ -246,6 +251,9 @@ static void named_spec(tk_spec *sp, fz_src *s, int op) {
       sp->q_beta_dt = sp->k_beta_dt = QKVFUSE_DTYPE_NONE;
       sp->rope_source = QKVFUSE_ROPE_COS_SIN, sp->rope_style = QKVFUSE_ROPE_NEOX, sp->R = sp->D;
       if (sp->layout == QKVFUSE_CACHE_NONE || sp->layout == QKVFUSE_CACHE_CONTIGUOUS) sp->layout = QKVFUSE_CACHE_NZ;
+      /* its caches are int8, e4m3fn or unquantized (fp8 e5m2 is the core operator's) */
+      if (sp->k_quant == QKVFUSE_QUANT_FP8_E5M2) sp->k_quant = QKVFUSE_QUANT_FP8_E4M3;
+      if (sp->v_quant == QKVFUSE_QUANT_FP8_E5M2) sp->v_quant = QKVFUSE_QUANT_FP8_E4M3;
       if (sp->k_quant == QKVFUSE_QUANT_NONE) sp->k_cache_dt = sp->qkv_dt;
       if (sp->v_quant == QKVFUSE_QUANT_NONE) sp->v_cache_dt = sp->qkv_dt;
       sp->in3d = 0, sp->out_split_heads = 0;
@@ -336,9 +344,9 @@ static void poke_float(fz_call *f, const qkvfuse_tensor *t, int64_t i, double v)
  * (valid) tensors; several calls put several classes of data error in one
  * call. */
 static void mutate_data(fz_call *f, fz_src *s) {
-  static const int slots[] = {TK_POSITIONS, TK_SLOT_MAPPING, TK_SLOT_MAPPING, TK_K_SCALE,  TK_V_SCALE,
-                              TK_K_OFFSET,  TK_V_OFFSET,     TK_QKV,          TK_WEIGHT_SCALE, TK_ACT_SCALE,
-                              TK_Q,         TK_K,            TK_V};
+  static const int slots[] = {TK_POSITIONS, TK_SLOT_MAPPING, TK_SLOT_MAPPING, TK_K_SCALE,      TK_V_SCALE,  TK_K_OFFSET,
+                              TK_V_OFFSET,  TK_QKV,          TK_WEIGHT_SCALE, TK_ACT_SCALE,    TK_Q_SCALE,  TK_Q,
+                              TK_K,         TK_V};
   const int slot = PICK(s, slots);
   const tk_view *v = &f->c.view[slot];
   if (!v->present) return;
@@ -392,7 +400,8 @@ static void mutate_tensor(fz_call *f, fz_src *s) {
   const int k = (int)fz_range(s, 0, 5);
   static const int dts[] = {QKVFUSE_DTYPE_NONE,    QKVFUSE_DTYPE_INT8,    QKVFUSE_DTYPE_INT32,
                             QKVFUSE_DTYPE_INT64,   QKVFUSE_DTYPE_FLOAT16, QKVFUSE_DTYPE_FLOAT32,
-                            QKVFUSE_DTYPE_BFLOAT16, QKVFUSE_DTYPE_FLOAT8_E4M3FN, QKVFUSE_DTYPE_CODE(2, 64),
+                            QKVFUSE_DTYPE_BFLOAT16, QKVFUSE_DTYPE_FLOAT8_E4M3FN, QKVFUSE_DTYPE_FLOAT8_E5M2,
+                            QKVFUSE_DTYPE_CODE(2, 64),
                             QKVFUSE_DTYPE_CODE(1, 8), 0x1234, -1};
   switch (fz_range(s, 0, 11)) {
     case 0: *field = NULL; fz_log(f, "args.%s = NULL\n", slot_name(slot)); break;
@@ -516,7 +525,7 @@ static void mutate_desc(fz_call *f, fz_src *s) {
   static const float epss[] = {0.0f, -1e-6f, NAN, INFINITY, 1e-30f, 1e-45f, 1e30f, FLT_MAX, 1e-6f, 1.0f};
   static const double reals[] = {0.0, -1.0, NAN, INFINITY, -INFINITY, 1e-300, 1e300, 1.0, 1.0000001, 4.0, 0.5};
   static const int bools[] = {0, 1, 2, -1};
-  const int field = (int)fz_range(s, 0, 24);
+  const int field = (int)fz_range(s, 0, 25);
   switch (field) {
     case 0: d->num_q_heads = interesting(s, d->num_q_heads); break;
     case 1: d->num_kv_heads = interesting(s, d->num_kv_heads); break;
@@ -554,13 +563,15 @@ static void mutate_desc(fz_call *f, fz_src *s) {
     }
     case 22: d->device_id = fz_chance(s, 128) ? -1 : 1; break;
     case 23: d->struct_size = (uint32_t)PICK(s, enums); break;
+    case 25: d->q_quant = (qkvfuse_quant_mode)PICK(s, enums); break;
     default: d->version = (uint32_t)PICK(s, enums); break;
   }
-  fz_log(f, "desc #%d: Nq=%lld Nkv=%lld D=%lld R=%lld src=%d style=%d layout=%d quant=%d/%d round=%d norm=%d/%d/%d "
+  fz_log(f, "desc #%d: Nq=%lld Nkv=%lld D=%lld R=%lld src=%d style=%d layout=%d quant=%d/%d/q%d round=%d norm=%d/%d/%d "
          "eps=%g theta=%g scaling=(%d, %g, %lld, %g, %g) threads=%d dev=%d/%d size=%u version=%u\n",
          field, (long long)d->num_q_heads, (long long)d->num_kv_heads, (long long)d->head_dim,
          (long long)d->rotary_dim, (int)d->rope_source, (int)d->rope_style, (int)d->cache_layout, (int)d->k_quant,
-         (int)d->v_quant, (int)d->rounding, (int)d->q_norm, (int)d->k_norm, (int)d->gamma_offset, (double)d->eps,
+         (int)d->v_quant, (int)d->q_quant, (int)d->rounding, (int)d->q_norm, (int)d->k_norm, (int)d->gamma_offset,
+         (double)d->eps,
          d->rope_theta, (int)d->rope_scaling.type, d->rope_scaling.factor,
          (long long)d->rope_scaling.original_max_position, d->rope_scaling.low_freq_factor,
          d->rope_scaling.beta_fast, (int)d->num_threads, (int)d->device_type, (int)d->device_id, d->struct_size,
@@ -601,7 +612,8 @@ static void add_tensor(fz_call *f, fz_src *s) {
     case TK_K_SCALE:
     case TK_V_SCALE:
     case TK_K_OFFSET:
-    case TK_V_OFFSET: break;
+    case TK_V_OFFSET:
+    case TK_Q_SCALE: break;
     default: shape[0] = D; break; /* gamma, beta */
   }
   qkvfuse_tensor *t = &f->tens[slot];
@@ -676,7 +688,7 @@ static void fill_sane(fz_call *f, const qkvfuse_tensor *t, int slot, uint64_t se
   for (int64_t i = 0; i < n; i++) {
     if (t->dtype == I32 || t->dtype == I64)
       poke_int(f, t, i, slot == TK_QKV || slot == TK_Q || slot == TK_K || slot == TK_V ? tk_rng_range(&r, -1000, 1000) : i % 3);
-    else if (tk_is_float(t->dtype) && t->dtype != QKVFUSE_DTYPE_FLOAT8_E4M3FN)
+    else if (tk_is_float(t->dtype) && t->dtype != QKVFUSE_DTYPE_FLOAT8_E4M3FN && t->dtype != QKVFUSE_DTYPE_FLOAT8_E5M2)
       poke_float(f, t, i, (tk_rng_chance(&r, 0.5) ? -1 : 1) * tk_rng_uniform(&r, 0.05, 1.5));
   }
 }
@@ -841,7 +853,7 @@ static void check_success(fz_call *f, const qkvfuse_desc *desc, const qkvfuse_ar
   tk_stats st;
   memset(&st, 0, sizeof st);
   const int parity = desc->rounding == QKVFUSE_ROUNDING_UNFUSED_PARITY;
-  tk_cmp_output_rows(&st, "q_out", oargs->q_out, mask_at(f, mask, oargs->q_out->data), o.q, o.qs, o.T, QD, o.mid,
+  tk_cmp_output_rows(&st, "q_out", oargs->q_out, mask_at(f, mask, oargs->q_out->data), o.q, o.qs, o.T, QD, o.q_mid,
                      !parity, NULL);
   if (oargs->k_out)
     tk_cmp_output_rows(&st, "k_out", oargs->k_out, mask_at(f, mask, oargs->k_out->data), o.k, o.ks, o.T, KV, o.mid,

@@ -236,19 +236,26 @@ typedef struct qkvfuse_rope_scaling {
   { QKVFUSE_ROPE_SCALING_NONE, 1.0, 0, 1.0, 4.0, 32.0, 1.0, 1.0, 1.0 }
 
 /* Quantization of k (after RoPE) and v into the caches, and of q into q_out.
- * k/v scales are float32, one per tensor (args.*_scale has 1 element), one per
- * kv head ([Nkv]) or one per (kv head, dim) channel ([Nkv, D] or flat
- * [Nkv*D]); the granularity follows the tensor. q's scale is one per tensor. */
+ * k/v scales are float32, one per tensor (args.*_scale has 1 element: [1] or
+ * a 0-dim scalar), one per kv head ([Nkv], head h's at [h]) or one per (kv
+ * head, dim) channel ([Nkv, D] or flat [Nkv*D]); the granularity follows the
+ * element count (with Nkv = 1, [Nkv] is per tensor); offsets have their
+ * scale's count. q's scale is one per tensor. */
 typedef enum qkvfuse_quant_mode {
   QKVFUSE_QUANT_NONE = 0,      /* cache dtype float32 / float16 / bfloat16: value rounded to it */
   QKVFUSE_QUANT_INT8_SYM = 1,  /* q = sat8(rint(x / scale)); int8 cache */
   QKVFUSE_QUANT_INT8_ASYM = 2, /* q = sat8(rint(x / scale + offset)); int8 cache, args.*_offset */
   QKVFUSE_QUANT_FP8_E4M3 = 3,  /* q = e4m3fn(x / scale), saturating to +-448; float8_e4m3fn cache */
-  QKVFUSE_QUANT_FP8_E5M2 = 4   /* q = e5m2(x / scale), saturating to +-57344; float8_e5m2 cache */
+  QKVFUSE_QUANT_FP8_E5M2 = 4   /* q = e5m2(x / scale), saturating to +-57344; float8_e5m2 cache (vLLM's
+                                  kv_cache_dtype "fp8_e5m2") */
 } qkvfuse_quant_mode;
-/* NaN in quantization: int8 modes write 0; fp8 writes its NaN keeping the sign
- * (e4m3fn 0x7F/0xFF, e5m2 0x7F/0xFF). +-Inf saturates (int8: 127/-128, e4m3:
- * +-448, e5m2: +-57344). */
+/* fp8 rounds to nearest even and saturates as CUDA's __nv_cvt_float_to_fp8
+ * with __NV_SATFINITE (vLLM's scaled_convert): whatever would round past the
+ * largest finite value becomes it (e5m2: everything from 61440 on).
+ * NaN in quantization: int8 modes write 0; fp8 writes its NaN keeping the sign
+ * (e4m3fn 0x7F/0xFF, e5m2 0x7F/0xFF; that CUDA conversion alone writes 0x7F
+ * for every NaN). +-Inf saturates (int8: 127/-128, e4m3: +-448, e5m2:
+ * +-57344). */
 
 /* Where token t's k and v rows go in args.k_cache / args.v_cache. The slot of
  * token t is args.slot_mapping[t]; -1 means "skip this token" (its q and k_out/
@@ -283,7 +290,10 @@ typedef enum qkvfuse_rounding {
                                          storing model-dtype tensors does; k_out, v_out and the quantizers
                                          read those rounded values. Bit-identical to the stage-by-stage path
                                          (a PyTorch composition of the separate ops with float32 math inside
-                                         each); the vllm-ascend Triton kernel rounds differently (SPEC.md). */
+                                         each); the vllm-ascend Triton kernel rounds differently (SPEC.md).
+                                         With desc.q_quant the I/O dtype is the one q_out has unquantized:
+                                         the input's, for int32 input the RoPE table's (float32 without a
+                                         table); q is quantized from the rounded value. */
 } qkvfuse_rounding;
 
 /* Which implementation runs. AUTO picks the fastest for the plan's device. */
@@ -336,8 +346,9 @@ typedef struct qkvfuse_desc {
   qkvfuse_rounding rounding;
 
   /* version 2 */
-  qkvfuse_quant_mode q_quant;   /* NONE, or FP8_E4M3 / FP8_E5M2: q_out of that fp8 dtype holds
-                                   fp8(q / args.q_scale); k_out and v_out keep the unquantized rule */
+  qkvfuse_quant_mode q_quant;   /* NONE, or FP8_E4M3 / FP8_E5M2 (int8: INVALID_VALUE): q_out of that fp8
+                                   dtype holds fp8(q / args.q_scale), q after the norm and RoPE; k_out and
+                                   v_out keep the unquantized rule */
   qkvfuse_cache_addressing cache_addressing; /* SLOTS (default), or PAGE_TABLE (paged, paged_hnd, nz) */
 } qkvfuse_desc;
 
@@ -383,16 +394,18 @@ typedef struct qkvfuse_args {
 
   /* cache */
   const qkvfuse_tensor *slot_mapping;/* [T] int32/int64 (paged, paged_hnd, nz) or [B] (contiguous); -1 skips */
-  const qkvfuse_tensor *k_scale;     /* float32, [1] or [Nkv, D]; iff desc.k_quant != NONE; nonzero, finite */
-  const qkvfuse_tensor *v_scale;     /* float32, [1] or [Nkv, D]; iff desc.v_quant != NONE */
-  const qkvfuse_tensor *k_offset;    /* float32, same shape as k_scale; iff desc.k_quant == INT8_ASYM; finite */
-  const qkvfuse_tensor *v_offset;    /* float32, same shape as v_scale; iff desc.v_quant == INT8_ASYM */
+  const qkvfuse_tensor *k_scale;     /* float32, [1], [Nkv] or [Nkv, D]; iff desc.k_quant != NONE; nonzero,
+                                        finite */
+  const qkvfuse_tensor *v_scale;     /* float32, [1], [Nkv] or [Nkv, D]; iff desc.v_quant != NONE */
+  const qkvfuse_tensor *k_offset;    /* float32, k_scale's element count; iff desc.k_quant == INT8_ASYM; finite */
+  const qkvfuse_tensor *v_offset;    /* float32, v_scale's element count; iff desc.v_quant == INT8_ASYM */
 
   /* outputs */
   const qkvfuse_tensor *q_out;       /* [T, Nq*D]; required. dtype: qkv's or float32 for float qkv; for
                                         int32 qkv float32 or the cos/sin (cos_sin_cache) dtype, any float
-                                        dtype when RoPE has no table. May be exactly the q columns of qkv
-                                        (in place: same data pointer, row stride and dtype) */
+                                        dtype when RoPE has no table; with desc.q_quant the fp8 dtype of
+                                        that mode, holding fp8(q / q_scale). May be exactly the q columns
+                                        of qkv (in place: same data pointer, row stride and dtype) */
   const qkvfuse_tensor *k_out;       /* [T, Nkv*D] k after RoPE, before quantization; optional; dtype as
                                         q_out's rule. May be exactly the k columns of qkv (in place) */
   const qkvfuse_tensor *v_out;       /* [T, Nkv*D] v, before quantization; optional; dtype as q_out's rule;
@@ -421,7 +434,7 @@ typedef struct qkvfuse_args {
   const qkvfuse_tensor *q;
   const qkvfuse_tensor *k;
   const qkvfuse_tensor *v;
-  const qkvfuse_tensor *q_scale;     /* float32 [1]; iff desc.q_quant != NONE; nonzero, finite */
+  const qkvfuse_tensor *q_scale;     /* float32 [1] (or 0-dim); iff desc.q_quant != NONE; nonzero, finite */
 
   /* Page-table addressing (desc.cache_addressing = PAGE_TABLE), instead of slot_mapping;
    * all int32/int64, contiguous. */
@@ -441,7 +454,7 @@ typedef struct qkvfuse_args {
 
 #define QKVFUSE_DATA_ERROR_POSITION 1u /* a position outside [0, max_pos) (or negative, COMPUTED) */
 #define QKVFUSE_DATA_ERROR_SLOT 2u     /* a slot or contiguous index outside the cache */
-#define QKVFUSE_DATA_ERROR_SCALE 4u    /* a non-finite scale or offset, or a zero k_scale / v_scale
+#define QKVFUSE_DATA_ERROR_SCALE 4u    /* a non-finite scale or offset, or a zero k_scale / v_scale / q_scale
                                           (the dequant scales multiply: zero is allowed there) */
 
 typedef struct qkvfuse_plan qkvfuse_plan;

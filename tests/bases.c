@@ -47,6 +47,22 @@ void tk_base_spec(int which, tk_spec *s) {
       s->v_quant = QKVFUSE_QUANT_FP8_E4M3, s->v_scale_kind = 0;
       s->error_flags = 1;
       break;
+    case TK_BASE_G:
+      tk_base_spec(TK_BASE_E, s);
+      s->k_quant = QKVFUSE_QUANT_FP8_E5M2, s->k_scale_kind = 4;
+      s->v_quant = QKVFUSE_QUANT_INT8_SYM, s->v_scale_kind = 4;
+      break;
+    case TK_BASE_F:
+      s->Nq = 4, s->Nkv = 2, s->D = 64, s->R = 64, s->T = 5;
+      s->qkv_dt = s->k_out_dt = s->v_out_dt = QKVFUSE_DTYPE_BFLOAT16;
+      s->q_quant = QKVFUSE_QUANT_FP8_E5M2, s->q_scale_kind = 0;
+      s->q_norm = s->k_norm = 1, s->q_gamma_dt = s->k_gamma_dt = QKVFUSE_DTYPE_BFLOAT16;
+      s->rope_source = QKVFUSE_ROPE_COS_SIN_CACHE, s->rope_dt = QKVFUSE_DTYPE_BFLOAT16, s->max_pos = 16, s->pos_hi = 15;
+      s->layout = QKVFUSE_CACHE_PAGED_HND, s->block_size = 4, s->blocks = 3;
+      s->k_quant = QKVFUSE_QUANT_FP8_E5M2, s->k_scale_kind = 4;
+      s->v_quant = QKVFUSE_QUANT_INT8_ASYM, s->v_scale_kind = 4;
+      s->error_flags = 1;
+      break;
     default:
       s->Nq = 1, s->Nkv = 1, s->D = 16, s->T = 3;
       break;

@@ -46,7 +46,9 @@ typedef struct tk_spec {
 
   qkvfuse_cache_layout layout;
   qkvfuse_quant_mode k_quant, v_quant;
-  int k_scale_kind, v_scale_kind; /* 0: [1], 1: scalar (ndim 0), 2: [Nkv, D], 3: [Nkv*D] */
+  int k_scale_kind, v_scale_kind; /* 0: [1], 1: scalar (ndim 0), 2: [Nkv, D], 3: [Nkv*D], 4: [Nkv] (per head) */
+  qkvfuse_quant_mode q_quant;     /* NONE, FP8_E4M3 or FP8_E5M2: q_out of that fp8 dtype, args.q_scale */
+  int q_scale_kind;               /* 0: [1], 1: scalar (ndim 0) */
   int64_t blocks, block_size;     /* paged / paged_hnd / nz */
   int64_t cache_batch, max_seq;   /* contiguous */
   double skip_prob;               /* probability of slot -1 */
@@ -78,10 +80,10 @@ void tk_spec_random(tk_spec *s, tk_rng *r, const tk_limits *lim);
 /* Turns a random spec into the call an inference engine makes (vLLM, SGLang):
  * 16-bit input and outputs, RoPE from a cos_sin_cache of the input's dtype by
  * int64 positions, norm weights of that dtype and no beta, fused rounding,
- * and a paged cache of whole rows (NHD, unpadded) with int8-symmetric or fp8
- * k and v and int64 slots; D, R multiples of 16, rows of whole 16-byte
- * vectors. The rest (shapes, T, pairs,
- * scale kinds, skipped slots) stays as drawn. */
+ * and a paged cache of whole rows (NHD, unpadded) with int8-symmetric, fp8
+ * e4m3 or fp8 e5m2 k and v and int64 slots; an unquantized q; D, R multiples
+ * of 16, rows of whole 16-byte vectors. The rest (shapes, T, pairs, scale
+ * kinds, skipped slots) stays as drawn. */
 void tk_spec_engine(tk_spec *s, tk_rng *r);
 /* Make derived fields consistent (cache sizes, in-place legality...). Tests
  * call it after editing a spec. */

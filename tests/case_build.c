@@ -116,6 +116,7 @@ static void put_scale(tk_case *c, int slot, int kind) {
     case 1: put_view(c, slot, slot, 0, F32, 0, shape, st); break;
     case 2: put_view(c, slot, slot, 0, F32, 2, shape, st); break;
     case 3: put_view(c, slot, slot, 0, F32, 1, &flat, &one); break;
+    case 4: put_view(c, slot, slot, 0, F32, 1, shape, &one); break; /* [Nkv]: per kv head */
     default: put_view(c, slot, slot, 0, F32, 1, &one, &one); break;
   }
 }
@@ -189,6 +190,7 @@ static void layout_views(tk_case *c) {
     if (s->v_quant == QKVFUSE_QUANT_INT8_ASYM) put_scale(c, TK_V_OFFSET, s->v_scale_kind);
     put_caches(c);
   }
+  if (s->q_quant) put_scale(c, TK_Q_SCALE, s->q_scale_kind & 1);
   const int q_buf = s->split_inputs >= 2 ? TK_Q : TK_QKV, k_buf = s->split_inputs >= 2 ? TK_K : TK_QKV;
   const int64_t k_off = s->split_inputs >= 2 ? 0 : QD;
   if (s->in_place_q) put_rows(c, TK_Q_OUT, q_buf, 0, s->qkv_dt, QD, in_ld[0], s->out_split_heads, s->Nq);
@@ -223,7 +225,10 @@ static double nonzero(tk_rng *r, qkvfuse_dtype dt, double amp) {
 static void fill_scales(tk_case *c, tk_rng *r, int slot, int off_slot, qkvfuse_quant_mode m, double mag) {
   int64_t n = tk_numel(&c->view[slot].t);
   for (int64_t i = 0; i < n; i++) {
-    double sc = m == QKVFUSE_QUANT_FP8_E4M3 ? mag / tk_rng_loguniform(r, 0.5, 400) : mag / tk_rng_uniform(r, 15, 60);
+    /* fp8: |x / scale| up to about the format's range, sometimes beyond (saturation); int8: mostly inside */
+    double sc = m == QKVFUSE_QUANT_FP8_E4M3   ? mag / tk_rng_loguniform(r, 0.5, 400)
+                : m == QKVFUSE_QUANT_FP8_E5M2 ? mag / tk_rng_loguniform(r, 0.5, 50000)
+                                              : mag / tk_rng_uniform(r, 15, 60);
     if (tk_rng_chance(r, 0.1)) sc = -sc;
     set(c, slot, i, sc);
     if (off_slot >= 0) set(c, off_slot, i, tk_rng_uniform(r, -30, 30));
@@ -300,6 +305,7 @@ static void fill_inputs(tk_case *c, tk_rng *r) {
     if (s->k_quant) fill_scales(c, r, TK_K_SCALE, s->k_quant == QKVFUSE_QUANT_INT8_ASYM ? TK_K_OFFSET : -1, s->k_quant, mag_k);
     if (s->v_quant) fill_scales(c, r, TK_V_SCALE, s->v_quant == QKVFUSE_QUANT_INT8_ASYM ? TK_V_OFFSET : -1, s->v_quant, mag_v);
   }
+  if (s->q_quant) fill_scales(c, r, TK_Q_SCALE, -1, s->q_quant, s->q_norm ? 1.5 : s->amp);
 }
 
 static void desc_of(tk_case *c) {
@@ -320,6 +326,7 @@ static void desc_of(tk_case *c) {
   d.cache_layout = s->layout;
   d.k_quant = s->k_quant;
   d.v_quant = s->v_quant;
+  d.q_quant = s->q_quant;
   d.rounding = s->rounding;
   c->desc = d;
 }

@@ -14,6 +14,7 @@
 #define I64 QKVFUSE_DTYPE_INT64
 #define I8 QKVFUSE_DTYPE_INT8
 #define E4M3 QKVFUSE_DTYPE_FLOAT8_E4M3FN
+#define E5M2 QKVFUSE_DTYPE_FLOAT8_E5M2
 #define NONE QKVFUSE_DTYPE_NONE
 
 const char *const tk_slot_name[TK_NSLOT] = {
@@ -161,12 +162,14 @@ void tk_spec_random(tk_spec *s, tk_rng *r, const tk_limits *lim) {
   s->eps = TK_PICK(r, epss);
 
   s->layout = tk_rng_chance(r, 0.15) ? QKVFUSE_CACHE_NONE : (qkvfuse_cache_layout)tk_rng_range(r, 1, 4);
-  s->k_quant = (qkvfuse_quant_mode)tk_rng_range(r, 0, 3);
-  s->v_quant = (qkvfuse_quant_mode)tk_rng_range(r, 0, 3);
+  s->k_quant = (qkvfuse_quant_mode)tk_rng_range(r, 0, 4);
+  s->v_quant = (qkvfuse_quant_mode)tk_rng_range(r, 0, 4);
   s->k_cache_dt = TK_PICK(r, f_dts);
   s->v_cache_dt = TK_PICK(r, f_dts);
-  s->k_scale_kind = (int)tk_rng_range(r, 0, 3);
-  s->v_scale_kind = (int)tk_rng_range(r, 0, 3);
+  s->k_scale_kind = (int)tk_rng_range(r, 0, 4);
+  s->v_scale_kind = (int)tk_rng_range(r, 0, 4);
+  if (tk_rng_chance(r, 0.25)) s->q_quant = tk_rng_chance(r, 0.5) ? QKVFUSE_QUANT_FP8_E4M3 : QKVFUSE_QUANT_FP8_E5M2;
+  s->q_scale_kind = (int)tk_rng_range(r, 0, 1);
   s->slot_dt = TK_PICK(r, idx_dts);
   s->block_size = TK_PICK(r, bss);
   s->blocks = 0;
@@ -208,10 +211,11 @@ void tk_spec_random(tk_spec *s, tk_rng *r, const tk_limits *lim) {
 
 void tk_spec_engine(tk_spec *s, tk_rng *r) {
   static const int64_t Ds[] = {32, 64, 96, 128, 192, 256};
-  static const qkvfuse_quant_mode qms[] = {QKVFUSE_QUANT_INT8_SYM, QKVFUSE_QUANT_FP8_E4M3};
+  static const qkvfuse_quant_mode qms[] = {QKVFUSE_QUANT_INT8_SYM, QKVFUSE_QUANT_FP8_E4M3, QKVFUSE_QUANT_FP8_E5M2};
   if (s->D % 16 || s->D > 256) s->D = TK_PICK(r, Ds);
   s->qkv_dt = tk_rng_chance(r, 0.5) ? BF16 : F16;
   s->q_out_dt = s->qkv_dt;
+  s->q_quant = QKVFUSE_QUANT_NONE;
   s->k_out_dt = s->k_out_dt != NONE ? s->qkv_dt : NONE;
   s->v_out_dt = s->v_out_dt != NONE ? s->qkv_dt : NONE;
   s->rope_source = QKVFUSE_ROPE_COS_SIN_CACHE;
@@ -261,6 +265,7 @@ void tk_spec_fixup(tk_spec *s) {
     for (int i = 0; i < 2; i++) {
       if (qm[i] == QKVFUSE_QUANT_INT8_SYM || qm[i] == QKVFUSE_QUANT_INT8_ASYM) *dts[i] = I8;
       else if (qm[i] == QKVFUSE_QUANT_FP8_E4M3) *dts[i] = E4M3;
+      else if (qm[i] == QKVFUSE_QUANT_FP8_E5M2) *dts[i] = E5M2;
       else if (!(*dts[i] == F32 || *dts[i] == F16 || *dts[i] == BF16)) *dts[i] = F32;
     }
     if (s->layout == QKVFUSE_CACHE_NZ &&
@@ -279,6 +284,9 @@ void tk_spec_fixup(tk_spec *s) {
   }
   if (s->k_cache_dt != s->v_cache_dt) s->kv_interleaved = 0;
   if (s->split_inputs == 3 && (s->v_out_dt != NONE || s->layout != QKVFUSE_CACHE_NONE)) s->split_inputs = 2;
+  if (s->q_quant == QKVFUSE_QUANT_FP8_E4M3) s->q_out_dt = E4M3;
+  else if (s->q_quant == QKVFUSE_QUANT_FP8_E5M2) s->q_out_dt = E5M2;
+  else s->q_quant = QKVFUSE_QUANT_NONE;
   if (s->qkv_dt == I32 || s->q_out_dt != s->qkv_dt) s->in_place_q = 0;
   if (s->qkv_dt == I32 || s->k_out_dt != s->qkv_dt) s->in_place_k = 0;
   if (s->rope_source == QKVFUSE_ROPE_COS_SIN_CACHE) {
@@ -296,8 +304,8 @@ static const char *layout_name(qkvfuse_cache_layout l) {
   return (unsigned)l < 5 ? n[l] : "?";
 }
 static const char *quant_name(qkvfuse_quant_mode m) {
-  static const char *n[] = {"none", "int8sym", "int8asym", "fp8"};
-  return (unsigned)m < 4 ? n[m] : "?";
+  static const char *n[] = {"none", "int8sym", "int8asym", "fp8", "fp8e5m2"};
+  return (unsigned)m < 5 ? n[m] : "?";
 }
 static const char *source_name(qkvfuse_rope_source s) {
   static const char *n[] = {"none", "cache", "cos_sin", "computed"};
@@ -309,12 +317,13 @@ static const char *scaling_name(qkvfuse_rope_scaling_type t) {
 }
 
 void tk_spec_describe(const tk_spec *s, char *buf, size_t n) {
-  static const char *kinds[] = {"[1]", "scalar", "[Nkv,D]", "[Nkv*D]"};
+  static const char *kinds[] = {"[1]", "scalar", "[Nkv,D]", "[Nkv*D]", "[Nkv]"};
   snprintf(buf, n,
            "T=%lld(B=%lld,S=%lld,in3d=%d) Nq=%lld Nkv=%lld D=%lld R=%lld qkv=%s q_out=%s k_out=%s v_out=%s "
            "norm=q%d/k%d(g %s/%s beta %s/%s off=%d eps=%g) bias=%s act=%d acc_bits=%lld rope=%s/%s(%s theta=%g "
            "scaling=%s f=%g L=%lld pos=[%lld,%lld]/%s max_pos=%lld) layout=%s(bs=%lld blocks=%lld batch=%lld "
-           "max_seq=%lld slot=%s skip=%g) k=%s/%s%s v=%s/%s%s rounding=%s inplace=q%d/k%d pads=%lld/%lld/%lld "
+           "max_seq=%lld slot=%s skip=%g) k=%s/%s%s v=%s/%s%s q_quant=%s%s rounding=%s inplace=q%d/k%d "
+           "pads=%lld/%lld/%lld "
            "split=%d perm=%d cpad=%lld inter=%d flags=%d amp=%g inputs=%d",
            (long long)s->T, (long long)s->B, (long long)s->S, s->in3d, (long long)s->Nq, (long long)s->Nkv,
            (long long)s->D, (long long)s->R, tk_name(s->qkv_dt), tk_name(s->q_out_dt), tk_name(s->k_out_dt),
@@ -326,8 +335,9 @@ void tk_spec_describe(const tk_spec *s, char *buf, size_t n) {
            (long long)s->pos_lo, (long long)s->pos_hi, tk_name(s->pos_dt), (long long)s->max_pos,
            layout_name(s->layout), (long long)s->block_size, (long long)s->blocks, (long long)s->cache_batch,
            (long long)s->max_seq, tk_name(s->slot_dt), s->skip_prob, quant_name(s->k_quant), tk_name(s->k_cache_dt),
-           s->k_quant ? kinds[s->k_scale_kind & 3] : "", quant_name(s->v_quant), tk_name(s->v_cache_dt),
-           s->v_quant ? kinds[s->v_scale_kind & 3] : "",
+           s->k_quant ? kinds[s->k_scale_kind % 5] : "", quant_name(s->v_quant), tk_name(s->v_cache_dt),
+           s->v_quant ? kinds[s->v_scale_kind % 5] : "", quant_name(s->q_quant),
+           s->q_quant ? kinds[s->q_scale_kind & 1] : "",
            s->rounding == QKVFUSE_ROUNDING_UNFUSED_PARITY ? "parity" : "fused", s->in_place_q, s->in_place_k,
            (long long)s->qkv_pad, (long long)s->out_pad, (long long)s->rope_pad, s->out_split_heads, s->cache_perm,
            (long long)s->cache_pad, s->kv_interleaved, s->error_flags, s->amp, s->split_inputs);

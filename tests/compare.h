@@ -6,14 +6,15 @@
  * slack (oracle.h), taken twice as a safety factor (s2 = 2 s):
  *   - every element must lie in [R(v - s2), R(v + s2)], R = the output's
  *     rounding (RNE to float32/float16/bfloat16; sat8(rint) for int8;
- *     saturating RNE for e4m3fn; in unfused-parity mode first to the I/O
- *     dtype): a correct float32 evaluation followed by one correct rounding
- *     lands there, and a truncating or wrongly-rounding one does not;
+ *     saturating RNE for e4m3fn and e5m2; in unfused-parity mode first to
+ *     the I/O dtype): a correct float32 evaluation followed by one correct
+ *     rounding lands there, and a truncating or wrongly-rounding one does not;
  *   - SPEC's tolerance: bf16/fp16 within 1 ulp of the output dtype at v (plus
- *     s2); int8 within 1 of sat8(rint(v)) (plus s2); e4m3 within one e4m3
- *     step at v (plus s2); float32 outputs within 1e-5 relative norm-wise per
- *     tensor (fused mode); unfused parity adds 1 ulp of the I/O dtype;
- *   - NaN passes only where NaN is expected; int8 NaN -> 0, e4m3 NaN -> NaN,
+ *     s2); int8 within 1 of sat8(rint(v)) (plus s2); e4m3 and e5m2 within one
+ *     step of their own at v (plus s2); float32 outputs within 1e-5 relative
+ *     norm-wise per tensor (fused mode); unfused parity adds 1 ulp of the I/O
+ *     dtype;
+ *   - NaN passes only where NaN is expected; int8 NaN -> 0, fp8 NaN -> NaN,
  *     +-Inf saturates (qkvfuse.h).
  * max_ratio reports the largest |got - v| / SPEC tolerance seen. */
 #ifndef TK_COMPARE_H

@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* Element codecs: see fp.h. One generic small-float codec parameterized by
- * (mantissa bits, exponent bits, bias, has Inf) serves float16, bfloat16 and
- * e4m3fn; float32 uses the C conversion (RNE under the default mode). */
+ * (mantissa bits, exponent bits, bias, has Inf, saturates) serves float16,
+ * bfloat16, e4m3fn and e5m2; float32 uses the C conversion (RNE under the
+ * default mode). */
 #include "fp.h"
 
 #include <math.h>
@@ -10,11 +11,14 @@
 typedef struct small_fmt {
   int mbits, ebits, bias;
   int ieee; /* 1: all-ones exponent is Inf/NaN; 0: e4m3fn (only S.1111.111 is NaN) */
+  int satfinite; /* an IEEE format whose encoder saturates to its largest finite value (Inf included) and
+                    encodes NaN as all ones: e5m2 as qkvfuse.h quantizes to it */
 } small_fmt;
 
-static const small_fmt FMT_F16 = {10, 5, 15, 1};
-static const small_fmt FMT_BF16 = {7, 8, 127, 1};
-static const small_fmt FMT_E4M3 = {3, 4, 7, 0};
+static const small_fmt FMT_F16 = {10, 5, 15, 1, 0};
+static const small_fmt FMT_BF16 = {7, 8, 127, 1, 0};
+static const small_fmt FMT_E4M3 = {3, 4, 7, 0, 0};
+static const small_fmt FMT_E5M2 = {2, 5, 15, 1, 1};
 
 static int fmt_emin(small_fmt f) { return 1 - f.bias; }
 
@@ -31,7 +35,7 @@ static double fmt_max(small_fmt f) {
 static uint32_t fmt_nan(small_fmt f, int sign) {
   uint32_t s = (uint32_t)sign << (f.ebits + f.mbits);
   uint32_t e = (uint32_t)((1 << f.ebits) - 1) << f.mbits;
-  if (f.ieee) return s | e | (1u << (f.mbits - 1));
+  if (f.ieee && !f.satfinite) return s | e | (1u << (f.mbits - 1));
   return s | e | (uint32_t)((1 << f.mbits) - 1);
 }
 
@@ -50,7 +54,9 @@ static uint32_t fmt_encode(small_fmt f, double v) {
   int dexp = (int)((b >> 52) & 0x7FF);
   if (dexp == 0x7FF && (b << 12)) return fmt_nan(f, (int)sign);
   uint32_t ef_max = (1u << f.ebits) - 1, mant_all = (1u << f.mbits) - 1;
-  uint32_t sat = f.ieee ? ef_max << f.mbits : (ef_max << f.mbits) | (mant_all - 1); /* Inf, or e4m3fn's 448 */
+  uint32_t sat = f.satfinite ? ((ef_max - 1) << f.mbits) | mant_all   /* e5m2's 57344 */
+                 : f.ieee    ? ef_max << f.mbits                      /* Inf */
+                             : (ef_max << f.mbits) | (mant_all - 1);  /* e4m3fn's 448 */
   if (dexp == 0x7FF) return s | sat;
   if (dexp == 0) return s; /* zero, or a double subnormal: far below half of any target's smallest subnormal */
   int emin = fmt_emin(f), ex = dexp - 1023;
@@ -99,6 +105,7 @@ double tk_decode(qkvfuse_dtype dt, const void *p) {
     case QKVFUSE_DTYPE_FLOAT16: { uint16_t x; memcpy(&x, p, 2); return fmt_decode(FMT_F16, x); }
     case QKVFUSE_DTYPE_BFLOAT16: { uint16_t x; memcpy(&x, p, 2); return fmt_decode(FMT_BF16, x); }
     case QKVFUSE_DTYPE_FLOAT8_E4M3FN: { uint8_t x; memcpy(&x, p, 1); return fmt_decode(FMT_E4M3, x); }
+    case QKVFUSE_DTYPE_FLOAT8_E5M2: { uint8_t x; memcpy(&x, p, 1); return fmt_decode(FMT_E5M2, x); }
     default: return NAN;
   }
 }
@@ -116,6 +123,7 @@ void tk_encode(qkvfuse_dtype dt, void *p, double v) {
     case QKVFUSE_DTYPE_FLOAT16: { uint16_t x = (uint16_t)fmt_encode(FMT_F16, v); memcpy(p, &x, 2); break; }
     case QKVFUSE_DTYPE_BFLOAT16: { uint16_t x = (uint16_t)fmt_encode(FMT_BF16, v); memcpy(p, &x, 2); break; }
     case QKVFUSE_DTYPE_FLOAT8_E4M3FN: { uint8_t x = (uint8_t)fmt_encode(FMT_E4M3, v); memcpy(p, &x, 1); break; }
+    case QKVFUSE_DTYPE_FLOAT8_E5M2: { uint8_t x = (uint8_t)fmt_encode(FMT_E5M2, v); memcpy(p, &x, 1); break; }
     default: break;
   }
 }
@@ -142,6 +150,7 @@ double tk_ulp(qkvfuse_dtype dt, double v) {
     case QKVFUSE_DTYPE_FLOAT16: return ulp_of(v, FMT_F16.mbits, fmt_emin(FMT_F16));
     case QKVFUSE_DTYPE_BFLOAT16: return ulp_of(v, FMT_BF16.mbits, fmt_emin(FMT_BF16));
     case QKVFUSE_DTYPE_FLOAT8_E4M3FN: return ulp_of(v, FMT_E4M3.mbits, fmt_emin(FMT_E4M3));
+    case QKVFUSE_DTYPE_FLOAT8_E5M2: return ulp_of(v, FMT_E5M2.mbits, fmt_emin(FMT_E5M2));
     default: return 1.0;
   }
 }
@@ -155,18 +164,19 @@ double tk_max(qkvfuse_dtype dt) {
     case QKVFUSE_DTYPE_FLOAT16: return fmt_max(FMT_F16);
     case QKVFUSE_DTYPE_BFLOAT16: return fmt_max(FMT_BF16);
     case QKVFUSE_DTYPE_FLOAT8_E4M3FN: return fmt_max(FMT_E4M3);
+    case QKVFUSE_DTYPE_FLOAT8_E5M2: return fmt_max(FMT_E5M2);
     default: return 0;
   }
 }
 
 int tk_is_float(qkvfuse_dtype dt) {
   return dt == QKVFUSE_DTYPE_FLOAT32 || dt == QKVFUSE_DTYPE_FLOAT16 || dt == QKVFUSE_DTYPE_BFLOAT16 ||
-         dt == QKVFUSE_DTYPE_FLOAT8_E4M3FN;
+         dt == QKVFUSE_DTYPE_FLOAT8_E4M3FN || dt == QKVFUSE_DTYPE_FLOAT8_E5M2;
 }
 
 size_t tk_size(qkvfuse_dtype dt) {
   switch (dt) {
-    case QKVFUSE_DTYPE_INT8: case QKVFUSE_DTYPE_FLOAT8_E4M3FN: return 1;
+    case QKVFUSE_DTYPE_INT8: case QKVFUSE_DTYPE_FLOAT8_E4M3FN: case QKVFUSE_DTYPE_FLOAT8_E5M2: return 1;
     case QKVFUSE_DTYPE_FLOAT16: case QKVFUSE_DTYPE_BFLOAT16: return 2;
     case QKVFUSE_DTYPE_INT32: case QKVFUSE_DTYPE_FLOAT32: return 4;
     case QKVFUSE_DTYPE_INT64: return 8;
@@ -183,6 +193,7 @@ const char *tk_name(qkvfuse_dtype dt) {
     case QKVFUSE_DTYPE_FLOAT16: return "f16";
     case QKVFUSE_DTYPE_BFLOAT16: return "bf16";
     case QKVFUSE_DTYPE_FLOAT8_E4M3FN: return "e4m3";
+    case QKVFUSE_DTYPE_FLOAT8_E5M2: return "e5m2";
     case QKVFUSE_DTYPE_NONE: return "none";
     default: return "?";
   }

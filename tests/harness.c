@@ -36,7 +36,7 @@ void tk_compare_case(tk_case *c, const tk_oracle *o, tk_stats *st) {
   const uint8_t *hs = o->head_skip;
   const tk_skip sq = {o->row_skip, hs, o->D}, sk = {o->row_skip, hs ? hs + o->Nq : NULL, o->D},
                 sv = {o->row_skip, hs ? hs + o->Nq + o->Nkv : NULL, o->D};
-  tk_cmp_output_rows(st, "q_out", &got[TK_Q_OUT], MASK_AT(TK_Q_OUT), o->q, o->qs, o->T, QD, o->mid, !parity, &sq);
+  tk_cmp_output_rows(st, "q_out", &got[TK_Q_OUT], MASK_AT(TK_Q_OUT), o->q, o->qs, o->T, QD, o->q_mid, !parity, &sq);
   if (a.k_out) tk_cmp_output_rows(st, "k_out", &got[TK_K_OUT], MASK_AT(TK_K_OUT), o->k, o->ks, o->T, KV, o->mid, !parity, &sk);
   /* v_out: v is only ever rounded after an int32 dequant (already in o->v);
    * its copy is not an output of a rounding stage (docs/API.md, and what a

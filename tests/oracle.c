@@ -207,15 +207,18 @@ static int64_t cache_off(ctx *k, const qkvfuse_tensor *c, int64_t blk, int64_t r
   }
 }
 
-/* The value a cache stores, before its final rounding, and its slack. */
-static void quant(qkvfuse_quant_mode m, const qkvfuse_tensor *scale, const qkvfuse_tensor *offset, int64_t j,
-                  double v, double e, double *pre, double *epre) {
+/* The value a cache stores, before its final rounding, and its slack.
+ * Channel j's scale: one for the tensor, one per kv head ([Nkv]: j / D) or one
+ * per channel ([Nkv, D] or [Nkv*D]: j). */
+static void quant(const ctx *k, qkvfuse_quant_mode m, const qkvfuse_tensor *scale, const qkvfuse_tensor *offset,
+                  int64_t j, double v, double e, double *pre, double *epre) {
   if (m == QKVFUSE_QUANT_NONE) {
     *pre = v;
     *epre = e;
     return;
   }
-  int64_t idx = tk_numel(scale) == 1 ? 0 : j;
+  const int64_t n = tk_numel(scale);
+  int64_t idx = n == 1 ? 0 : n == k->Nkv * k->D ? j : j / k->D;
   double sc = tk_get(scale, idx), q = v / sc, off = 0;
   if (m == QKVFUSE_QUANT_INT8_ASYM) off = tk_get(offset, idx);
   *pre = q + off;
@@ -247,7 +250,14 @@ int tk_oracle_run(const qkvfuse_desc *desc, const qkvfuse_args *a, tk_oracle *o,
   }
   k.B = k.S ? k.T / k.S : 0;
   k.parity = desc->rounding == QKVFUSE_ROUNDING_UNFUSED_PARITY;
-  k.io = a->q_out->dtype;
+  /* the I/O dtype: q_out's; a quantized q_out's is the dtype it would have
+   * unquantized: the input's, or for int32 input the RoPE table's (float32
+   * without one) */
+  const qkvfuse_tensor *table = a->cos ? a->cos : a->cos_sin_cache, *in = a->qkv ? a->qkv : a->q;
+  k.io = desc->q_quant == QKVFUSE_QUANT_NONE  ? a->q_out->dtype
+         : in->dtype != QKVFUSE_DTYPE_INT32 ? in->dtype
+         : table                            ? table->dtype
+                                            : QKVFUSE_DTYPE_FLOAT32;
   if (k.D > 512 || k.R > k.D) return fail(err, errlen, "oracle: bad D/R");
   if (desc->rope_source == QKVFUSE_ROPE_COMPUTED &&
       tk_rope_freqs(desc->rope_theta, &desc->rope_scaling, k.R, k.inv_freq, &k.mscale))
@@ -257,7 +267,8 @@ int tk_oracle_run(const qkvfuse_desc *desc, const qkvfuse_args *a, tk_oracle *o,
   *o = (tk_oracle){k.T, k.Nq, k.Nkv, k.D, k.R, k.H, k.parity ? k.io : QKVFUSE_DTYPE_NONE,
                    dalloc(nq), dalloc(nq), dalloc(nkv), dalloc(nkv), dalloc(nkv), dalloc(nkv),
                    (int64_t *)calloc((size_t)nkv + 1, 8), (int64_t *)calloc((size_t)nkv + 1, 8),
-                   dalloc(nkv), dalloc(nkv), dalloc(nkv), dalloc(nkv), NULL, NULL};
+                   dalloc(nkv), dalloc(nkv), dalloc(nkv), dalloc(nkv), NULL, NULL, QKVFUSE_DTYPE_NONE};
+  o->q_mid = desc->q_quant == QKVFUSE_QUANT_NONE ? o->mid : QKVFUSE_DTYPE_NONE;
   k.x = dalloc(k.H);
   k.ex = dalloc(k.H);
   k.c = dalloc(512);
@@ -275,8 +286,14 @@ int tk_oracle_run(const qkvfuse_desc *desc, const qkvfuse_args *a, tk_oracle *o,
     if (k.R > 0 && (rc = cos_sin(&k, t, err, errlen)) != 0) break;
     for (int64_t h = 0; h < k.Nq; h++) {
       head(&k, h * k.D, desc->q_norm ? a->q_gamma : NULL, desc->q_norm ? a->q_beta : NULL);
-      memcpy(o->q + (t * k.Nq + h) * k.D, k.o, (size_t)k.D * sizeof(double));
-      memcpy(o->qs + (t * k.Nq + h) * k.D, k.eo, (size_t)k.D * sizeof(double));
+      double *qv = o->q + (t * k.Nq + h) * k.D, *qe = o->qs + (t * k.Nq + h) * k.D;
+      memcpy(qv, k.o, (size_t)k.D * sizeof(double));
+      memcpy(qe, k.eo, (size_t)k.D * sizeof(double));
+      /* a quantized q: fp8(q / q_scale), q first rounded to the I/O dtype in parity mode */
+      for (int64_t i = 0; i < k.D && desc->q_quant != QKVFUSE_QUANT_NONE; i++) {
+        if (k.parity) round_unc(k.io, qv[i], qe[i], &qv[i], &qe[i]);
+        quant(&k, desc->q_quant, a->q_scale, NULL, 0, qv[i], qe[i], &qv[i], &qe[i]);
+      }
     }
     for (int64_t h = 0; h < k.Nkv; h++) {
       head(&k, (k.Nq + h) * k.D, desc->k_norm ? a->k_gamma : NULL, desc->k_norm ? a->k_beta : NULL);
@@ -299,13 +316,13 @@ int tk_oracle_run(const qkvfuse_desc *desc, const qkvfuse_args *a, tk_oracle *o,
       double kv = o->k[t * KV + j], ke = o->ks[t * KV + j];
       if (k.parity) round_unc(k.io, kv, ke, &kv, &ke); /* quantization reads the rounded k */
       o->kc_off[t * KV + j] = cache_off(&k, a->k_cache, kb, kr, j);
-      quant(desc->k_quant, a->k_scale, a->k_offset, j, kv, ke, &o->kc[t * KV + j], &o->kcs[t * KV + j]);
+      quant(&k, desc->k_quant, a->k_scale, a->k_offset, j, kv, ke, &o->kc[t * KV + j], &o->kcs[t * KV + j]);
     }
     for (int64_t j = 0; j < KV && dv; j++) {
       double vv = o->v[t * KV + j], ve = o->vs[t * KV + j];
       if (k.parity) round_unc(k.io, vv, ve, &vv, &ve); /* quantization reads v in the I/O dtype */
       o->vc_off[t * KV + j] = cache_off(&k, a->v_cache, vb, vr, j);
-      quant(desc->v_quant, a->v_scale, a->v_offset, j, vv, ve, &o->vc[t * KV + j], &o->vcs[t * KV + j]);
+      quant(&k, desc->v_quant, a->v_scale, a->v_offset, j, vv, ve, &o->vc[t * KV + j], &o->vcs[t * KV + j]);
     }
   }
   free(k.x), free(k.ex), free(k.c), free(k.s), free(k.ec), free(k.es);

@@ -18,7 +18,8 @@
 
 typedef struct tk_oracle {
   int64_t T, Nq, Nkv, D, R, H;
-  qkvfuse_dtype mid; /* unfused parity: dtype the outputs pass through before their own (q_out's); else NONE */
+  qkvfuse_dtype mid; /* unfused parity: dtype the outputs pass through before their own (the I/O dtype: q_out's,
+                        or unquantized q_out's with desc.q_quant, docs/API.md); else NONE */
 
   double *q, *qs; /* [T, Nq*D] value before the final rounding, slack */
   double *k, *ks; /* [T, Nkv*D] k after RoPE, before quantization */
@@ -37,6 +38,9 @@ typedef struct tk_oracle {
    * output columns must stay untouched in every row (a CUDA run drops a head
    * with a non-finite weight_scale). Set by tests; cache rows via *_off. */
   const uint8_t *head_skip;
+  /* q_out's intermediate dtype: mid, or NONE with a quantized q (desc.q_quant),
+   * whose q / qs are then the value fp8 rounds, q / q_scale, as for a cache */
+  qkvfuse_dtype q_mid;
 } tk_oracle;
 
 /* Evaluate desc on args (CPU tensors; only valid arguments). 0 on success,

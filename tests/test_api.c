@@ -41,9 +41,10 @@ static void status_strings(void) {
 static void dtypes(void) {
   static const qkvfuse_dtype all[] = {QKVFUSE_DTYPE_INT8,    QKVFUSE_DTYPE_INT32,    QKVFUSE_DTYPE_INT64,
                                       QKVFUSE_DTYPE_FLOAT16, QKVFUSE_DTYPE_FLOAT32,  QKVFUSE_DTYPE_BFLOAT16,
-                                      QKVFUSE_DTYPE_FLOAT8_E4M3FN};
-  static const char *names[] = {"int8", "int32", "int64", "float16", "float32", "bfloat16", "float8_e4m3fn"};
-  for (int i = 0; i < 7; i++) {
+                                      QKVFUSE_DTYPE_FLOAT8_E4M3FN, QKVFUSE_DTYPE_FLOAT8_E5M2};
+  static const char *names[] = {"int8",     "int32",    "int64",         "float16",
+                                "float32",  "bfloat16", "float8_e4m3fn", "float8_e5m2"};
+  for (int i = 0; i < 8; i++) {
     uint8_t code = (uint8_t)(all[i] >> 8), bits = (uint8_t)(all[i] & 0xFF);
     CHECK(qkvfuse_dtype_from_dlpack(code, bits, 1) == all[i], "dtype_from_dlpack(%u, %u, 1) != %s", code, bits, names[i]);
     CHECK(qkvfuse_dtype_from_dlpack(code, bits, 2) == QKVFUSE_DTYPE_NONE, "lanes 2 of %s must be NONE", names[i]);
@@ -52,8 +53,9 @@ static void dtypes(void) {
     const char *n = qkvfuse_dtype_name(all[i]);
     CHECK(n && !strcmp(n, names[i]), "dtype_name(%s) = \"%s\"", names[i], n ? n : "(null)");
   }
-  /* DLPack types the library does not handle: uint8, int16, float64, bfloat16 x32, e5m2, complex */
-  static const uint8_t other[][2] = {{1, 8}, {0, 16}, {2, 64}, {4, 32}, {11, 8}, {5, 64}, {2, 8}, {0, 1}};
+  /* DLPack types the library does not handle: uint8, int16, float64, bfloat16 x32, e4m3fnuz, e5m2fnuz,
+   * complex */
+  static const uint8_t other[][2] = {{1, 8}, {0, 16}, {2, 64}, {4, 32}, {11, 8}, {13, 8}, {5, 64}, {2, 8}, {0, 1}};
   for (size_t i = 0; i < sizeof other / sizeof other[0]; i++)
     CHECK(qkvfuse_dtype_from_dlpack(other[i][0], other[i][1], 1) == QKVFUSE_DTYPE_NONE,
           "dtype_from_dlpack(%u, %u, 1) must be NONE", other[i][0], other[i][1]);

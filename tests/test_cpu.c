@@ -17,12 +17,14 @@
  *   test_cpu [--seed S] [--cases N] [--only I] [--verbose]
  * Exit 77 when this build has no optimized CPU backend. */
 #define _POSIX_C_SOURCE 200809L /* setenv */
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "core/dtype.h"
 #include "fp.h"
 #include "harness.h"
 #include "tview.h"
@@ -142,6 +144,8 @@ static int is_nan(const uint8_t *p, qkvfuse_dtype dt) {
       return (u & 0x7f80u) == 0x7f80u && (u & 0x7fu);
     case QKVFUSE_DTYPE_FLOAT8_E4M3FN:
       return (p[0] & 0x7f) == 0x7f;
+    case QKVFUSE_DTYPE_FLOAT8_E5M2:
+      return (p[0] & 0x7c) == 0x7c && (p[0] & 0x3);
     default:
       return 0;
   }
@@ -182,6 +186,52 @@ static int64_t first_diff(tk_case *c, int buf, const uint8_t *got, const uint8_t
   }
   free(tag);
   return -1;
+}
+
+/* The library's e5m2 codec (core/dtype.h, the element function of every
+ * ISA's scalar tail and of the reference) against the test kit's, which is
+ * written from the format alone: every code decodes alike; float32 values
+ * round alike: a stride through all bit patterns, and every midpoint between
+ * neighbouring codes with its float32 neighbours (ties to even, saturation,
+ * subnormals, NaN with its sign). */
+static int check_e5m2_codec(void) {
+  int bad = 0;
+  for (uint32_t b = 0; b < 256; b++) {
+    const double want = tk_decode(QKVFUSE_DTYPE_FLOAT8_E5M2, &b), got = qf_e5m2_to_f32((uint8_t)b);
+    if (!(got == want || (isnan(got) && isnan(want))) && bad++ < 5)
+      printf("FAIL e5m2 decode of 0x%02x: library %.9g, test kit %.9g\n", b, got, want);
+  }
+  uint64_t checked = 0;
+  float fs[3];
+  for (uint64_t u = 0; u <= 0xffffffffull; u += 0x7f1) { /* a stride through every bit pattern */
+    const uint32_t w = (uint32_t)u;
+    memcpy(&fs[0], &w, 4);
+    uint8_t want;
+    tk_encode(QKVFUSE_DTYPE_FLOAT8_E5M2, &want, fs[0]);
+    const uint8_t got = qf_f32_to_e5m2(fs[0]);
+    checked++;
+    if (got != want && bad++ < 5)
+      printf("FAIL e5m2 encode of %.9g (0x%08x): library 0x%02x, test kit 0x%02x\n", fs[0], w, got, want);
+  }
+  for (uint32_t c = 0; c < 256; c++) { /* the midpoint above each finite code (exact in float32), and beside it */
+    if ((c & 0x7f) > 0x7b) continue;
+    const uint8_t c1 = (uint8_t)(c + 1);
+    const double lo = tk_decode(QKVFUSE_DTYPE_FLOAT8_E5M2, &c);
+    const double hi = (c & 0x7f) == 0x7b ? (c & 0x80 ? -65536.0 : 65536.0) : tk_decode(QKVFUSE_DTYPE_FLOAT8_E5M2, &c1);
+    const float mid = (float)((lo + hi) / 2);
+    fs[0] = mid, fs[1] = nextafterf(mid, 0.0f), fs[2] = nextafterf(mid, 2 * mid);
+    for (int k = 0; k < 3; k++) {
+      uint8_t want;
+      tk_encode(QKVFUSE_DTYPE_FLOAT8_E5M2, &want, fs[k]);
+      const uint8_t got = qf_f32_to_e5m2(fs[k]);
+      checked++;
+      if (got != want && bad++ < 5)
+        printf("FAIL e5m2 encode of %.9g (code 0x%02x's midpoint%s): library 0x%02x, test kit 0x%02x\n", fs[k], c,
+               k == 0 ? "" : k == 1 ? " - 1 ulp" : " + 1 ulp", got, want);
+    }
+  }
+  if (bad) printf("FAIL e5m2 codec: %d mismatches in %llu values\n", bad, (unsigned long long)checked);
+  return bad != 0;
 }
 
 /* The ISA variable: unknown values are refused with a message naming it;
@@ -256,7 +306,7 @@ int main(int argc, char **argv) {
   for (int k = 0; k < NISA; k++) printf(" %s%s", isas[k], usable[k] ? "" : " (not on this CPU)");
   printf("\n");
 
-  int failures = check_env_errors();
+  int failures = check_env_errors() + check_e5m2_codec();
   int64_t runs = 0, multi = 0, dup_multi = 0, raw = 0, bytes = 0, nans = 0;
   int forked = 0;
   tk_limits lim = {1 << 20};

@@ -3,8 +3,9 @@
  * success (it stays capturable), the QKVFUSE_DATA_ERROR_* bit is OR-ed into
  * error_flags, nothing is read or written out of bounds, a token with a bad
  * position or slot writes nothing at all (no q/k/v outputs, no cache rows), a
- * head whose scale or offset is bad skips its cache rows -- and every other
- * element is exactly what the oracle says.
+ * head whose scale or offset is bad skips its cache rows (a per-tensor one:
+ * every head's; a bad q_scale: no q_out at all) -- and every other element is
+ * exactly what the oracle says.
  *   test_cuda_data (exit 77 without a GPU) */
 #include <math.h>
 #include <stdio.h>
@@ -25,7 +26,8 @@ typedef struct bad_data {
   uint32_t flag;
   int drop_tokens; /* 1: the poked positions/slots drop their tokens (contiguous: whole batch);
                       2: the poked act_scale elements drop their tokens */
-  int kv;          /* scale errors: 1 k cache, 2 v cache, 3 weight_scale (its head writes nothing) */
+  int kv;          /* scale errors: 1 k cache, 2 v cache, 3 weight_scale (its head writes nothing), 4 q_scale
+                      (no q head writes q_out) */
 } bad_data;
 
 static int failed, ran;
@@ -53,7 +55,9 @@ static void one(const bad_data *b, const tk_device *dev) {
   for (int i = 0; i < 2; i++) {
     if (b->at[i] < 0) continue;
     poke(&c, b->slot, b->at[i], b->val[i]);
-    if (b->kv == 3) { /* a weight_scale channel: its head, of every token, in the outputs and the cache */
+    if (b->kv == 4) { /* q_scale: every q head, of every token */
+      for (int64_t h = 0; h < s.Nq; h++) head_skip[h] = 1;
+    } else if (b->kv == 3) { /* a weight_scale channel: its head, of every token, in the outputs and the cache */
       const int64_t h = b->at[i] / s.D, kvh = h < s.Nq ? -1 : (h - s.Nq) % s.Nkv;
       int64_t *off = h < s.Nq ? NULL : h < s.Nq + s.Nkv ? o.kc_off : o.vc_off;
       head_skip[h] = 1;
@@ -69,7 +73,8 @@ static void one(const bad_data *b, const tk_device *dev) {
       }
     } else {
       /* a bad scale/offset: its head's cache rows (every head, for a per-tensor scale) */
-      int64_t h = tk_numel(&c.view[b->slot].t) == 1 ? -1 : b->at[i] / s.D;
+      const int64_t n = tk_numel(&c.view[b->slot].t);
+      int64_t h = n == 1 ? -1 : n == s.Nkv * s.D ? b->at[i] / s.D : b->at[i];
       int64_t *off = b->kv == 1 ? o.kc_off : o.vc_off;
       for (int64_t t = 0; t < s.T; t++)
         for (int64_t j = 0; j < KV; j++)
@@ -129,6 +134,21 @@ int main(void) {
       {"engine: a NaN k_scale channel (head 1)", TK_BASE_E, TK_K_SCALE, {64 + 9, -1}, {NAN, 0}, QKVFUSE_DATA_ERROR_SCALE,
        0, 1},
       {"engine: a zero per-tensor v_scale", TK_BASE_E, TK_V_SCALE, {0, -1}, {0, 0}, QKVFUSE_DATA_ERROR_SCALE, 0, 2},
+      /* a quantized q (the general kernel) and per-head scales */
+      {"a zero q_scale", TK_BASE_F, TK_Q_SCALE, {0, -1}, {0, 0}, QKVFUSE_DATA_ERROR_SCALE, 0, 4},
+      {"a NaN q_scale", TK_BASE_F, TK_Q_SCALE, {0, -1}, {NAN, 0}, QKVFUSE_DATA_ERROR_SCALE, 0, 4},
+      {"an Inf q_scale", TK_BASE_F, TK_Q_SCALE, {0, -1}, {-INFINITY, 0}, QKVFUSE_DATA_ERROR_SCALE, 0, 4},
+      {"a zero per-head k_scale (head 1)", TK_BASE_F, TK_K_SCALE, {1, -1}, {0, 0}, QKVFUSE_DATA_ERROR_SCALE, 0, 1},
+      {"a NaN per-head v_offset (head 0)", TK_BASE_F, TK_V_OFFSET, {0, -1}, {NAN, 0}, QKVFUSE_DATA_ERROR_SCALE, 0, 2},
+      {"quantized q: a slot outside the cache (no q_out row either)", TK_BASE_F, TK_SLOT_MAPPING, {3, -1}, {-4, 0},
+       QKVFUSE_DATA_ERROR_SLOT, 1, 0},
+      /* an engine's call with an e5m2 k cache and per-head scales (the streaming kernel) */
+      {"engine: a zero per-head k_scale (head 1)", TK_BASE_G, TK_K_SCALE, {1, -1}, {0, 0}, QKVFUSE_DATA_ERROR_SCALE, 0,
+       1},
+      {"engine: a NaN per-head v_scale (head 0)", TK_BASE_G, TK_V_SCALE, {0, -1}, {NAN, 0}, QKVFUSE_DATA_ERROR_SCALE, 0,
+       2},
+      {"engine: e5m2 k cache, slots outside the cache", TK_BASE_G, TK_SLOT_MAPPING, {2, 4}, {12, -3},
+       QKVFUSE_DATA_ERROR_SLOT, 1, 0},
   };
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) one(&cases[i], dev);
   printf("test_cuda_data: %d cases, %d failed\n", ran, failed);

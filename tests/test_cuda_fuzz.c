@@ -13,7 +13,7 @@
  *   - a token with a bad position or slot writes nothing (no q_out/k_out/
  *     v_out row, no cache row; contiguous: a bad start drops its batch);
  *   - a bad scale or offset skips its head's cache rows (every head for a
- *     per-tensor scale) and nothing else;
+ *     per-tensor scale) and nothing else; a bad q_scale every q head's q_out;
  *   - every other element equals the float64 oracle within SPEC's tolerances,
  *     every other byte (and every guard byte) is unchanged.
  * Run it under compute-sanitizer (scripts/gpu-check.sh sanitize): memcheck
@@ -149,6 +149,7 @@ static int iteration(uint64_t seed, int engine, int verbose) {
   }
   const int64_t T = s.T, KV = s.Nkv * s.D;
   uint8_t *skip = (uint8_t *)calloc((size_t)T + 1, 1), *bad_pos_tok = (uint8_t *)calloc((size_t)T + 1, 1);
+  uint8_t *head_skip = (uint8_t *)calloc((size_t)(s.Nq + 2 * s.Nkv), 1);
   uint32_t want = 0;
   char injected[256] = "";
   /* bad positions: some tokens */
@@ -183,17 +184,25 @@ static int iteration(uint64_t seed, int engine, int verbose) {
   /* tokens that still write a cache row: a kernel meets a bad scale only through them */
   int writers = 0;
   for (int64_t t = 0; t < T && s.layout != QKVFUSE_CACHE_NONE; t++) writers |= !skip[t] && o.kc_off[t * KV] >= 0;
-  /* a bad scale or offset: its head's cache rows (all heads for a per-tensor one) */
-  const int scale_slots[4] = {TK_K_SCALE, TK_V_SCALE, TK_K_OFFSET, TK_V_OFFSET};
-  if (s.layout != QKVFUSE_CACHE_NONE && tk_rng_chance(&r, 0.3)) {
-    int which = scale_slots[tk_rng_range(&r, 0, 3)];
-    if (c.view[which].present) {
+  /* a bad scale or offset: its head's cache rows (all heads for a per-tensor one); a bad q_scale: q_out */
+  const int scale_slots[5] = {TK_K_SCALE, TK_V_SCALE, TK_K_OFFSET, TK_V_OFFSET, TK_Q_SCALE};
+  if ((s.layout != QKVFUSE_CACHE_NONE || s.q_quant) && tk_rng_chance(&r, 0.3)) {
+    int which = scale_slots[tk_rng_range(&r, 0, 4)];
+    if (which == TK_Q_SCALE && c.view[which].present) {
+      const double vals[] = {0.0, -0.0, NAN, INFINITY, -INFINITY};
+      const double v = vals[tk_rng_range(&r, 0, 4)];
+      poke_f(&c, which, 0, v);
+      for (int64_t h = 0; h < s.Nq; h++) head_skip[h] = 1;
+      writers |= T > 0; /* the general kernel, which a quantized q runs, checks every scale (T > 0: it runs) */
+      want |= QKVFUSE_DATA_ERROR_SCALE;
+      snprintf(injected + strlen(injected), sizeof injected - strlen(injected), " q_scale=%g", v);
+    } else if (which != TK_Q_SCALE && c.view[which].present) {
       const int64_t n = tk_numel(&c.view[which].t), j = tk_rng_range(&r, 0, n - 1);
       const int is_off = which == TK_K_OFFSET || which == TK_V_OFFSET;
       const double vals[] = {0.0, -0.0, NAN, INFINITY, -INFINITY};
       double v = vals[tk_rng_range(&r, is_off ? 2 : 0, 4)];
       poke_f(&c, which, j, v);
-      const int64_t h = n == 1 ? -1 : j / s.D;
+      const int64_t h = n == 1 ? -1 : n == KV ? j / s.D : j; /* per tensor, per channel, per kv head */
       int64_t *off = (which == TK_K_SCALE || which == TK_K_OFFSET) ? o.kc_off : o.vc_off;
       for (int64_t t = 0; t < T; t++)
         for (int64_t q = 0; q < KV; q++)
@@ -207,6 +216,7 @@ static int iteration(uint64_t seed, int engine, int verbose) {
     if (skip[t])
       for (int64_t q = 0; q < KV; q++) o.kc_off[t * KV + q] = o.vc_off[t * KV + q] = -1;
   o.row_skip = skip;
+  o.head_skip = head_skip;
 
   int rc = 0;
   if (tk_case_upload(&c, &GUARDED)) {
@@ -244,8 +254,10 @@ static int iteration(uint64_t seed, int engine, int verbose) {
            injected[0] ? injected : " nothing");
   }
   o.row_skip = NULL;
+  o.head_skip = NULL;
   tk_oracle_free(&o);
   free(skip);
+  free(head_skip);
   free(bad_pos_tok);
   tk_case_free(&c);
   return rc;

@@ -10,6 +10,7 @@
  * there (test_cuda_data).
  *   test_errors [--backend reference,auto,cuda] [--only-base A|B|C|D] [--verbose] */
 #include <math.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -38,6 +39,7 @@ typedef struct expect {
   const char *names; /* '|'-separated: the message must contain one */
   const char *what;
   uint32_t flag;     /* data errors: the error_flags bit */
+  const char *mention; /* NULL, or text the message must also contain (the accepted shapes) */
 } expect;
 
 static qkvfuse_tensor *T_(mctx *m, int slot) { return &m->tens[slot]; }
@@ -73,7 +75,7 @@ static qkvfuse_tensor *extra1(mctx *m, qkvfuse_dtype dt, int64_t n, size_t off, 
 #define MUT(bases, st, nm, text)                  \
   if (id == k++) {                                \
     if (!(base & (bases))) return 0;              \
-    *e = (expect){QKVFUSE_ERROR_##st, nm, text, 0};
+    *e = (expect){QKVFUSE_ERROR_##st, nm, text, 0, NULL};
 #define END \
   return 1; \
   }
@@ -178,7 +180,7 @@ static int mutate(int id, int base, mctx *m, expect *e) {
   MUT(TK_BASE_A, SHAPE, "slot_mapping", "slot_mapping [T-1]") TS(TK_SLOT_MAPPING)->shape[0] = SP.T - 1; END
   MUT(TK_BASE_B, SHAPE, "slot_mapping", "contiguous slot_mapping [T] instead of [B]") TS(TK_SLOT_MAPPING)->shape[0] = 1; END
   MUT(TK_BASE_A, SHAPE, "k_scale", "k_scale [Nkv, D-1]") TS(TK_K_SCALE)->shape[1] = SP.D - 1; END
-  MUT(TK_BASE_A, SHAPE, "k_scale", "k_scale [2]") { qkvfuse_tensor *t = TS(TK_K_SCALE); t->ndim = 1; t->shape[0] = 2; t->strides[0] = 1; } END
+  MUT(TK_BASE_A, SHAPE, "k_scale", "k_scale [3]") { qkvfuse_tensor *t = TS(TK_K_SCALE); t->ndim = 1; t->shape[0] = 3; t->strides[0] = 1; } END
   MUT(TK_BASE_A, SHAPE, "k_offset", "k_offset [1] with k_scale [Nkv, D]") { qkvfuse_tensor *t = TS(TK_K_OFFSET); t->ndim = 1; t->shape[0] = 1; t->strides[0] = 1; } END
   MUT(TK_BASE_A, SHAPE, "v_scale", "v_scale [3]") TS(TK_V_SCALE)->shape[0] = 3; END
   MUT(ALL, SHAPE, "q_out", "q_out with one token less") TS(TK_Q_OUT)->shape[0] -= 1; END
@@ -330,6 +332,70 @@ static int mutate(int id, int base, mctx *m, expect *e) {
   MUT(TK_BASE_B, BAD_SCALE, "weight_scale", "a NaN weight_scale channel") poke(m, TK_WEIGHT_SCALE, H - 1, NAN); e->flag = QKVFUSE_DATA_ERROR_SCALE; END
   MUT(TK_BASE_B, BAD_SCALE, "weight_scale", "an Inf weight_scale channel") poke(m, TK_WEIGHT_SCALE, 3, -INFINITY); e->flag = QKVFUSE_DATA_ERROR_SCALE; END
   MUT(TK_BASE_B, BAD_SCALE, "act_scale", "an Inf act_scale") poke(m, TK_ACT_SCALE, 1, INFINITY); e->flag = QKVFUSE_DATA_ERROR_SCALE; END
+  /* ---- quantized q (q_quant, q_scale), fp8 e5m2 caches, per-head scales ---- */
+  MUT(TK_BASE_F, NULL_POINTER, "q_scale", "q_scale NULL with q_quant") a->q_scale = NULL; END
+  MUT(TK_BASE_F, NULL_POINTER, "q_scale", "q_scale.data NULL") TS(TK_Q_SCALE)->data = NULL; END
+  MUT(TK_BASE_F, NULL_POINTER, "q_scale", "args version 1 (no q_scale) with q_quant") {
+    a->struct_size = (uint32_t)offsetof(qkvfuse_args, q), a->version = 1;
+  } END
+  MUT(TK_BASE_A, INVALID_VALUE, "q_scale", "q_scale without q_quant") a->q_scale = extra1(m, QKVFUSE_DTYPE_FLOAT32, 1, 0, 0.5); END
+  MUT(TK_BASE_F, INVALID_VALUE, "q_quant", "q_quant int8_sym") d->q_quant = QKVFUSE_QUANT_INT8_SYM; END
+  MUT(TK_BASE_F, INVALID_VALUE, "q_quant", "q_quant int8_asym") d->q_quant = QKVFUSE_QUANT_INT8_ASYM; END
+  MUT(TK_BASE_F, INVALID_VALUE, "q_quant", "q_quant 9") d->q_quant = (qkvfuse_quant_mode)9; END
+  MUT(TK_BASE_F, INVALID_VALUE, "q_quant", "q_quant -1") d->q_quant = (qkvfuse_quant_mode)-1; END
+  MUT(TK_BASE_F, INVALID_VALUE, "k_quant", "k_quant 5") d->k_quant = (qkvfuse_quant_mode)5; END
+  MUT(TK_BASE_F, DTYPE, "q_scale", "q_scale float16") TS(TK_Q_SCALE)->dtype = QKVFUSE_DTYPE_FLOAT16; END
+  MUT(TK_BASE_F, DTYPE, "q_scale", "q_scale int32") TS(TK_Q_SCALE)->dtype = QKVFUSE_DTYPE_INT32; END
+  MUT(TK_BASE_F, DTYPE, "q_out", "q_out float8_e4m3fn with q_quant fp8_e5m2") TS(TK_Q_OUT)->dtype = QKVFUSE_DTYPE_FLOAT8_E4M3FN; END
+  MUT(TK_BASE_F, DTYPE, "q_out", "q_out float8_e5m2 with q_quant fp8_e4m3") d->q_quant = QKVFUSE_QUANT_FP8_E4M3; END
+  MUT(TK_BASE_F, DTYPE, "q_out", "q_out bfloat16 with q_quant fp8_e5m2") TS(TK_Q_OUT)->dtype = QKVFUSE_DTYPE_BFLOAT16; END
+  MUT(TK_BASE_F, DTYPE, "q_out", "q_out float8_e5m2 with q_quant none") d->q_quant = QKVFUSE_QUANT_NONE; a->q_scale = NULL; END
+  MUT(TK_BASE_F, DTYPE, "q_out", "desc version 1 (no q_quant) with a float8_e5m2 q_out") {
+    d->struct_size = (uint32_t)offsetof(qkvfuse_desc, q_quant), d->version = 1;
+  } END
+  MUT(TK_BASE_A, DTYPE, "q_out", "q_out float8_e5m2 without q_quant") TS(TK_Q_OUT)->dtype = QKVFUSE_DTYPE_FLOAT8_E5M2; END
+  MUT(TK_BASE_A, DTYPE, "k_out", "k_out float8_e5m2 (k_out is never quantized)") TS(TK_K_OUT)->dtype = QKVFUSE_DTYPE_FLOAT8_E5M2; END
+  MUT(TK_BASE_F, DTYPE, "k_cache", "k_cache int8 with k_quant fp8_e5m2") TS(TK_K_CACHE)->dtype = QKVFUSE_DTYPE_INT8; END
+  MUT(TK_BASE_F, DTYPE, "k_cache", "k_quant fp8_e4m3 with a float8_e5m2 k_cache") d->k_quant = QKVFUSE_QUANT_FP8_E4M3; END
+  MUT(TK_BASE_F, DTYPE, "k_cache", "k_quant none with a float8_e5m2 k_cache") d->k_quant = QKVFUSE_QUANT_NONE; a->k_scale = NULL; END
+  MUT(TK_BASE_F, DTYPE, "v_cache", "v_cache float8_e5m2 with int8 asym quant") TS(TK_V_CACHE)->dtype = QKVFUSE_DTYPE_FLOAT8_E5M2; END
+  MUT(TK_BASE_A, DTYPE, "v_cache", "v_quant fp8_e5m2 with a float8_e4m3fn v_cache") d->v_quant = QKVFUSE_QUANT_FP8_E5M2; END
+  MUT(TK_BASE_F, SHAPE, "q_scale", "q_scale [2]") TS(TK_Q_SCALE)->shape[0] = 2; END
+  MUT(TK_BASE_F, SHAPE, "q_scale", "q_scale [Nq, D]") {
+    qkvfuse_tensor *t = TS(TK_Q_SCALE);
+    t->ndim = 2, t->shape[0] = SP.Nq, t->shape[1] = SP.D, t->strides[0] = SP.D, t->strides[1] = 1;
+  } END
+  MUT(TK_BASE_F, SHAPE, "k_scale", "per-head k_scale [Nkv + 1]") {
+    TS(TK_K_SCALE)->shape[0] = SP.Nkv + 1;
+    e->mention = "Nkv = 2 (per kv head: [Nkv])";
+  } END
+  MUT(TK_BASE_F, SHAPE, "k_scale", "k_scale [D]") {
+    TS(TK_K_SCALE)->shape[0] = SP.D;
+    e->mention = "1 (per tensor: [1] or a scalar), Nkv = 2 (per kv head: [Nkv]) or Nkv*D = 128 (per channel";
+  } END
+  MUT(TK_BASE_F, SHAPE, "v_offset", "v_offset [1] with a per-head v_scale [Nkv]") TS(TK_V_OFFSET)->shape[0] = 1; END
+  MUT(TK_BASE_F, SHAPE, "v_offset", "v_offset [Nkv*D] with a per-head v_scale [Nkv]") {
+    a->v_offset = extra1(m, QKVFUSE_DTYPE_FLOAT32, SP.Nkv * SP.D, 0, 0.5);
+  } END
+  MUT(TK_BASE_F, ALIGNMENT, "q_scale", "q_scale misaligned by 2 bytes") TS(TK_Q_SCALE)->data = (char *)TS(TK_Q_SCALE)->data + 2; END
+  MUT(TK_BASE_F, DEVICE, "q_scale", "a CUDA q_scale with a CPU plan") TS(TK_Q_SCALE)->device_type = QKVFUSE_DEVICE_CUDA; END
+  MUT(TK_BASE_F, OVERLAP, "q_out", "a float8 q_out on qkv's q columns (not in place: another dtype)") {
+    qkvfuse_tensor *q = TS(TK_Q_OUT), *x = TS(TK_QKV);
+    q->data = x->data;
+    q->strides[0] = x->strides[0];
+  } END
+  MUT(TK_BASE_F, OVERLAP, "q_out|q_scale", "q_scale inside q_out") TS(TK_Q_SCALE)->data = TS(TK_Q_OUT)->data; END
+  MUT(TK_BASE_F, BAD_SCALE, "q_scale", "a zero q_scale") poke(m, TK_Q_SCALE, 0, 0.0); e->flag = QKVFUSE_DATA_ERROR_SCALE; END
+  MUT(TK_BASE_F, BAD_SCALE, "q_scale", "a NaN q_scale") poke(m, TK_Q_SCALE, 0, NAN); e->flag = QKVFUSE_DATA_ERROR_SCALE; END
+  MUT(TK_BASE_F, BAD_SCALE, "q_scale", "a -Inf q_scale") poke(m, TK_Q_SCALE, 0, -INFINITY); e->flag = QKVFUSE_DATA_ERROR_SCALE; END
+  MUT(TK_BASE_F, BAD_SCALE, "k_scale", "a zero per-head k_scale (head 1)") poke(m, TK_K_SCALE, 1, -0.0); e->flag = QKVFUSE_DATA_ERROR_SCALE; END
+  MUT(TK_BASE_F, BAD_SCALE, "v_scale", "a NaN per-head v_scale (head 0)") poke(m, TK_V_SCALE, 0, NAN); e->flag = QKVFUSE_DATA_ERROR_SCALE; END
+  MUT(TK_BASE_F, BAD_SCALE, "v_offset", "an Inf per-head v_offset (head 1)") poke(m, TK_V_OFFSET, 1, INFINITY); e->flag = QKVFUSE_DATA_ERROR_SCALE; END
+  MUT(TK_BASE_F, OUT_OF_RANGE, "slot_mapping", "a bad slot and a zero q_scale") {
+    poke(m, TK_SLOT_MAPPING, 2, -5);
+    poke(m, TK_Q_SCALE, 0, 0.0);
+    e->flag = QKVFUSE_DATA_ERROR_SLOT | QKVFUSE_DATA_ERROR_SCALE;
+  } END
   /* ---- overlap ---- */
   MUT(TK_BASE_A, OVERLAP, "error_flags", "error_flags inside k_cache, with a bad slot") {
     a->error_flags = (uint32_t *)((char *)TS(TK_K_CACHE)->data + 64);
@@ -397,7 +463,9 @@ static int mutate(int id, int base, mctx *m, expect *e) {
 
 /* ---------------------------------------------------------------------- */
 
-static const char *base_name(int b) { return b == TK_BASE_A ? "A" : b == TK_BASE_B ? "B" : b == TK_BASE_C ? "C" : "D"; }
+static const char *base_name(int b) {
+  return b == TK_BASE_A ? "A" : b == TK_BASE_B ? "B" : b == TK_BASE_C ? "C" : b == TK_BASE_D ? "D" : "F";
+}
 
 /* One mutation on one base: 1 pass, 0 not applicable, -1 fail, -2 past the end. */
 static int run_one(int base, int id, qkvfuse_backend be, int verbose) {
@@ -446,6 +514,8 @@ static int run_one(int base, int id, qkvfuse_backend be, int verbose) {
     tk_stats_fail(&s, "empty qkvfuse_last_error()");
   else if (!tk_names_argument(msg, e.names))
     tk_stats_fail(&s, "message does not name '%s'", e.names);
+  else if (e.mention && !strstr(msg, e.mention))
+    tk_stats_fail(&s, "message does not say \"%s\"", e.mention);
   tk_case_download(&c);
   for (int b = 0; b < TK_NSLOT; b++)
     if (c.buf[b].bytes) tk_cmp_untouched(&s, tk_slot_name[b], c.buf[b].got, c.buf[b].init, NULL, c.buf[b].bytes);
@@ -477,10 +547,10 @@ int main(int argc, char **argv) {
       printf("test_errors: no device for backend %s, skipped\n", tk_backend_str(bes[bi]));
       return TK_SKIP;
     }
-  static const int bases[] = {TK_BASE_A, TK_BASE_B, TK_BASE_C, TK_BASE_D};
+  static const int bases[] = {TK_BASE_A, TK_BASE_B, TK_BASE_C, TK_BASE_D, TK_BASE_F};
   int failed = 0, passed = 0;
   for (int bi = 0; bi < nbe; bi++) {
-    for (int k = 0; k < 4; k++) {
+    for (int k = 0; k < 5; k++) {
       /* the unmutated base must be valid and correct, or its mutations prove nothing */
       tk_spec sp;
       tk_base_spec(bases[k], &sp);

@@ -2,8 +2,9 @@
 /* Self-test of the test kit's codecs (fp.c), from format properties alone:
  * every bit pattern round-trips, values increase with the pattern, spacing
  * equals tk_ulp, midpoints round to the even neighbour, overflow/saturation
- * and NaN follow the format; float16 is also checked against the compiler's
- * _Float16 conversion where it exists. */
+ * and NaN follow the format (e4m3fn and e5m2 saturate, the quantizers' rule);
+ * float16 is also checked against the compiler's _Float16 conversion where it
+ * exists. */
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
@@ -46,6 +47,10 @@ static void check_format(qkvfuse_dtype dt, int nbits) {
       CHECK(isnan(val_of(dt, bits_of(dt, v))), "%s: NaN pattern 0x%x does not re-encode to NaN", tk_name(dt), x);
       continue;
     }
+    if (isinf(v) && dt == QKVFUSE_DTYPE_FLOAT8_E5M2) { /* the encoder saturates: Inf to +-57344 */
+      CHECK(bits_of(dt, v) == ((x & sign) | 0x7B), "e5m2: Inf pattern 0x%x encodes to 0x%x", x, bits_of(dt, v));
+      continue;
+    }
     CHECK(bits_of(dt, v) == x, "%s: pattern 0x%x (%.9g) re-encodes to 0x%x", tk_name(dt), x, v, bits_of(dt, v));
     CHECK(((x & sign) != 0) == (signbit(v) != 0), "%s: sign of 0x%x", tk_name(dt), x);
     if (x & sign || isinf(v)) continue;
@@ -66,10 +71,11 @@ static void check_format(qkvfuse_dtype dt, int nbits) {
   }
   double max = tk_max(dt), u = tk_ulp(dt, max);
   CHECK(val_of(dt, bits_of(dt, max)) == max, "%s: max", tk_name(dt));
-  if (dt == QKVFUSE_DTYPE_FLOAT8_E4M3FN) {
-    CHECK(tk_round(dt, max + u) == max && tk_round(dt, 1e30) == max && tk_round(dt, -INFINITY) == -max,
-          "e4m3 must saturate to +-max");
-    CHECK(bits_of(dt, NAN) == 0x7F && bits_of(dt, -NAN) == 0xFF, "e4m3 NaN encodings");
+  if (dt == QKVFUSE_DTYPE_FLOAT8_E4M3FN || dt == QKVFUSE_DTYPE_FLOAT8_E5M2) {
+    CHECK(tk_round(dt, max + u) == max && tk_round(dt, 1e30) == max && tk_round(dt, -INFINITY) == -max &&
+              tk_round(dt, INFINITY) == max,
+          "%s must saturate to +-max", tk_name(dt));
+    CHECK(bits_of(dt, NAN) == 0x7F && bits_of(dt, -NAN) == 0xFF, "%s NaN encodings", tk_name(dt));
   } else {
     CHECK(isinf(tk_round(dt, max + u / 2)) && tk_round(dt, nextafter(max + u / 2, 0)) == max,
           "%s: overflow threshold", tk_name(dt));
@@ -113,6 +119,13 @@ int main(void) {
   check_format(QKVFUSE_DTYPE_FLOAT16, 16);
   check_format(QKVFUSE_DTYPE_BFLOAT16, 16);
   check_format(QKVFUSE_DTYPE_FLOAT8_E4M3FN, 8);
+  check_format(QKVFUSE_DTYPE_FLOAT8_E5M2, 8);
+  /* e5m2 is IEEE: its values are float16's with the low 8 mantissa bits zero */
+  CHECK(tk_max(QKVFUSE_DTYPE_FLOAT8_E5M2) == 57344.0, "e5m2 max");
+  for (uint32_t x = 0; x < 256; x++) {
+    const double v = val_of(QKVFUSE_DTYPE_FLOAT8_E5M2, x), h = val_of(QKVFUSE_DTYPE_FLOAT16, x << 8);
+    CHECK(v == h || (isnan(v) && isnan(h)), "e5m2 0x%x = %.9g, float16 0x%x00 = %.9g", x, v, x, h);
+  }
   check_ints();
   check_against_compiler();
   printf("test_fp: %ld checks, %d failed\n", checks, fails);

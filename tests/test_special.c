@@ -1,8 +1,10 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* Directed cases the random sampler reaches rarely or never:
- *   - NaN, -NaN, +-Inf and huge values quantized to int8 / e4m3 / 16-bit
- *     caches (qkvfuse.h: int8 NaN -> 0, +-Inf -> 127/-128; e4m3 NaN -> 0x7F/0xFF
- *     keeping the sign, +-Inf -> +-448), and propagated to float outputs;
+ *   - NaN, -NaN, +-Inf and huge values quantized to int8 / e4m3 / e5m2 /
+ *     16-bit caches and to an fp8 q_out (qkvfuse.h: int8 NaN -> 0, +-Inf ->
+ *     127/-128; fp8 NaN -> 0x7F/0xFF keeping the sign; +-Inf and huge values
+ *     saturate: e4m3 +-448, e5m2 +-57344), and propagated to float outputs;
+ *   - e5m2 rounding edges: ties to even, subnormals, the saturation threshold;
  *   - T = 0 on every layout, also with NULL data pointers (legal for tensors
  *     with no elements);
  *   - every token skipped (slot -1): no cache byte written;
@@ -39,24 +41,42 @@ static uint8_t cache_byte(const tk_case *c, int slot, int64_t elem_off) {
   return c->buf[w->buf].got[(w->off + elem_off) * (int64_t)tk_size(w->t.dtype)];
 }
 
-/* Special values in k and v (no norm, no RoPE, so they reach the caches as they are). */
+/* The byte a quantizer writes for special #i of special_values (NaN, -NaN,
+ * Inf, -Inf, 1e30, -1e30, 70000, -3e38 over a scale of 0.5 or 0.25), or -1
+ * where the mode keeps no fixed pattern for it. */
+static int special_byte(qkvfuse_quant_mode q, int i) {
+  static const int e4m3[8] = {0x7F, 0xFF, 0x7E, 0xFE, 0x7E, 0xFE, 0x7E, 0xFE};
+  static const int e5m2[8] = {0x7F, 0xFF, 0x7B, 0xFB, 0x7B, 0xFB, 0x7B, 0xFB};
+  static const int i8[8] = {0x00, 0x00, 0x7F, 0x80, 0x7F, 0x80, 0x7F, 0x80};
+  switch (q) {
+    case QKVFUSE_QUANT_FP8_E4M3: return e4m3[i];
+    case QKVFUSE_QUANT_FP8_E5M2: return e5m2[i];
+    case QKVFUSE_QUANT_INT8_SYM:
+    case QKVFUSE_QUANT_INT8_ASYM: return i8[i];
+    default: return -1;
+  }
+}
+
+/* Special values in q, k and v (no norm, no RoPE, so they reach the caches
+ * and a quantized q_out (qq) as they are). */
 static void special_values(qkvfuse_backend be, qkvfuse_quant_mode kq, qkvfuse_quant_mode vq, qkvfuse_dtype kdt,
-                           qkvfuse_dtype vdt) {
+                           qkvfuse_dtype vdt, qkvfuse_quant_mode qq) {
   tk_spec s;
   tk_spec_default(&s);
   s.Nq = 1, s.Nkv = 1, s.D = 32, s.T = 4;
   s.k_out_dt = s.v_out_dt = QKVFUSE_DTYPE_FLOAT32;
   s.layout = QKVFUSE_CACHE_PAGED, s.block_size = 4, s.blocks = 2;
-  s.k_quant = kq, s.v_quant = vq, s.k_cache_dt = kdt, s.v_cache_dt = vdt;
+  s.k_quant = kq, s.v_quant = vq, s.k_cache_dt = kdt, s.v_cache_dt = vdt, s.q_quant = qq;
   tk_spec_fixup(&s);
   tk_case c;
   tk_case_build(&c, &s, 31);
   const double specials[] = {NAN, -NAN, INFINITY, -INFINITY, 1e30, -1e30, 70000.0, -3e38};
   int64_t H = 3 * 32;
-  for (int w = 0; w < 2; w++)
-    for (int i = 0; i < 8; i++) poke(&c, TK_QKV, 1 * H + (1 + w) * 32 + 3 * i, specials[i]);
+  for (int w = 0; w < 3; w++)
+    for (int i = 0; i < 8; i++) poke(&c, TK_QKV, 1 * H + w * 32 + 3 * i, specials[i]);
   if (kq) poke(&c, TK_K_SCALE, 0, 0.5), kq == QKVFUSE_QUANT_INT8_ASYM ? poke(&c, TK_K_OFFSET, 0, 3.25) : (void)0;
   if (vq) poke(&c, TK_V_SCALE, 0, 0.25), vq == QKVFUSE_QUANT_INT8_ASYM ? poke(&c, TK_V_OFFSET, 0, -2.5) : (void)0;
+  if (qq) poke(&c, TK_Q_SCALE, 0, 0.5);
   for (int t = 0; t < 4; t++) poke(&c, TK_SLOT_MAPPING, t, 7 - t);
   tk_stats st;
   memset(&st, 0, sizeof st);
@@ -64,25 +84,74 @@ static void special_values(qkvfuse_backend be, qkvfuse_quant_mode kq, qkvfuse_qu
   /* the documented encodings, byte for byte (the oracle comparison above
    * already checks NaN-ness and saturation; here the exact patterns) */
   if (rc == TK_PASS) {
-    for (int w = 0; w < 2; w++) {
-      qkvfuse_quant_mode q = w ? vq : kq;
-      int slot = w ? TK_V_CACHE : TK_K_CACHE;
+    for (int w = 0; w < 3; w++) {
+      qkvfuse_quant_mode q = w == 0 ? qq : w == 1 ? kq : vq;
+      int slot = w == 0 ? TK_Q_OUT : w == 1 ? TK_K_CACHE : TK_V_CACHE;
+      const char *name = w == 0 ? "q_out" : w == 1 ? "k_cache" : "v_cache";
       const qkvfuse_tensor *t = &c.view[slot].t;
-      for (int i = 0; i < 4; i++) {
-        /* token 1 has slot 6: block 1, row 2 of [2, 4, 1, 32] */
-        int64_t off = 1 * t->strides[0] + 2 * t->strides[1] + 3 * i;
+      for (int i = 0; i < 8; i++) {
+        /* q_out: row 1; the caches: token 1 has slot 6, block 1, row 2 of [2, 4, 1, 32] */
+        int64_t off = w == 0 ? tk_elem_offset(t, 32 + 3 * i) : 1 * t->strides[0] + 2 * t->strides[1] + 3 * i;
         uint8_t b = cache_byte(&c, slot, off);
-        static const uint8_t fp8_want[4] = {0x7F, 0xFF, 0x7E, 0xFE}, i8_want[4] = {0x00, 0x00, 0x7F, 0x80};
-        if (q == QKVFUSE_QUANT_FP8_E4M3 && b != fp8_want[i])
-          tk_stats_fail(&st, "%s fp8 of special #%d: byte 0x%02x, want 0x%02x", w ? "v_cache" : "k_cache", i, b, fp8_want[i]);
-        if ((q == QKVFUSE_QUANT_INT8_SYM || q == QKVFUSE_QUANT_INT8_ASYM) && b != i8_want[i])
-          tk_stats_fail(&st, "%s int8 of special #%d: byte 0x%02x, want 0x%02x", w ? "v_cache" : "k_cache", i, b, i8_want[i]);
+        const int want = special_byte(q, i);
+        if (want >= 0 && b != want)
+          tk_stats_fail(&st, "%s %s of special #%d: byte 0x%02x, want 0x%02x", name, tk_name(t->dtype), i, b, want);
       }
     }
   }
   char what[96];
-  snprintf(what, sizeof what, "special values k=%s v=%s", tk_name(c.sp.k_cache_dt), tk_name(c.sp.v_cache_dt));
+  snprintf(what, sizeof what, "special values q=%s k=%s v=%s", tk_name(c.sp.q_out_dt), tk_name(c.sp.k_cache_dt),
+           tk_name(c.sp.v_cache_dt));
   report(what, be, rc, &st);
+  tk_case_free(&c);
+}
+
+/* e5m2 rounding edges in q_out, k_cache and v_cache (scales 1, per head for
+ * k and v: x / scale is x): ties to even in the normal and subnormal range,
+ * the smallest subnormal and half of it, the largest finite and the
+ * saturation threshold 61440 (the tie with 65536, which rounds to the even
+ * Inf code and then saturates: __NV_SATFINITE). */
+static void e5m2_edges(qkvfuse_backend be) {
+  static const struct {
+    double x;
+    uint8_t want;
+  } edge[] = {
+      {1.0, 0x3C},         {1.125, 0x3C},       {1.375, 0x3E},          {-1.125, 0xBC},
+      {53248.0, 0x7A},     {57344.0, 0x7B},     {61439.99609375, 0x7B}, {61440.0, 0x7B},
+      {-61440.0, 0xFB},    {0x1p-14, 0x04},     {0x1p-16, 0x01},        {0x1p-17, 0x00},
+      {0x3p-17, 0x02},     {-0x5p-17, 0x82},    {0x7p-18, 0x02},        {1e-9, 0x00},
+  };
+  enum { N = sizeof edge / sizeof edge[0] };
+  tk_spec s;
+  tk_spec_default(&s);
+  s.Nq = 2, s.Nkv = 2, s.D = 32, s.T = 3;
+  s.layout = QKVFUSE_CACHE_PAGED_HND, s.block_size = 4, s.blocks = 2;
+  s.k_quant = s.v_quant = s.q_quant = QKVFUSE_QUANT_FP8_E5M2, s.k_scale_kind = s.v_scale_kind = 4;
+  tk_spec_fixup(&s);
+  tk_case c;
+  tk_case_build(&c, &s, 32);
+  const int64_t H = 6 * 32;
+  for (int i = 0; i < N; i++)
+    for (int h = 0; h < 6; h++) poke(&c, TK_QKV, 2 * H + h * 32 + i, edge[i].x); /* token 2, every head */
+  poke(&c, TK_Q_SCALE, 0, 1.0);
+  for (int h = 0; h < 2; h++) poke(&c, TK_K_SCALE, h, 1.0), poke(&c, TK_V_SCALE, h, 1.0);
+  poke(&c, TK_SLOT_MAPPING, 2, 5); /* block 1, row 1 */
+  tk_stats st;
+  memset(&st, 0, sizeof st);
+  int rc = tk_check_case(&c, be, tk_run_core, NULL, &st);
+  for (int i = 0; rc == TK_PASS && i < N; i++)
+    for (int h = 0; h < 6; h++) {
+      const int slot = h < 2 ? TK_Q_OUT : h < 4 ? TK_K_CACHE : TK_V_CACHE, kvh = h % 2;
+      const qkvfuse_tensor *t = &c.view[slot].t;
+      /* q_out row 2; paged_hnd [blocks, Nkv, block_size, D]: [1][kvh][1][i] */
+      const int64_t off = slot == TK_Q_OUT ? tk_elem_offset(t, 2 * 64 + kvh * 32 + i)
+                                           : t->strides[0] + kvh * t->strides[1] + t->strides[2] + i;
+      const uint8_t b = cache_byte(&c, slot, off);
+      if (b != edge[i].want)
+        tk_stats_fail(&st, "%s head %d: e5m2 of %.17g is 0x%02x, want 0x%02x", tk_slot_name[slot], kvh, edge[i].x, b,
+                      edge[i].want);
+    }
+  report("e5m2 rounding edges (q_out, per-head k/v scales)", be, rc, &st);
   tk_case_free(&c);
 }
 
@@ -206,10 +275,13 @@ int main(int argc, char **argv) {
   int nbe = tk_backends_from(argc, argv, bes, 8);
   for (int b = 0; b < nbe; b++) {
     qkvfuse_backend be = bes[b];
-    special_values(be, QKVFUSE_QUANT_FP8_E4M3, QKVFUSE_QUANT_INT8_SYM, 0, 0);
-    special_values(be, QKVFUSE_QUANT_INT8_ASYM, QKVFUSE_QUANT_FP8_E4M3, 0, 0);
-    special_values(be, QKVFUSE_QUANT_NONE, QKVFUSE_QUANT_NONE, QKVFUSE_DTYPE_BFLOAT16, QKVFUSE_DTYPE_FLOAT16);
-    special_values(be, QKVFUSE_QUANT_NONE, QKVFUSE_QUANT_INT8_SYM, QKVFUSE_DTYPE_FLOAT32, 0);
+    special_values(be, QKVFUSE_QUANT_FP8_E4M3, QKVFUSE_QUANT_INT8_SYM, 0, 0, QKVFUSE_QUANT_NONE);
+    special_values(be, QKVFUSE_QUANT_INT8_ASYM, QKVFUSE_QUANT_FP8_E4M3, 0, 0, QKVFUSE_QUANT_FP8_E5M2);
+    special_values(be, QKVFUSE_QUANT_FP8_E5M2, QKVFUSE_QUANT_FP8_E5M2, 0, 0, QKVFUSE_QUANT_FP8_E4M3);
+    special_values(be, QKVFUSE_QUANT_NONE, QKVFUSE_QUANT_NONE, QKVFUSE_DTYPE_BFLOAT16, QKVFUSE_DTYPE_FLOAT16,
+                   QKVFUSE_QUANT_NONE);
+    special_values(be, QKVFUSE_QUANT_NONE, QKVFUSE_QUANT_INT8_SYM, QKVFUSE_DTYPE_FLOAT32, 0, QKVFUSE_QUANT_FP8_E5M2);
+    e5m2_edges(be);
     for (int L = 0; L <= 4; L++) {
       tk_spec s;
       char what[64];

@@ -39,6 +39,12 @@ double cli_elem_err(qkvfuse_dtype dt, const void *a, const void *b, int64_t i) {
       nan_a = (x & 0x7fu) == 0x7fu, nan_b = (y & 0x7fu) == 0x7fu;
       break;
     }
+    case QKVFUSE_DTYPE_FLOAT8_E5M2: {
+      const uint8_t x = ((const uint8_t *)a)[i], y = ((const uint8_t *)b)[i];
+      ua = x, ub = y, width = 8;
+      nan_a = (x & 0x7fu) > 0x7cu, nan_b = (y & 0x7fu) > 0x7cu;
+      break;
+    }
     case QKVFUSE_DTYPE_INT8: return fabs((double)((const int8_t *)a)[i] - (double)((const int8_t *)b)[i]);
     case QKVFUSE_DTYPE_INT32: return fabs((double)((const int32_t *)a)[i] - (double)((const int32_t *)b)[i]);
     default: return INFINITY;

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* Output comparison for the demo and the tests: errors in units in the last
  * place of the output's dtype (float32/float16/bfloat16 ulps, int8 integer
- * steps, float8 e4m3 steps), and a check of the KV caches that tells the
+ * steps, float8 e4m3 / e5m2 steps), and a check of the KV caches that tells the
  * elements a call wrote from the ones it must have left alone. */
 #ifndef QKVFUSE_TOOLS_COMPARE_H
 #define QKVFUSE_TOOLS_COMPARE_H

@@ -93,6 +93,7 @@ void cli_set(cli_tensor *x, int64_t i, double v) {
     case QKVFUSE_DTYPE_INT32: ((int32_t *)p)[i] = (int32_t)v; break;
     case QKVFUSE_DTYPE_INT64: ((int64_t *)p)[i] = (int64_t)v; break;
     case QKVFUSE_DTYPE_FLOAT8_E4M3FN: ((uint8_t *)p)[i] = qf_f32_to_e4m3((float)v); break;
+    case QKVFUSE_DTYPE_FLOAT8_E5M2: ((uint8_t *)p)[i] = qf_f32_to_e5m2((float)v); break;
     default: qf_store_float(p, x->t.dtype, i, (float)v); break;
   }
 }

@@ -3,9 +3,9 @@
 
 NumPy arrays cross through ``__array_interface__`` data (strides converted
 from bytes to elements); PyTorch tensors through ``data_ptr()`` and
-``stride()`` (already in elements). NumPy has no bfloat16 or float8 dtype:
-use ml_dtypes arrays (recognized by dtype name) or wrap the raw bits in a
-:class:`TypedArray`.
+``stride()`` (already in elements). NumPy has no bfloat16 or float8 dtypes
+(float8_e4m3fn, float8_e5m2): use ml_dtypes arrays (recognized by dtype
+name) or wrap the raw bits in a :class:`TypedArray`.
 """
 from __future__ import annotations
 

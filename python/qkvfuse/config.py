@@ -111,10 +111,10 @@ class Config:
     ``"none" | "cos_sin_cache" | "cos_sin" | "computed"``; rope_style
     ``"neox" | "interleaved"``; cache_layout ``"none" | "paged" | "paged_hnd" |
     "nz" | "contiguous"``; k_quant/v_quant ``"none" | "int8_sym" | "int8_asym" |
-    "fp8_e4m3" | "fp8_e5m2"``; q_quant ``"none" | "fp8_e4m3" | "fp8_e5m2"``
-    (q_out in fp8, scaled by args.q_scale); rounding ``"fused" |
-    "unfused_parity"``; backend ``"auto" | "reference" | "cpu" | "cuda"``. Defaults are SPEC.md's (eps 1e-6, theta 10000,
-    neox, fused rounding).
+    "fp8_e4m3" | "fp8_e5m2"``; q_quant ``"none" | "fp8_e4m3" | "fp8_e5m2"`` (q_out
+    of that float8 dtype, fp8(q / q_scale)); rounding ``"fused" |
+    "unfused_parity"``; backend ``"auto" | "reference" | "cpu" | "cuda"``.
+    Defaults are SPEC.md's (eps 1e-6, theta 10000, neox, fused rounding).
     """
 
     num_q_heads: int

@@ -126,13 +126,14 @@ class Plan:
         weight_scale [H], act_scale [T], bias [H] (int32 qkv); q_gamma,
         k_gamma, q_beta, k_beta [D]; positions [T]; cos_sin_cache [max_pos, R];
         cos, sin [T, R]; slot_mapping [T] ([B] for the contiguous layout);
-        k_scale, v_scale (and k_offset, v_offset) [1] or [Nkv, D]; outputs
-        q_out [T, Nq*D], k_out / v_out [T, Nkv*D], k_cache / v_cache in the
+        k_scale, v_scale (and k_offset, v_offset) [1], [Nkv] or [Nkv, D];
+        q_scale [1] with a quantized q (config q_quant); outputs q_out
+        [T, Nq*D], k_out / v_out [T, Nkv*D], k_cache / v_cache in the
         layout's shape. ``error_flags``: optional uint32 word on the device
         (data errors are OR-ed into it). ``stream``: a CUDA stream handle (int)
         or torch.cuda.Stream; default: torch's current stream for CUDA tensors.
         """
-        unknown = set(tensors) - set(TENSOR_ARGS)
+        unknown = set(tensors) - set(TENSOR_ARGS) - set(_capi.ARG_TENSORS_V2)
         if unknown:
             raise errors.ArgumentTypeError(errors.QKVFUSE_ERROR_INVALID_VALUE,
                                            "%s: not a tensor argument of qkvfuse_run" % ", ".join(sorted(unknown)))
@@ -399,8 +400,9 @@ def run(qkv=None, *, num_q_heads: int, num_kv_heads: int, head_dim: int,
       ``"contiguous"``) written in place at ``slot_mapping`` [T] (-1 skips a
       token). Quantization follows the cache dtype unless ``k_quant`` /
       ``v_quant`` say (int8: ``"int8_sym"``, or ``"int8_asym"`` when
-      ``k_offset``/``v_offset`` are given; float8_e4m3fn: ``"fp8_e4m3"``), with
-      ``k_scale``/``v_scale`` [1] or [Nkv, D] float32.
+      ``k_offset``/``v_offset`` are given; float8_e4m3fn: ``"fp8_e4m3"``;
+      float8_e5m2: ``"fp8_e5m2"``), with ``k_scale``/``v_scale`` float32 [1]
+      (per tensor), [Nkv] (per kv head) or [Nkv, D] (per channel).
     - Outputs: ``q`` [.., Nq*D] always; k / v [.., Nkv*D] (after RoPE, before
       quantization) when ``return_k`` / ``return_v`` or when ``k_out`` /
       ``v_out`` are given. ``q_out``/``k_out`` may be the q/k columns of qkv

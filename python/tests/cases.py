@@ -20,7 +20,10 @@ FLOATS = ("float32", "float16", "bfloat16")
 LAYOUTS = ("none", "paged", "paged_hnd", "nz", "contiguous")
 ROPES = ("none", "cos_sin_cache", "cos_sin", "computed")
 QUANTS = ("none", "int8_sym", "int8_asym", "fp8_e4m3")
-CACHE_DT = {"int8_sym": "int8", "int8_asym": "int8", "fp8_e4m3": "float8_e4m3fn"}
+QUANTS_EXT = QUANTS + ("fp8_e5m2",)  # extended cases (NumPy): also e5m2 caches
+CACHE_DT = {"int8_sym": "int8", "int8_asym": "int8", "fp8_e4m3": "float8_e4m3fn", "fp8_e5m2": "float8_e5m2"}
+FP8_DT = {"fp8_e4m3": "float8_e4m3fn", "fp8_e5m2": "float8_e5m2"}
+TYPED = ("bfloat16", "float8_e4m3fn", "float8_e5m2")  # NumPy has no such dtype: TypedArray
 SCALINGS = (
     None,
     {"type": "linear", "factor": 4.0},
@@ -39,8 +42,10 @@ def representable(rng, shape, dtype, scale=1.0):
 
 
 class Case:
-    def __init__(self, seed, backend="auto"):
-        self.seed, self.backend = seed, backend
+    def __init__(self, seed, backend="auto", extended=False):
+        """extended: also a quantized q, fp8 e5m2 caches and per-head scales
+        (run()'s NumPy path)."""
+        self.seed, self.backend, self.extended = seed, backend, extended
         self.bases = {}   # name -> [storage, dtype]
         self.views = {}   # arg name -> (base name, index tuple)
         self.kwargs = {}  # non-tensor arguments of qkvfuse.run
@@ -54,10 +59,11 @@ class Case:
 
     def describe(self):
         k = dict(self.kwargs)
-        return ("seed=%d backend=%s T=%d Nq=%d Nkv=%d D=%d R=%d in=%s q_out=%s layout=%s kq=%s vq=%s rope=%s/%s "
-                "parity=%s inplace=%s" % (self.seed, self.backend, self.T, self.Nq, self.Nkv, self.D, self.R,
-                                          self.in_dt, self.q_dt, self.layout, self.kq, self.vq, self.rope,
-                                          k.get("rope_style"), self.parity, self.inplace))
+        return ("seed=%d backend=%s T=%d Nq=%d Nkv=%d D=%d R=%d in=%s q_out=%s q_quant=%s layout=%s kq=%s vq=%s "
+                "scales=%s rope=%s/%s parity=%s inplace=%s extended=%s"
+                % (self.seed, self.backend, self.T, self.Nq, self.Nkv, self.D, self.R, self.in_dt, self.q_dt,
+                   self.qq, self.layout, self.kq, self.vq, self.scale_kinds, self.rope, k.get("rope_style"),
+                   self.parity, self.inplace, self.extended))
 
 
 def _generate(c, rng):
@@ -148,6 +154,16 @@ def _generate(c, rng):
     c.q_dt = out_dtype()
     c.k_dt = out_dtype() if rng.random() < 0.5 else None
     c.v_dt = out_dtype() if rng.random() < 0.5 else None
+    # the I/O dtype (unfused parity's rounding target): q_out's, or with a
+    # quantized q the dtype q_out has unquantized (docs/API.md)
+    c.io_dt, c.qq = c.q_dt, "none"
+    if c.extended and rng.random() < 0.3:
+        c.qq = ch(("fp8_e4m3", "fp8_e5m2"))
+        c.io_dt = c.in_dt if c.in_dt != "int32" else (c.table_dt or "float32")
+        c.q_dt = FP8_DT[c.qq]
+        qs = rng.uniform(0.005, 0.05) if c.qq == "fp8_e4m3" else 10.0 ** rng.uniform(-4.5, -1)
+        qs = orc.round_to(qs * (-1 if rng.random() < 0.1 else 1), "float32")
+        c.add("q_scale", np.full((1,) if rng.random() < 0.5 else (), qs), "float32")
     c.inplace = c.in_dt != "int32" and c.q_dt == c.in_dt and rng.random() < 0.25
     nan = lambda shape: np.full(shape, np.nan)  # noqa: E731  (poison: never a valid result)
     if c.inplace:
@@ -162,15 +178,23 @@ def _generate(c, rng):
         if dt is not None and name not in c.views:
             c.add(name, nan(lead + (Nkv * D,)), dt)
             c.outputs.append(name)
-    same_dt = c.k_dt in (None, c.q_dt) and c.v_dt in (None, c.q_dt)
+    kv_dts = {d for d in (c.k_dt, c.v_dt) if d is not None}
+    if c.qq == "none":
+        same_dt, c.alloc_dt = kv_dts <= {c.q_dt}, c.q_dt
+    else:  # a float8 q_out of its own; k and v outputs of one dtype (out_dtype) or the default
+        same_dt = len(kv_dts) <= 1
+        c.alloc_dt = kv_dts.pop() if kv_dts else None
     c.allocate = not c.inplace and same_dt and rng.random() < 0.4
+    if c.qq != "none":
+        c.kwargs["q_quant"] = c.qq
     c.kwargs["rounding"] = "unfused_parity" if c.parity else "fused"
     c.kwargs["backend"] = c.backend
 
     # ---- caches
     c.kq = c.vq = "none"
+    c.scale_kinds = []
     if c.layout != "none":
-        c.kq, c.vq = ch(QUANTS), ch(QUANTS)
+        c.kq, c.vq = (ch(QUANTS_EXT), ch(QUANTS_EXT)) if c.extended else (ch(QUANTS), ch(QUANTS))
         kdt = CACHE_DT.get(c.kq, ch(FLOATS))
         vdt = CACHE_DT.get(c.vq, ch(FLOATS))
         if c.layout == "nz":  # c = 32 bytes / element must divide Nkv*D
@@ -208,8 +232,13 @@ def _generate(c, rng):
                 continue
             per_channel = rng.random() < 0.5
             n = (Nkv, D) if per_channel else (1,)
+            if c.extended and not per_channel and rng.random() < 0.5:
+                n = (Nkv,)  # one per kv head
+            c.scale_kinds.append(n)
             if mode == "fp8_e4m3":
                 sc = rng.uniform(0.005, 0.05, n)
+            elif mode == "fp8_e5m2":
+                sc = 10.0 ** rng.uniform(-4.5, -1, n)
             else:
                 sc = rng.uniform(0.02, 0.06, n)
             sc = orc.round_to(sc * np.where(rng.random(n) < 0.1, -1, 1), "float32")
@@ -237,6 +266,8 @@ def _cache_init(rng, shape, dt):
         return rng.integers(-128, 128, shape).astype(np.float64)
     if dt == "float8_e4m3fn":
         return orc.e4m3_table()[rng.integers(0, 0x7E, shape)]  # finite, non-negative codes
+    if dt == "float8_e5m2":
+        return orc.e5m2_table()[rng.integers(0, 0x7C, shape)]
     return representable(rng, shape, dt, 1.0)
 
 
@@ -247,7 +278,7 @@ def to_numpy_args(c):
     bases = {}
     for name, (st, dt) in c.bases.items():
         arr = st.copy()
-        bases[name] = qkvfuse.TypedArray(arr, dt) if dt in ("bfloat16", "float8_e4m3fn") else arr
+        bases[name] = qkvfuse.TypedArray(arr, dt) if dt in TYPED else arr
     return bases
 
 
@@ -257,8 +288,8 @@ def to_torch_args(c, device):
     for name, (st, dt) in c.bases.items():
         if dt == "bfloat16":
             t = torch.from_numpy(st.view(np.int16).copy()).view(torch.bfloat16)
-        elif dt == "float8_e4m3fn":
-            t = torch.from_numpy(st.copy()).view(torch.float8_e4m3fn)
+        elif dt in ("float8_e4m3fn", "float8_e5m2"):
+            t = torch.from_numpy(st.copy()).view(getattr(torch, dt))
         else:
             t = torch.from_numpy(st.copy())
         bases[name] = t.to(device)
@@ -276,7 +307,7 @@ def storage_of(x, dt):
     x = x.detach().cpu()
     if dt == "bfloat16":
         return x.view(torch.int16).numpy().view(np.uint16)
-    if dt == "float8_e4m3fn":
+    if dt in ("float8_e4m3fn", "float8_e5m2"):
         return x.view(torch.uint8).numpy()
     return x.numpy()
 
@@ -290,7 +321,8 @@ def run_case(c, bases):
     if c.allocate:
         for name in ("q_out", "k_out", "v_out"):
             kw.pop(name, None)
-        kw["out_dtype"] = c.q_dt
+        if c.alloc_dt is not None:
+            kw["out_dtype"] = c.alloc_dt
         kw["return_k"] = c.k_dt is not None
         kw["return_v"] = c.v_dt is not None
     out = qkvfuse.run(args["qkv"], num_q_heads=c.Nq, num_kv_heads=c.Nkv, head_dim=c.D, **kw)
@@ -329,7 +361,7 @@ def problem_of(c):
         positions=None if "positions" not in c.bases else val("positions").astype(np.int64),
         cos=None if cs is None else cs.reshape(T, c.R), sin=None if cs is None else view_val("sin").reshape(T, c.R),
         theta=c.kwargs.get("rope_theta", 10000.0),
-        scaling=c.kwargs.get("rope_scaling"), io=c.q_dt, parity=c.parity)
+        scaling=c.kwargs.get("rope_scaling"), io=c.io_dt, parity=c.parity)
 
 
 def _dest(c, slots):
@@ -383,7 +415,7 @@ def check_case(c, got):
     """Compare a run's outputs ({base: storage}) with the oracle."""
     p = problem_of(c)
     res = orc.chain(p)
-    mid = c.q_dt if c.parity else None
+    mid = c.io_dt if c.parity else None
     T = c.T
     # outputs
     for name, key, dt in (("q_out", "q", c.q_dt), ("k_out", "k", c.k_dt), ("v_out", "v", c.v_dt)):
@@ -392,7 +424,11 @@ def check_case(c, got):
         b, idx = c.views[name]
         g = orc.decode(got[b], c.bases[b][1])
         g = (g[idx] if idx else g).reshape(res[key][0].shape)
-        lo, hi = orc.interval(res[key][0], res[key][1], dt, mid)
+        if key == "q" and c.qq != "none":  # fp8(q / q_scale), q rounded to the I/O dtype first in parity mode
+            qs = float(orc.decode(*c.bases["q_scale"]).ravel()[0])
+            lo, hi = orc.quant_interval(res[key][0], res[key][1], c.qq, qs, 0.0, mid)
+        else:
+            lo, hi = orc.interval(res[key][0], res[key][1], dt, mid)
         orc.check_within(name, g, lo, hi)
     # caches
     if c.layout != "none":
@@ -408,13 +444,16 @@ def check_case(c, got):
             if mode != "none":
                 sc = orc.decode(*c.bases[h + "_scale"]).ravel()
                 off = orc.decode(*c.bases[h + "_offset"]).ravel() if mode == "int8_asym" else 0.0
+                if sc.size == c.Nkv and c.Nkv > 1:  # one per kv head: channel j has head j // D's
+                    sc = np.repeat(sc, c.D)
+                    off = np.repeat(off, c.D) if mode == "int8_asym" else off
             check_cache(h + "_cache", c.layout, c.Nkv, c.D, g, init, dests, v.reshape(T, c.Nkv * c.D),
                         s.reshape(T, c.Nkv * c.D), mode, dt, mid, sc, off)
     # inputs and padding must be untouched
     for n in c.bases:
         if n in c.outputs:
             continue
-        if not np.array_equal(got[n].view(np.uint8), c.initial[n].view(np.uint8)):
+        if got[n].tobytes() != c.initial[n].tobytes():
             raise AssertionError("input %s was modified" % n)
     if "qkv_buf" in c.outputs:  # in place: only the q (and k) columns may change
         H = (c.Nq + 2 * c.Nkv) * c.D
@@ -425,10 +464,10 @@ def check_case(c, got):
                                  % H)
 
 
-def check_random(seed, backend, args_of):
-    """Case(seed, backend), run on the tensors args_of(case) makes and checked
-    against the oracle; a failure carries the case's description."""
-    c = Case(seed, backend)
+def check_random(seed, backend, args_of, extended=False):
+    """Case(seed, backend, extended), run on the tensors args_of(case) makes
+    and checked against the oracle; a failure carries the case's description."""
+    c = Case(seed, backend, extended)
     try:
         check_case(c, run_case(c, args_of(c)))
     except Exception as e:

@@ -25,9 +25,10 @@ FORMATS = {
     "float16": (11, -14, 65504.0, False),
     "bfloat16": (8, -126, float.fromhex("0x1.fep127"), False),
     "float8_e4m3fn": (4, -6, 448.0, True),
+    "float8_e5m2": (3, -14, 57344.0, True),  # the quantizers saturate (Inf included), qkvfuse.h
 }
 STORAGE = {"float32": np.float32, "float16": np.float16, "bfloat16": np.uint16, "float8_e4m3fn": np.uint8,
-           "int8": np.int8, "int32": np.int32, "int64": np.int64}
+           "float8_e5m2": np.uint8, "int8": np.int8, "int32": np.int32, "int64": np.int64}
 
 
 def round_to(x, fmt):
@@ -87,6 +88,27 @@ def e4m3_table():
     return _E4M3
 
 
+_E5M2 = None
+
+
+def e5m2_table():
+    """The 256 e5m2 values by bit pattern (exponent 31: Inf with mantissa 0, else NaN)."""
+    global _E5M2
+    if _E5M2 is None:
+        vals = np.empty(256)
+        for b in range(256):
+            s = -1.0 if b & 0x80 else 1.0
+            e, m = (b >> 2) & 0x1F, b & 3
+            if e == 31:
+                vals[b] = s * np.inf if m == 0 else np.nan
+            elif e == 0:
+                vals[b] = s * m / 4.0 * 2.0 ** -14
+            else:
+                vals[b] = s * (1 + m / 4.0) * 2.0 ** (e - 15)
+        _E5M2 = vals
+    return _E5M2
+
+
 def decode(storage, dtype):
     """Storage array -> float64 values."""
     a = np.asarray(storage)
@@ -94,6 +116,8 @@ def decode(storage, dtype):
         return (a.astype(np.uint32) << 16).view(np.float32).astype(np.float64)
     if dtype == "float8_e4m3fn":
         return e4m3_table()[a.astype(np.int64)]
+    if dtype == "float8_e5m2":
+        return e5m2_table()[a.astype(np.int64)]
     return a.astype(np.float64)
 
 
@@ -105,8 +129,8 @@ def encode(values, dtype):
     r = round_to(v, dtype)
     if dtype == "bfloat16":
         return (r.astype(np.float32).view(np.uint32) >> 16).astype(np.uint16)
-    if dtype == "float8_e4m3fn":  # codes 0x00..0x7E are the non-negative values in increasing order
-        pos = e4m3_table()[:0x7F]
+    if dtype in ("float8_e4m3fn", "float8_e5m2"):  # codes 0..top are the non-negative finite values, increasing
+        pos = e4m3_table()[:0x7F] if dtype == "float8_e4m3fn" else e5m2_table()[:0x7C]
         code = np.searchsorted(pos, np.abs(np.where(np.isnan(r), 0, r))).astype(np.uint8)
         code = np.where(np.isnan(r), 0x7F, code).astype(np.uint8)
         return code | np.where(np.signbit(r), 0x80, 0).astype(np.uint8)
@@ -164,7 +188,9 @@ class Problem:
     value), gamma_offset. RoPE: R, style ("neox"/"interleaved"), source
     ("none"/"cos_sin_cache"/"cos_sin"/"computed"); cos_sin_cache [max_pos, R],
     positions [T], cos/sin [T, R], theta, scaling dict.
-    io: q_out's dtype; parity: bool.
+    io: the I/O dtype (q_out's, or with a quantized q the dtype q_out has
+    unquantized: the input's, for int32 input the RoPE table's, else
+    float32); parity: bool.
     """
 
     def __init__(self, **kw):
@@ -279,7 +305,7 @@ def interval(v, s, fmt, mid=None):
 
 
 def quant_interval(v, s, mode, scale, offset, mid=None):
-    """[lo, hi] of a quantized cache value (int8 value or e4m3 value)."""
+    """[lo, hi] of a quantized value (int8, e4m3 or e5m2 value): a cache's, or a quantized q_out's."""
     lo, hi = v - 2 * s, v + 2 * s
     if mid is not None:
         lo, hi = round_to(lo, mid), round_to(hi, mid)
@@ -289,8 +315,9 @@ def quant_interval(v, s, mode, scale, offset, mid=None):
     tl, th = np.minimum(t1, t2), np.maximum(t1, t2)
     slack = 2 * U * (np.maximum(np.abs(tl), np.abs(th)) + (np.abs(offset) if mode == "int8_asym" else 0))
     tl, th = tl - slack, th + slack
-    if mode == "fp8_e4m3":
-        return round_to(tl, "float8_e4m3fn"), round_to(th, "float8_e4m3fn")
+    if mode in ("fp8_e4m3", "fp8_e5m2"):
+        fmt = "float8_e4m3fn" if mode == "fp8_e4m3" else "float8_e5m2"
+        return round_to(tl, fmt), round_to(th, fmt)
     q = lambda t: np.clip(np.rint(t), -128, 127)  # noqa: E731
     return q(tl), q(th)
 

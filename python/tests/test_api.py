@@ -36,17 +36,11 @@ def test_enum_numbers_match_the_header():
         m = re.search(r"\bQKVFUSE_DTYPE_%s\s*=\s*QKVFUSE_DTYPE_CODE\((\d+),\s*(\d+)\)" % name.upper(), text)
         assert m and (int(m.group(1)) << 8 | int(m.group(2))) == code, name
     lib = _capi.lib()
-    unnamed = []
     for name, code in _capi.DTYPE.items():
-        if lib.qkvfuse_dtype_name(code).decode() == "?" and lib.qkvfuse_dtype_size(code) == 0:
-            unnamed.append(name)  # declared by the header, not (yet) served by this library
-            continue
         assert lib.qkvfuse_dtype_name(code).decode() == name
         assert lib.qkvfuse_dtype_size(code) == _capi.DTYPE_SIZE[name]
     for status in range(1, 15):
         assert qkvfuse.errors._NAMES[status] == lib.qkvfuse_status_string(status).decode()
-    if unnamed:
-        pytest.xfail("the library does not know the header's dtype(s) %s" % ", ".join(unnamed))
 
 
 def test_struct_layout_matches_the_c_abi():

@@ -35,7 +35,24 @@ def base(**over):
     (dict(slot_mapping=None), qkvfuse.NullPointerError, 1, r"slot_mapping: required"),
     (dict(k_quant="int8_asym"), qkvfuse.NullPointerError, 1, r"k_offset: required"),
     (dict(rope="bogus"), qkvfuse.InvalidValueError, 2, r"rope: expected one of"),
-], ids=["shape", "dtype", "eps", "head_dim", "position", "slot", "scale", "missing", "asym-offset", "enum"])
+    (dict(q_quant="fp8_e5m2", q_out=qkvfuse.TypedArray.zeros((T, Nq * D), "float8_e5m2")), qkvfuse.NullPointerError, 1,
+     r"q_scale: required with q_quant set"),
+    (dict(q_quant="fp8_e4m3", q_scale=np.array([0.0], np.float32), q_out=None), qkvfuse.BadScaleError, 9,
+     r"q_scale\[0\] = 0"),
+    (dict(q_quant="fp8_e5m2", q_scale=np.array([0.1], np.float32),
+          q_out=qkvfuse.TypedArray.zeros((T, Nq * D), "float8_e4m3fn")), qkvfuse.DtypeError, 3,
+     r"q_out: dtype must be float8_e5m2 with desc.q_quant = fp8_e5m2"),
+    (dict(q_quant="fp8_e5m2", q_scale=np.array([0.1, 0.2], np.float32), q_out=None), qkvfuse.ShapeError, 4,
+     r"q_scale: expected 1 element"),
+    (dict(q_scale=np.array([0.1], np.float32)), qkvfuse.InvalidValueError, 2, r"q_scale: not used with q_quant none"),
+    (dict(q_quant="int8_sym"), qkvfuse.InvalidValueError, 2, r"q_quant: expected one of"),
+    (dict(k_scale=np.array([0.1, 0.2, 0.3], np.float32)), qkvfuse.ShapeError, 4,
+     r"k_scale: expected 1 \(per tensor.*Nkv = 2 \(per kv head.*Nkv\*D = 128 \(per channel"),
+    (dict(k_cache=qkvfuse.TypedArray.zeros((2, 4, Nkv, D), "float8_e5m2"), k_quant="int8_sym"), qkvfuse.DtypeError,
+     3, r"k_cache: dtype must be int8; got float8_e5m2"),
+], ids=["shape", "dtype", "eps", "head_dim", "position", "slot", "scale", "missing", "asym-offset", "enum",
+        "q_scale-missing", "q_scale-zero", "q_out-dtype", "q_scale-shape", "q_scale-extra", "q_quant-int8",
+        "per-head-shape", "e5m2-cache-quant"])
 def test_status_to_exception(over, cls, status, pattern):
     x, kw = base(**over)
     before = {k: v.copy() for k, v in kw.items() if isinstance(v, np.ndarray)}
@@ -46,6 +63,17 @@ def test_status_to_exception(over, cls, status, pattern):
     assert e.message in str(e) and e.status_name in str(e)
     for k, v in before.items():  # nothing written: outputs and caches keep every byte
         assert np.array_equal(np.asarray(kw[k]).view(np.uint8), v.view(np.uint8)), k
+
+
+def test_quantized_q_on_torch_tensors_equals_numpy():
+    torch = pytest.importorskip("torch")
+    x = np.random.default_rng(7).standard_normal((T, H)).astype(np.float32)
+    kw = dict(num_q_heads=Nq, num_kv_heads=Nkv, head_dim=D, q_quant="fp8_e5m2")
+    want = qkvfuse.run(x, q_scale=np.array([0.05], np.float32), **kw).q
+    got = qkvfuse.run(torch.from_numpy(x), q_scale=torch.tensor([0.05]), **kw).q
+    assert got.dtype == torch.float8_e5m2
+    bits = want.storage if isinstance(want, qkvfuse.TypedArray) else np.asarray(want).view(np.uint8)
+    assert np.array_equal(got.view(torch.uint8).numpy(), bits.reshape(got.shape))
 
 
 def test_python_exception_families():

@@ -101,6 +101,36 @@ static inline uint8_t qf_f32_to_e4m3(float f) {
   return (uint8_t)(sign | r);
 }
 
+/* OCP float8 e5m2: 1 sign, 5 exponent (bias 15), 2 mantissa; Inf = S.11111.00, NaN = S.11111.xx (xx != 0). */
+static inline float qf_e5m2_to_f32(uint8_t b) {
+  /* e5m2 is binary16 without its low 8 mantissa bits: exact through float16 */
+  return qf_f16_to_f32((uint16_t)((uint16_t)b << 8));
+}
+
+/* The quantizer's e5m2: round to nearest even, saturating to +-57344 (Inf
+ * included: CUDA's __NV_SATFINITE, as vLLM's fp8_e5m2 cache), NaN -> 0x7F |
+ * sign. */
+static inline uint8_t qf_f32_to_e5m2(float f) {
+  uint32_t u = qf_f32_bits(f);
+  uint8_t sign = (uint8_t)((u >> 24) & 0x80u);
+  float a = fabsf(f);
+  if (isnan(f)) return (uint8_t)(sign | 0x7fu);
+  if (a >= 57344.0f) return (uint8_t)(sign | 0x7bu); /* saturate (inf included) */
+  if (a < 6.103515625e-05f) {
+    /* below the smallest normal 2^-14: subnormal steps of 2^-16, RNE */
+    float r = rintf(a * 65536.0f);       /* exact scaling, then round to nearest even */
+    return (uint8_t)(sign | (uint8_t)r); /* r == 4 gives 0x04 = 2^-14, the smallest normal */
+  }
+  /* normal: keep 2 mantissa bits of the float32, RNE on the 21 dropped bits */
+  uint32_t au = qf_f32_bits(a);
+  uint32_t exp = ((au >> 23) & 0xffu) - 127u + 15u; /* 1..30 */
+  uint32_t m = (exp << 23) | (au & 0x7fffffu);
+  m += 0xfffffu + ((m >> 21) & 1u);
+  uint32_t r = m >> 21; /* exponent and mantissa, may carry into the exponent */
+  if (r > 0x7bu) r = 0x7bu; /* only a >= 57344 could round past the largest finite; kept for safety */
+  return (uint8_t)(sign | r);
+}
+
 /* int8: sat8(rint(v)); NaN -> 0 (documented in qkvfuse.h). */
 static inline int8_t qf_f32_to_int8_sat(float v) {
   if (isnan(v)) return 0;
@@ -119,6 +149,7 @@ static inline float qf_load(const void *p, qkvfuse_dtype dt, int64_t i) {
     case QKVFUSE_DTYPE_INT32: return (float)((const int32_t *)p)[i];
     case QKVFUSE_DTYPE_INT8: return (float)((const int8_t *)p)[i];
     case QKVFUSE_DTYPE_FLOAT8_E4M3FN: return qf_e4m3_to_f32(((const uint8_t *)p)[i]);
+    case QKVFUSE_DTYPE_FLOAT8_E5M2: return qf_e5m2_to_f32(((const uint8_t *)p)[i]);
     default: return NAN;
   }
 }

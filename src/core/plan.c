@@ -45,15 +45,18 @@ static qkvfuse_status check_desc(const qkvfuse_desc *d) {
            (int)d->gamma_offset);
   QF_CHECK(d->cache_layout >= QKVFUSE_CACHE_NONE && d->cache_layout <= QKVFUSE_CACHE_CONTIGUOUS,
            QKVFUSE_ERROR_INVALID_VALUE, "cache_layout: unknown value %d", (int)d->cache_layout);
-  QF_CHECK(d->k_quant >= QKVFUSE_QUANT_NONE && d->k_quant <= QKVFUSE_QUANT_FP8_E4M3, QKVFUSE_ERROR_INVALID_VALUE,
+  QF_CHECK(d->k_quant >= QKVFUSE_QUANT_NONE && d->k_quant <= QKVFUSE_QUANT_FP8_E5M2, QKVFUSE_ERROR_INVALID_VALUE,
            "k_quant: unknown value %d", (int)d->k_quant);
-  QF_CHECK(d->v_quant >= QKVFUSE_QUANT_NONE && d->v_quant <= QKVFUSE_QUANT_FP8_E4M3, QKVFUSE_ERROR_INVALID_VALUE,
+  QF_CHECK(d->v_quant >= QKVFUSE_QUANT_NONE && d->v_quant <= QKVFUSE_QUANT_FP8_E5M2, QKVFUSE_ERROR_INVALID_VALUE,
            "v_quant: unknown value %d", (int)d->v_quant);
   QF_CHECK(d->cache_addressing == QKVFUSE_ADDRESS_SLOTS, QKVFUSE_ERROR_UNSUPPORTED,
            "cache_addressing: page-table addressing is not available in this version; got %d",
            (int)d->cache_addressing);
-  QF_CHECK(d->q_quant == QKVFUSE_QUANT_NONE, QKVFUSE_ERROR_UNSUPPORTED,
-           "q_quant: a quantized q_out is not available in this version; got %d", (int)d->q_quant);
+  /* q is quantized to fp8 only: an attention kernel reads an fp8 q, an int8 q has no consumer */
+  QF_CHECK(d->q_quant == QKVFUSE_QUANT_NONE || d->q_quant == QKVFUSE_QUANT_FP8_E4M3 ||
+               d->q_quant == QKVFUSE_QUANT_FP8_E5M2,
+           QKVFUSE_ERROR_INVALID_VALUE, "q_quant: must be none (0), fp8_e4m3 (3) or fp8_e5m2 (4); got %d",
+           (int)d->q_quant);
   QF_CHECK(d->cache_layout != QKVFUSE_CACHE_NONE || (d->k_quant == QKVFUSE_QUANT_NONE && d->v_quant == QKVFUSE_QUANT_NONE),
            QKVFUSE_ERROR_INVALID_VALUE, "k_quant: quantization needs a cache; cache_layout is none");
   QF_CHECK(d->rounding == QKVFUSE_ROUNDING_FUSED || d->rounding == QKVFUSE_ROUNDING_UNFUSED_PARITY,

@@ -56,7 +56,10 @@ typedef struct qf_problem {
   int64_t T;                /* tokens */
   int64_t B, S;             /* contiguous layout: T = B * S (else B = T, S = 1) */
   int64_t Nq, Nkv, D, R, H; /* R = 0 without RoPE */
-  qkvfuse_dtype io_dtype;   /* q_out's dtype: the rounding target of unfused-parity mode */
+  /* the rounding target of unfused-parity mode: q_out's dtype; with a quantized
+   * q (desc.q_quant) the dtype q_out has unquantized: the input's, or for int32
+   * input the RoPE table's (float32 without a table) */
+  qkvfuse_dtype io_dtype;
 
   /* The input in three parts, q [T x Nq*D], k [T x Nkv*D] and v [T x Nkv*D],
    * of one dtype; a packed qkv is three views of its rows. v.data is NULL
@@ -73,7 +76,12 @@ typedef struct qf_problem {
   double mscale;          /* COMPUTED: multiplier of cos and sin */
 
   qf_vec slot_mapping; /* T, or B for contiguous */
-  qf_vec k_scale, v_scale, k_offset, v_offset; /* n = 1 or Nkv*D */
+  qf_vec k_scale, v_scale, k_offset, v_offset; /* n = 1, Nkv or Nkv*D */
+  /* channels of the [Nkv*D] row that share one k / v scale (and offset):
+   * Nkv*D (per tensor), D (per kv head) or 1 (per channel); channel j uses
+   * element j / group */
+  int64_t k_scale_group, v_scale_group;
+  qf_vec q_scale; /* desc.q_quant != NONE: 1 element, q_out = fp8(q / q_scale) */
 
   qf_mat q_out, k_out, v_out; /* T x Nq*D, T x Nkv*D */
   /* T x Nq*D, q_out's dtype: q written a second time (a named operator's

@@ -19,7 +19,8 @@ qkvfuse_dtype qkvfuse_dtype_from_dlpack(uint8_t code, uint8_t bits, uint16_t lan
     case QKVFUSE_DTYPE_FLOAT16:
     case QKVFUSE_DTYPE_FLOAT32:
     case QKVFUSE_DTYPE_BFLOAT16:
-    case QKVFUSE_DTYPE_FLOAT8_E4M3FN: return (qkvfuse_dtype)v;
+    case QKVFUSE_DTYPE_FLOAT8_E4M3FN:
+    case QKVFUSE_DTYPE_FLOAT8_E5M2: return (qkvfuse_dtype)v;
     default: return QKVFUSE_DTYPE_NONE;
   }
 }
@@ -27,7 +28,8 @@ qkvfuse_dtype qkvfuse_dtype_from_dlpack(uint8_t code, uint8_t bits, uint16_t lan
 size_t qkvfuse_dtype_size(qkvfuse_dtype dtype) {
   switch (dtype) {
     case QKVFUSE_DTYPE_INT8:
-    case QKVFUSE_DTYPE_FLOAT8_E4M3FN: return 1;
+    case QKVFUSE_DTYPE_FLOAT8_E4M3FN:
+    case QKVFUSE_DTYPE_FLOAT8_E5M2: return 1;
     case QKVFUSE_DTYPE_FLOAT16:
     case QKVFUSE_DTYPE_BFLOAT16: return 2;
     case QKVFUSE_DTYPE_INT32:
@@ -46,6 +48,7 @@ const char *qkvfuse_dtype_name(qkvfuse_dtype dtype) {
     case QKVFUSE_DTYPE_FLOAT32: return "float32";
     case QKVFUSE_DTYPE_BFLOAT16: return "bfloat16";
     case QKVFUSE_DTYPE_FLOAT8_E4M3FN: return "float8_e4m3fn";
+    case QKVFUSE_DTYPE_FLOAT8_E5M2: return "float8_e5m2";
     default: return "?";
   }
 }
@@ -97,6 +100,7 @@ unsigned qf_dtype_bit(qkvfuse_dtype dt) {
     case QKVFUSE_DTYPE_INT64: return QF_I64;
     case QKVFUSE_DTYPE_INT8: return QF_I8;
     case QKVFUSE_DTYPE_FLOAT8_E4M3FN: return QF_FP8;
+    case QKVFUSE_DTYPE_FLOAT8_E5M2: return QF_FP8_E5M2;
     default: return 0;
   }
 }
@@ -109,6 +113,7 @@ const char *qf_dtype_set_name(unsigned set) {
     case QF_F32: return "float32";
     case QF_I8: return "int8";
     case QF_FP8: return "float8_e4m3fn";
+    case QF_FP8_E5M2: return "float8_e5m2";
     case QF_F32 | QF_F16: return "float32 or float16 (qkv's dtype or float32; for int32 qkv the RoPE table's)";
     case QF_F32 | QF_BF16: return "float32 or bfloat16 (qkv's dtype or float32; for int32 qkv the RoPE table's)";
     default: return "a supported dtype";

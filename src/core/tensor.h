@@ -22,7 +22,8 @@ enum {
   QF_I32 = 1 << 3,
   QF_I64 = 1 << 4,
   QF_I8 = 1 << 5,
-  QF_FP8 = 1 << 6,
+  QF_FP8 = 1 << 6,      /* float8_e4m3fn */
+  QF_FP8_E5M2 = 1 << 7, /* float8_e5m2 */
   QF_FLOATS = QF_F32 | QF_F16 | QF_BF16,
   QF_INDICES = QF_I32 | QF_I64
 };

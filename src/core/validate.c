@@ -57,7 +57,7 @@ static unsigned cache_dtypes(qkvfuse_quant_mode m) {
     case QKVFUSE_QUANT_INT8_SYM:
     case QKVFUSE_QUANT_INT8_ASYM: return QF_I8;
     case QKVFUSE_QUANT_FP8_E4M3: return QF_FP8;
-    case QKVFUSE_QUANT_FP8_E5M2: break; /* refused by the plan until supported */
+    case QKVFUSE_QUANT_FP8_E5M2: return QF_FP8_E5M2;
   }
   return 0;
 }
@@ -123,13 +123,26 @@ static qkvfuse_status scale_arg(const char *name, const qkvfuse_tensor *t, const
   QF_FORWARD(qf_check_tensor(name, t, QF_F32, p->desc));
   int64_t n = qf_numel(t);
   if (n_expect == 0) {
-    char what[64];
-    snprintf(what, sizeof what, "1 (per tensor) or Nkv*D = %lld (per channel)", (long long)(p->Nkv * p->D));
-    QF_CHECK(n == 1 || n == p->Nkv * p->D, QKVFUSE_ERROR_SHAPE, "%s: expected %s elements; got %lld", name, what,
-             (long long)n);
+    char what[160];
+    snprintf(what, sizeof what,
+             "1 (per tensor: [1] or a scalar), Nkv = %lld (per kv head: [Nkv]) or Nkv*D = %lld (per channel: "
+             "[Nkv, D] or [Nkv*D])",
+             (long long)p->Nkv, (long long)(p->Nkv * p->D));
+    QF_CHECK(n == 1 || n == p->Nkv || n == p->Nkv * p->D, QKVFUSE_ERROR_SHAPE, "%s: expected %s elements; got %lld",
+             name, what, (long long)n);
     return qf_view_vec(name, what, t, n, out);
   }
   return qf_view_vec(name, "the scale's element count", t, n_expect, out);
+}
+
+/* Channels per scale of a k/v scale of n elements (problem.h). */
+static int64_t scale_group(const qf_problem *p, int64_t n) {
+  return n == p->Nkv * p->D ? 1 : n == p->Nkv && n > 1 ? p->D : p->Nkv * p->D;
+}
+
+/* The fp8 dtype (as a dtype-set bit) a quantized q_out has, 0 for an unquantized q. */
+static unsigned q_quant_dtypes(qkvfuse_quant_mode m) {
+  return m == QKVFUSE_QUANT_FP8_E4M3 ? QF_FP8 : m == QKVFUSE_QUANT_FP8_E5M2 ? QF_FP8_E5M2 : 0;
 }
 
 /* ---- overlap ---------------------------------------------------------------- */
@@ -143,7 +156,7 @@ static int same_view(const qf_mat *a, const qf_mat *b, uintptr_t b_base) {
  * are compared as integers: an empty view may carry any pointer, and offsetting
  * it would be undefined. */
 static qkvfuse_status check_overlaps(const qf_problem *p, const qkvfuse_args *a, const qf_names *n) {
-  enum { MAX_IN = 20, MAX_OUT = 7 };
+  enum { MAX_IN = 21, MAX_OUT = 7 };
   qf_span in[MAX_IN], out[MAX_OUT];
   int nin = 0, nout = 0;
   /* the input as its three parts, so q/k outputs may be exactly their own part */
@@ -163,6 +176,7 @@ static qkvfuse_status check_overlaps(const qf_problem *p, const qkvfuse_args *a,
                              n->k_beta, n->positions, n->slot_mapping, n->k_scale, n->v_scale, n->k_offset,
                              n->v_offset};
   for (size_t i = 0; i < sizeof vecs / sizeof vecs[0]; i++) in[nin++] = qf_span_of_vec(vec_names[i], vecs[i]);
+  in[nin++] = qf_span_of_vec(n->q_scale, &p->q_scale);
   in[nin++] = qf_span_of_mat(n->cos_sin_cache, &p->cos_sin_cache);
   in[nin++] = qf_span_of_mat(n->cos, &p->cos);
   in[nin++] = qf_span_of_mat(n->sin, &p->sin);
@@ -246,14 +260,15 @@ static qkvfuse_status check_data(const qf_problem *p, const qf_names *n) {
   }
   /* scales: finite, and nonzero where they divide (quantization); the dequant
    * scales multiply, so zero is a value like any other */
-  const qf_vec *sc[6] = {&p->k_scale, &p->v_scale, &p->k_offset, &p->v_offset, &p->weight_scale, &p->act_scale};
-  const char *names[6] = {n->k_scale, n->v_scale, n->k_offset, n->v_offset, n->weight_scale, n->act_scale};
-  for (int k = 0; k < 6; k++) {
-    const int64_t i = first_bad_scale(sc[k], k < 2);
+  const qf_vec *sc[7] = {&p->k_scale,  &p->v_scale,      &p->q_scale,  &p->k_offset,
+                         &p->v_offset, &p->weight_scale, &p->act_scale};
+  const char *names[7] = {n->k_scale, n->v_scale, n->q_scale, n->k_offset, n->v_offset, n->weight_scale, n->act_scale};
+  for (int k = 0; k < 7; k++) {
+    const int64_t i = first_bad_scale(sc[k], k < 3);
     if (i >= 0)
       QF_DATA_ERROR(QKVFUSE_DATA_ERROR_SCALE, QKVFUSE_ERROR_BAD_SCALE, "%s: %s[%lld] = %g; must be %s", names[k],
                     names[k], (long long)i, (double)((const float *)sc[k]->data)[i],
-                    k < 2 ? "finite and nonzero" : "finite");
+                    k < 3 ? "finite and nonzero" : "finite");
   }
 #undef QF_DATA_ERROR
   if (bits && p->error_flags) *p->error_flags |= bits;
@@ -436,8 +451,31 @@ qkvfuse_status qf_resolve_call(const qkvfuse_plan *plan, const qkvfuse_args *a, 
   /* outputs: qkv's dtype or float32; for int32 qkv float32 or the RoPE table's dtype */
   const qkvfuse_tensor *table = a->cos ? a->cos : a->cos_sin_cache;
   unsigned out_dtypes = QF_F32 | (int_input ? (table ? qf_dtype_bit(table->dtype) : QF_FLOATS) : qf_dtype_bit(in_dtype));
-  QF_FORWARD(mat_arg(n->q_out, a->q_out, out_dtypes, "[T, Nq*D]", p->T, p->Nq * p->D, d, &p->q_out));
-  p->io_dtype = p->q_out.dtype;
+  /* a quantized q: q_out of the fp8 dtype of desc.q_quant, q_scale with it */
+  const unsigned q_fp8 = q_quant_dtypes(d->q_quant);
+  if (q_fp8 && a->q_out)
+    QF_CHECK(qf_dtype_bit(a->q_out->dtype) == q_fp8, QKVFUSE_ERROR_DTYPE, "%s: dtype must be %s %s; got %s (code %d)",
+             n->q_out, qf_dtype_set_name(q_fp8),
+             cite(n, d->q_quant == QKVFUSE_QUANT_FP8_E4M3 ? "with desc.q_quant = fp8_e4m3"
+                                                          : "with desc.q_quant = fp8_e5m2"),
+             qkvfuse_dtype_name(a->q_out->dtype), (int)a->q_out->dtype);
+  if (!q_fp8 && a->q_out)
+    QF_CHECK(!(qf_dtype_bit(a->q_out->dtype) & (QF_FP8 | QF_FP8_E5M2)), QKVFUSE_ERROR_DTYPE,
+             "%s: dtype must be %s; got %s, which needs a quantized q (%s)", n->q_out, qf_dtype_set_name(out_dtypes),
+             qkvfuse_dtype_name(a->q_out->dtype), n->core ? "desc.q_quant and q_scale" : "not offered by this call");
+  QF_FORWARD(mat_arg(n->q_out, a->q_out, q_fp8 ? q_fp8 : out_dtypes, "[T, Nq*D]", p->T, p->Nq * p->D, d, &p->q_out));
+  p->io_dtype = !q_fp8 ? p->q_out.dtype
+                : !int_input ? in_dtype
+                : table      ? table->dtype
+                             : QKVFUSE_DTYPE_FLOAT32;
+  QF_FORWARD(require(n->q_scale, a->q_scale, q_fp8 != 0, cite(n, q_fp8 ? "with q_quant set" : "with q_quant none")));
+  if (a->q_scale) {
+    QF_FORWARD(qf_check_tensor(n->q_scale, a->q_scale, QF_F32, d));
+    QF_CHECK(qf_numel(a->q_scale) == 1, QKVFUSE_ERROR_SHAPE,
+             "%s: expected 1 element ([1] or a scalar: one scale for the tensor); got shape %s", n->q_scale,
+             qf_shape_str(a->q_scale, sh, sizeof sh));
+    QF_FORWARD(qf_view_vec(n->q_scale, "[1]", a->q_scale, 1, &p->q_scale));
+  }
   if (a->k_out)
     QF_FORWARD(mat_arg(n->k_out, a->k_out, out_dtypes, "[T, Nkv*D]", p->T, p->Nkv * p->D, d, &p->k_out));
   if (a->v_out)
@@ -486,6 +524,8 @@ qkvfuse_status qf_resolve_call(const qkvfuse_plan *plan, const qkvfuse_args *a, 
     if (a->v_scale) QF_FORWARD(scale_arg(n->v_scale, a->v_scale, p, 0, &p->v_scale));
     if (a->k_offset) QF_FORWARD(scale_arg(n->k_offset, a->k_offset, p, p->k_scale.n, &p->k_offset));
     if (a->v_offset) QF_FORWARD(scale_arg(n->v_offset, a->v_offset, p, p->v_scale.n, &p->v_offset));
+    p->k_scale_group = scale_group(p, p->k_scale.n);
+    p->v_scale_group = scale_group(p, p->v_scale.n);
   }
 
   if (a->error_flags)

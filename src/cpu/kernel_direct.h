@@ -161,9 +161,10 @@ static void group_heads_direct(const qf_cpu_call *c, const head_group *gr, int64
     if (next_dest) prefetch_cache_head(p, &p->k_cache, c->es_k_cache, h, nb, nr);
     head_direct(c, gr->src[g], p->in[0].dtype, norm, norm ? gr->inv[g] : 0.0f, gr->is_k ? c->k_gamma : c->q_gamma,
                 gr->is_k ? c->k_beta : c->q_beta, cos_r, sin_r, o);
-    if (dst) store_row(dst + (size_t)(h * D) * es_out, out->dtype, o, D);
+    if (dst) out_head(p, gr->is_k, dst + (size_t)(h * D) * es_out, out->dtype, o);
     if (gr->is_k && have_dest)
-      cache_head(p, &p->k_cache, c->es_k_cache, p->desc->k_quant, &p->k_scale, &p->k_offset, h, o, block, row);
+      cache_head(p, &p->k_cache, c->es_k_cache, p->desc->k_quant, &p->k_scale, &p->k_offset, p->k_scale_group, h, o,
+                 block, row);
   }
 }
 
@@ -231,7 +232,8 @@ static void v_heads_direct(const qf_cpu_call *c, int64_t t, int64_t ahead, int h
     if (copy_cache)
       copy_row(elem_ptr(p->v_cache.data, qf_cache_offset(&p->v_cache, block, row, h * D), c->es_v_cache), src, dt, D);
     else
-      cache_head(p, &p->v_cache, c->es_v_cache, p->desc->v_quant, &p->v_scale, &p->v_offset, h, x, block, row);
+      cache_head(p, &p->v_cache, c->es_v_cache, p->desc->v_quant, &p->v_scale, &p->v_offset, p->v_scale_group, h, x,
+                 block, row);
   }
 }
 #endif /* QV_W > 1 */

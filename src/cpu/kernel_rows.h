@@ -139,29 +139,51 @@ static void round_row(float *x, int64_t n, qkvfuse_dtype dt) {
 }
 
 /* Stage 4 + store: x[0..n) quantized (or rounded, mode NONE) into dst[0..n)
- * of dtype dt; element i has channel ch0 + i (per-channel scales). */
+ * of dtype dt; element i has channel ch0 + i, whose scale (and offset) is
+ * element (ch0 + i) / group, or element 0 of a one-element scale
+ * (qf_stage_quant_store). */
 static void quant_row(void *dst, qkvfuse_dtype dt, qkvfuse_quant_mode mode, const qf_vec *scale, const qf_vec *offset,
-                      int64_t ch0, const float *x, int64_t n) {
+                      int64_t group, int64_t ch0, const float *x, int64_t n) {
   if (mode == QKVFUSE_QUANT_NONE) {
     store_row(dst, dt, x, n);
     return;
   }
   int64_t i = 0;
 #if QV_W > 1
+  uint8_t *q = (uint8_t *)dst; /* int8 and fp8: one byte per element */
   const float *s = (const float *)scale->data, *o = offset->data ? (const float *)offset->data : s;
-  const int s_per = scale->n != 1, o_per = offset->data && offset->n != 1;
-  const qv s1 = qv_set1(s[0]), o1 = qv_set1(o[0]);
-  if (mode == QKVFUSE_QUANT_FP8_E4M3) {
-    for (; i + QV_W <= n; i += QV_W)
-      qv_store_e4m3((uint8_t *)dst + i, qv_loadu(x + i), s_per ? qv_loadu(s + ch0 + i) : s1);
-  } else {
-    const int asym = mode == QKVFUSE_QUANT_INT8_ASYM;
-    for (; i + QV_W <= n; i += QV_W)
-      qv_store_int8((int8_t *)dst + i, qv_loadu(x + i), s_per ? qv_loadu(s + ch0 + i) : s1,
-                    o_per ? qv_loadu(o + ch0 + i) : o1, asym);
+  const int per_channel = scale->n != 1 && group == 1, asym = mode == QKVFUSE_QUANT_INT8_ASYM;
+  while (i < n) {
+    /* [i, e): per channel, or channels of one scale element (all of them per
+       tensor, one kv head's per head), so that a vector has one scale */
+    int64_t e = n, k = 0;
+    if (scale->n != 1 && !per_channel) {
+      k = (ch0 + i) / group;
+      if ((k + 1) * group - ch0 < e) e = (k + 1) * group - ch0;
+    }
+    const qv s1 = qv_set1(s[k]), o1 = qv_set1(o[k]);
+    if (mode == QKVFUSE_QUANT_FP8_E4M3) {
+      for (; i + QV_W <= e; i += QV_W) qv_store_e4m3(q + i, qv_loadu(x + i), per_channel ? qv_loadu(s + ch0 + i) : s1);
+    } else if (mode == QKVFUSE_QUANT_FP8_E5M2) {
+      for (; i + QV_W <= e; i += QV_W) qv_store_e5m2(q + i, qv_loadu(x + i), per_channel ? qv_loadu(s + ch0 + i) : s1);
+    } else {
+      for (; i + QV_W <= e; i += QV_W)
+        qv_store_int8((int8_t *)q + i, qv_loadu(x + i), per_channel ? qv_loadu(s + ch0 + i) : s1,
+                      per_channel ? qv_loadu(o + ch0 + i) : o1, asym);
+    }
+    for (; i < e; i++) qf_stage_quant_store(dst, dt, i, x[i], mode, scale, offset, ch0 + i, group);
   }
 #endif
-  for (; i < n; i++) qf_stage_quant_store(dst, dt, i, x[i], mode, scale, offset, ch0 + i);
+  for (; i < n; i++) qf_stage_quant_store(dst, dt, i, x[i], mode, scale, offset, ch0 + i, group);
+}
+
+/* One head's D values o into its place `dst` in q_out (is_k = 0) or k_out of
+ * dtype dt: rounded once to dt, or for q with desc.q_quant fp8(o / q_scale). */
+static void out_head(const qf_problem *p, int is_k, void *dst, qkvfuse_dtype dt, const float *o) {
+  if (!is_k && p->desc->q_quant != QKVFUSE_QUANT_NONE)
+    quant_row(dst, dt, p->desc->q_quant, &p->q_scale, &p->q_scale, 1, 0, o, p->D);
+  else
+    store_row(dst, dt, o, p->D);
 }
 
 /* ---- stage 1: input -------------------------------------------------------------- */

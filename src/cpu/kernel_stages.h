@@ -120,14 +120,14 @@ static void cos_sin(const qf_problem *p, int64_t t, float *cos_r, float *sin_r) 
 
 /* k or v head kh (D values) into its cache row at (block, row). */
 static void cache_head(const qf_problem *p, const qf_cache *cache, size_t es, qkvfuse_quant_mode mode,
-                       const qf_vec *scale, const qf_vec *offset, int64_t kh, const float *o, int64_t block,
-                       int64_t row) {
+                       const qf_vec *scale, const qf_vec *offset, int64_t group, int64_t kh, const float *o,
+                       int64_t block, int64_t row) {
   const int64_t D = p->D, j0 = kh * D;
   /* paged, paged_hnd, contiguous: the head is one chunk; nz: chunks of c elements */
   for (int64_t d = 0; d < D;) {
     const int64_t j = j0 + d, n = cache->chunk - j % cache->chunk < D - d ? cache->chunk - j % cache->chunk : D - d;
-    quant_row(elem_ptr(cache->data, qf_cache_offset(cache, block, row, j), es), cache->dtype, mode, scale, offset, j,
-              o + d, n);
+    quant_row(elem_ptr(cache->data, qf_cache_offset(cache, block, row, j), es), cache->dtype, mode, scale, offset,
+              group, j, o + d, n);
     d += n;
   }
 }

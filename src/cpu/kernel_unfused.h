@@ -67,7 +67,7 @@ static void u_rope(const qf_problem *p, const qf_mat *src, const qf_mat *dst, co
 }
 
 static void u_quant(const qf_mat *src, const qf_mat *dst, qkvfuse_quant_mode mode, const qf_vec *scale,
-                    const qf_vec *offset, int64_t t0, int64_t t1) {
+                    const qf_vec *offset, int64_t group, int64_t t0, int64_t t1) {
   const size_t es = qkvfuse_dtype_size(src->dtype), es_d = qkvfuse_dtype_size(dst->dtype);
   float x[HEAD_MAX];
   for (int64_t t = t0; t < t1; t++)
@@ -76,6 +76,6 @@ static void u_quant(const qf_mat *src, const qf_mat *dst, qkvfuse_quant_mode mod
       prefetch_ahead(src, es, t + QF_CPU_PREFETCH_TOKENS, c, n, 0);
       prefetch_ahead(dst, es_d, t + QF_CPU_PREFETCH_TOKENS, c, n, 1);
       load_row(row_ptr(src, t, es) + (size_t)c * es, src->dtype, x, n);
-      quant_row(row_ptr(dst, t, es_d) + (size_t)c * es_d, dst->dtype, mode, scale, offset, c, x, n);
+      quant_row(row_ptr(dst, t, es_d) + (size_t)c * es_d, dst->dtype, mode, scale, offset, group, c, x, n);
     }
 }

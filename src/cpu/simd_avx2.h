@@ -98,6 +98,33 @@ static inline void qv_store_e4m3(uint8_t *p, qv v, qv s) {
   _mm_storel_epi64((__m128i *)p, _mm_packus_epi16(w, w));
 }
 
+static inline __m256i qv_e5m2_codes(qv q) {
+  const __m256i u = _mm256_castps_si256(q);
+  const __m256i sign = _mm256_and_si256(_mm256_srli_epi32(u, 24), _mm256_set1_epi32(0x80));
+  const __m256i au = _mm256_and_si256(u, _mm256_set1_epi32(0x7fffffff));
+  const qv a = _mm256_castsi256_ps(au);
+  const __m256i big = _mm256_castps_si256(_mm256_cmp_ps(a, _mm256_set1_ps(57344.0f), _CMP_GE_OQ));
+  const __m256i small = _mm256_castps_si256(_mm256_cmp_ps(a, _mm256_set1_ps(6.103515625e-05f), _CMP_LT_OQ));
+  __m256i m = _mm256_sub_epi32(au, _mm256_set1_epi32(112 << 23));
+  m = _mm256_add_epi32(m, _mm256_add_epi32(_mm256_set1_epi32(0xfffff),
+                                           _mm256_and_si256(_mm256_srli_epi32(m, 21), _mm256_set1_epi32(1))));
+  __m256i r = _mm256_min_epu32(_mm256_srli_epi32(m, 21), _mm256_set1_epi32(0x7b));
+  r = _mm256_blendv_epi8(r, _mm256_cvtps_epi32(_mm256_mul_ps(a, _mm256_set1_ps(65536.0f))), small);
+  r = _mm256_blendv_epi8(r, _mm256_set1_epi32(0x7b), big);
+  return _mm256_or_si256(r, sign);
+}
+
+static inline void qv_store_e5m2(uint8_t *p, qv v, qv s) {
+  const __m256i nan = _mm256_castps_si256(_mm256_cmp_ps(v, v, _CMP_UNORD_Q));
+  __m256i r = qv_e5m2_codes(_mm256_div_ps(v, s));
+  const __m256i nan_code =
+      _mm256_or_si256(_mm256_set1_epi32(0x7f),
+                      _mm256_and_si256(_mm256_srli_epi32(_mm256_castps_si256(v), 24), _mm256_set1_epi32(0x80)));
+  r = _mm256_blendv_epi8(r, nan_code, nan);
+  const __m128i w = _mm_packus_epi32(_mm256_castsi256_si128(r), _mm256_extracti128_si256(r, 1));
+  _mm_storel_epi64((__m128i *)p, _mm_packus_epi16(w, w));
+}
+
 /* ---- RMSNorm's sum of squares, heads in lanes: as simd_avx512.h, 8 x 8 ---- */
 static inline void qv_transpose(qv *r) {
   __m256 t[8];

@@ -11,7 +11,7 @@
  *     avx512 kernels always use;
  *   - float16 uses VCVTPS2PH / VCVTPH2PS with round-to-nearest-even, which
  *     match dtype.h including subnormals, overflow and NaN payloads;
- *   - int8 and e4m3 quantization divide (not multiply by the reciprocal), as
+ *   - int8, e4m3 and e5m2 quantization divide (not multiply by the reciprocal), as
  *     docs/API.md promises, then round half to even and saturate.
  * No fused multiply-add anywhere: results must not depend on the ISA. */
 #ifndef QKVFUSE_CPU_SIMD_AVX512_H
@@ -137,6 +137,36 @@ static inline __m512i qv_e4m3_codes(qv q) {
 static inline void qv_store_e4m3(uint8_t *p, qv v, qv s) {
   const __mmask16 nan = _mm512_cmp_ps_mask(v, v, _CMP_UNORD_Q);
   __m512i r = qv_e4m3_codes(_mm512_div_ps(v, s));
+  const __m512i nan_code =
+      _mm512_or_si512(_mm512_set1_epi32(0x7f),
+                      _mm512_and_si512(_mm512_srli_epi32(_mm512_castps_si512(v), 24), _mm512_set1_epi32(0x80)));
+  r = _mm512_mask_mov_epi32(r, nan, nan_code);
+  _mm_storeu_si128((__m128i *)p, _mm512_cvtepi32_epi8(r));
+}
+
+/* e5m2 codes of q (not NaN) in each lane: qf_f32_to_e5m2 */
+static inline __m512i qv_e5m2_codes(qv q) {
+  const __m512i u = _mm512_castps_si512(q);
+  const __m512i sign = _mm512_and_si512(_mm512_srli_epi32(u, 24), _mm512_set1_epi32(0x80));
+  const __m512i au = _mm512_and_si512(u, _mm512_set1_epi32(0x7fffffff));
+  const qv a = _mm512_castsi512_ps(au);
+  const __mmask16 big = _mm512_cmp_ps_mask(a, _mm512_set1_ps(57344.0f), _CMP_GE_OQ);
+  const __mmask16 small = _mm512_cmp_ps_mask(a, _mm512_set1_ps(6.103515625e-05f), _CMP_LT_OQ);
+  /* normal: rebias the exponent (a >= 2^-14 has exponent field >= 113) and round 21 bits */
+  __m512i m = _mm512_sub_epi32(au, _mm512_set1_epi32(112 << 23));
+  m = _mm512_add_epi32(m, _mm512_add_epi32(_mm512_set1_epi32(0xfffff),
+                                           _mm512_and_si512(_mm512_srli_epi32(m, 21), _mm512_set1_epi32(1))));
+  __m512i r = _mm512_min_epu32(_mm512_srli_epi32(m, 21), _mm512_set1_epi32(0x7b));
+  /* subnormal: steps of 2^-16, nearest even */
+  r = _mm512_mask_mov_epi32(r, small, _mm512_cvtps_epi32(_mm512_mul_ps(a, _mm512_set1_ps(65536.0f))));
+  r = _mm512_mask_mov_epi32(r, big, _mm512_set1_epi32(0x7b));
+  return _mm512_or_si512(r, sign);
+}
+
+/* fp8 e5m2: NaN -> the NaN 0x7F of v's sign, else e5m2(v / s) */
+static inline void qv_store_e5m2(uint8_t *p, qv v, qv s) {
+  const __mmask16 nan = _mm512_cmp_ps_mask(v, v, _CMP_UNORD_Q);
+  __m512i r = qv_e5m2_codes(_mm512_div_ps(v, s));
   const __m512i nan_code =
       _mm512_or_si512(_mm512_set1_epi32(0x7f),
                       _mm512_and_si512(_mm512_srli_epi32(_mm512_castps_si512(v), 24), _mm512_set1_epi32(0x80)));

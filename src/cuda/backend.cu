@@ -101,8 +101,13 @@ void qf_cuda_make_params(const qkvfuse_plan *plan, const qf_problem *p, qf_cu_pa
   P->v_scale = (const float *)p->v_scale.data;
   P->k_offset = (const float *)p->k_offset.data;
   P->v_offset = (const float *)p->v_offset.data;
-  P->k_scale_pc = p->k_scale.n > 1;
-  P->v_scale_pc = p->v_scale.n > 1;
+  /* problem.h: k_scale_group is 1 per channel, D per kv head */
+  P->k_scale_pc = p->k_scale.n > 1 && p->k_scale_group == 1;
+  P->v_scale_pc = p->v_scale.n > 1 && p->v_scale_group == 1;
+  P->k_scale_ph = p->k_scale.n > 1 && p->k_scale_group > 1;
+  P->v_scale_ph = p->v_scale.n > 1 && p->v_scale_group > 1;
+  P->q_quant = d->q_quant;
+  P->q_scale = (const float *)p->q_scale.data;
   P->q_out = mat(p->q_out);
   P->k_out = mat(p->k_out);
   P->v_out = mat(p->v_out);
@@ -186,10 +191,16 @@ static bool aligned16(const void *ptr) { return ptr == nullptr || aligned(ptr, 1
 // The streaming kernel's preconditions (fast.cuh): 16-bit input, outputs of
 // its dtype, rows and caches in aligned 8-element vectors, D a multiple of 16
 // in [32, 512], R a multiple of 16, caches of the input dtype or quantized, no
-// beta, not parity mode, small tables readable as aligned vectors.
+// beta, not parity mode, small tables readable as aligned vectors, q not
+// quantized.
 static bool fast_ok(const qf_problem *p, const qf_cu_params &P) {
   const qkvfuse_dtype in = p->in[0].dtype;
   if ((in != QKVFUSE_DTYPE_BFLOAT16 && in != QKVFUSE_DTYPE_FLOAT16) || P.parity || p->q_copy.data) return false;
+  // a quantized q (desc.q_quant) goes to the general kernel: the streaming
+  // kernel's q items store rows of the input's dtype (store_head) and read no
+  // q scale; quantizing there would add a scale load and a per-vector fp8
+  // path to the q items of every call, for a q_out an fp8 attention reads
+  if (p->desc->q_quant != QKVFUSE_QUANT_NONE) return false;
   if (p->D % 16 || p->D < 32 || p->D > 512 || p->R % 16 || !qf_cuda_vector_ok(p, 8)) return false;
   const qf_mat *outs[] = {&p->q_out, &p->k_out, &p->v_out};
   for (const qf_mat *m : outs)
@@ -199,9 +210,11 @@ static bool fast_ok(const qf_problem *p, const qf_cu_params &P) {
   const qkvfuse_quant_mode quant[] = {p->desc->k_quant, p->desc->v_quant};
   for (int i = 0; i < 2; i++)
     if (caches[i]->data && quant[i] == QKVFUSE_QUANT_NONE && caches[i]->dtype != in) return false;
+  /* per-channel scales and offsets are read as vectors; per-head and per-tensor ones one at a time */
+  const bool kpc = P.k_scale_pc != 0, vpc = P.v_scale_pc != 0;
   const void *tables[] = {p->q_gamma.data, p->k_gamma.data, p->cos_sin_cache.data, p->cos.data, p->sin.data,
-                          p->k_scale.n > 1 ? p->k_scale.data : nullptr, p->v_scale.n > 1 ? p->v_scale.data : nullptr,
-                          p->k_scale.n > 1 ? p->k_offset.data : nullptr, p->v_scale.n > 1 ? p->v_offset.data : nullptr};
+                          kpc ? p->k_scale.data : nullptr, vpc ? p->v_scale.data : nullptr,
+                          kpc ? p->k_offset.data : nullptr, vpc ? p->v_offset.data : nullptr};
   for (const void *t : tables)
     if (!aligned16(t)) return false;
   const qf_mat *rows[] = {&p->cos_sin_cache, &p->cos, &p->sin};

@@ -168,6 +168,14 @@ __device__ __forceinline__ uint8_t to_e4m3(float x) {
   return (uint8_t)__nv_cvt_float_to_fp8(x, __NV_SATFINITE, __NV_E4M3);
 }
 
+// OCP e5m2, round to nearest even, saturating to +-57344 (Inf included:
+// __NV_SATFINITE, as vLLM's fp8_e5m2 cache); NaN keeps its sign (the
+// conversion itself writes 0x7F for every NaN).
+__device__ __forceinline__ uint8_t to_e5m2(float x) {
+  if (isnan(x)) return (uint8_t)(signbit(x) ? 0xff : 0x7f);
+  return (uint8_t)__nv_cvt_float_to_fp8(x, __NV_SATFINITE, __NV_E5M2);
+}
+
 }  // namespace qf
 
 #endif  // QKVFUSE_CUDA_ELEM_CUH

@@ -2,9 +2,11 @@
 // The streaming kernel: the common case of the fused prologue compiled tight.
 //
 // When. 16-bit input (bf16 or fp16) with 16-byte aligned rows, outputs of the
-// input's dtype, D a multiple of 16 in [32, 512], R a multiple of 16, caches
-// of the input's dtype or int8/fp8, RoPE tables readable as aligned vectors,
-// no beta, not unfused-parity mode (the plan checks; fused.cuh does the rest).
+// input's dtype (q not quantized), D a multiple of 16 in [32, 512], R a
+// multiple of 16, caches of the input's dtype or int8/fp8 (e4m3, e5m2; scales
+// per tensor, per kv head or per channel), RoPE tables readable as aligned
+// vectors, no beta, not unfused-parity mode (the plan checks; fused.cuh does
+// the rest).
 //
 // Work split, in two forms chosen per call (backend.cu: fast_split).
 // Prefill form (fast_kernel): a group of L = fast_lanes(D) lanes (D/16
@@ -280,19 +282,27 @@ __device__ __forceinline__ uint32_t sat_s8(float y) {
   return (uint32_t)q & 0xffu;
 }
 
-// 8 values to int8 (x * r (+ of)) or fp8 e4m3 (x * r) bytes.
+// 8 values to fp8 (x * r) bytes of format FMT, saturating; NaN keeps its sign.
+template <__nv_fp8_interpretation_t FMT>
+__device__ __forceinline__ void fp8_bytes8(const float *x, const float *r, uint32_t (&w)[2]) {
+#pragma unroll
+  for (int k = 0; k < 8; k += 2) {
+    const __nv_fp8x2_storage_t q2 =
+        __nv_cvt_float2_to_fp8x2(make_float2(x[k] * r[k], x[k + 1] * r[k + 1]), __NV_SATFINITE, FMT);
+    uint32_t lo = q2 & 0xffu, hi = q2 >> 8;
+    if (isnan(x[k])) lo = signbit(x[k]) ? 0xffu : 0x7fu; /* NaN keeps its sign (SPEC: documented) */
+    if (isnan(x[k + 1])) hi = signbit(x[k + 1]) ? 0xffu : 0x7fu;
+    w[k >> 2] |= (lo | hi << 8) << (8 * (k & 3));
+  }
+}
+
+// 8 values to int8 (x * r (+ of)) or fp8 e4m3 / e5m2 (x * r) bytes.
 __device__ __forceinline__ uint2 quant_bytes8(int quant, const float *x, const float *r, const float *of) {
   uint32_t w[2] = {0, 0};
   if (quant == QKVFUSE_QUANT_FP8_E4M3) {
-#pragma unroll
-    for (int k = 0; k < 8; k += 2) {
-      const __nv_fp8x2_storage_t q2 =
-          __nv_cvt_float2_to_fp8x2(make_float2(x[k] * r[k], x[k + 1] * r[k + 1]), __NV_SATFINITE, __NV_E4M3);
-      uint32_t lo = q2 & 0xffu, hi = q2 >> 8;
-      if (isnan(x[k])) lo = signbit(x[k]) ? 0xffu : 0x7fu; /* NaN keeps its sign (SPEC: documented) */
-      if (isnan(x[k + 1])) hi = signbit(x[k + 1]) ? 0xffu : 0x7fu;
-      w[k >> 2] |= (lo | hi << 8) << (8 * (k & 3));
-    }
+    fp8_bytes8<__NV_E4M3>(x, r, w);
+  } else if (quant == QKVFUSE_QUANT_FP8_E5M2) {
+    fp8_bytes8<__NV_E5M2>(x, r, w);
   } else if (quant == QKVFUSE_QUANT_INT8_ASYM) {
 #pragma unroll
     for (int k = 0; k < 8; k++) w[k >> 2] |= sat_s8(fmaf(x[k], r[k], of[k])) << (8 * (k & 3));
@@ -335,6 +345,7 @@ __device__ __forceinline__ unsigned fill_qtable(const qf_cu_params &P, float *ta
   const int D = P.D, n = nh * D, nl = D >> 4;
   const float *sc = kind == 1 ? P.k_scale : P.v_scale, *of = HOT ? nullptr : kind == 1 ? P.k_offset : P.v_offset;
   const bool pc = (kind == 1 ? P.k_scale_pc : P.v_scale_pc) != 0;
+  const bool ph = (kind == 1 ? P.k_scale_ph : P.v_scale_ph) != 0; /* one per kv head */
   unsigned mine = 0;
   // chunks of 8 channels (inside one head: D % 16 == 0), two per thread per
   // round, every load of a round issued before any is used
@@ -347,8 +358,9 @@ __device__ __forceinline__ unsigned fill_qtable(const qf_cu_params &P, float *ta
       if (pc) {
         ld_floats<8>(sc, QKVFUSE_DTYPE_FLOAT32, h0 * D + c, s[h]);
         if (of) ld_floats<8>(of, QKVFUSE_DTYPE_FLOAT32, h0 * D + c, o[h]);
-      } else {
-        const float s0 = __ldg(sc), o0 = of ? __ldg(of) : 0.0f;
+      } else { /* one scale (and offset) for the 8 channels: their head's, or the tensor's */
+        const int si = ph ? h0 + c / D : 0;
+        const float s0 = __ldg(sc + si), o0 = of ? __ldg(of + si) : 0.0f;
 #pragma unroll
         for (int k = 0; k < 8; k++) s[h][k] = s0, o[h][k] = o0;
       }
@@ -765,14 +777,14 @@ __device__ __forceinline__ void store_head(const qf_cu_mat &out, const qf_cu_cac
   }
   if (!scales.ok()) return;
   uint8_t *c = static_cast<uint8_t *>(C.data);
-  /* HOT: no offsets, so int8 is symmetric (qm: computed in each loop) */
+  /* HOT: no offsets, so int8 is symmetric (qm: computed in each loop; fp8 keeps its format) */
   if constexpr (RUNS) {
     uint2 q[NV];
 #pragma unroll
     for (int v = 0; v < NV; v++) {
       float r[8], of[8];
       scales.get(v, r, of);
-      const int qm = HOT && C.quant != QKVFUSE_QUANT_FP8_E4M3 ? QKVFUSE_QUANT_INT8_SYM : C.quant;
+      const int qm = HOT && C.quant == QKVFUSE_QUANT_INT8_ASYM ? QKVFUSE_QUANT_INT8_SYM : C.quant;
       q[v] = quant_bytes8(qm, x + 8 * v, r, of);
     }
     if (NV == 2 && run) { /* w[1] = w[0] + 1 */
@@ -786,7 +798,7 @@ __device__ __forceinline__ void store_head(const qf_cu_mat &out, const qf_cu_cac
     for (int v = 0; v < NV; v++) {
       float r[8], of[8];
       scales.get(v, r, of);
-      const int qm = HOT && C.quant != QKVFUSE_QUANT_FP8_E4M3 ? QKVFUSE_QUANT_INT8_SYM : C.quant;
+      const int qm = HOT && C.quant == QKVFUSE_QUANT_INT8_ASYM ? QKVFUSE_QUANT_INT8_SYM : C.quant;
       st_stream(c + cache_at<HOT>(C, row0, kvh, 8 * w[v], D), quant_bytes8(qm, x + 8 * v, r, of));
     }
   }
@@ -1280,6 +1292,8 @@ __global__ void __launch_bounds__(kFastBlock) decode_kernel(const __grid_constan
   const float *sc = kind == 1 ? P.k_scale : P.v_scale, *so = kind == 1 ? P.k_offset : P.v_offset;
   const bool quant = kind > 0 && C.data && C.quant != QKVFUSE_QUANT_NONE && sc;
   const bool pc = (kind == 1 ? P.k_scale_pc : P.v_scale_pc) != 0;
+  /* one scale (and offset) per kv head: the head's, read below as a tensor's one */
+  if (quant && (kind == 1 ? P.k_scale_ph : P.v_scale_ph)) sc += h, so = so ? so + h : so;
   const T *in = reinterpret_cast<const T *>(P.in[kind].data) + (act ? t : 0) * P.in[kind].ld + (int64_t)h * D;
 
   // the row, position and slot start their way while the previous kernel

@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 // The general fused prologue kernel: every case the streaming kernel
 // (fast.cuh) does not take: float32 or int32 input, float32 outputs, any even
-// D and R, unaligned rows, beta, unfused-parity mode.
+// D and R, unaligned rows, beta, unfused-parity mode, a quantized q.
 //
 // Work split. A block owns a tile of `tpb` tokens x `hpb` heads of those
 // tokens (heads = q heads, then k heads, then v heads when v is written). The
@@ -30,8 +30,8 @@
 // Data-dependent errors never read or write out of bounds: a token whose
 // position or slot is outside its table, or whose act_scale is not finite,
 // writes nothing and sets a bit of *error_flags; a head with a non-finite
-// weight_scale writes nothing, and one whose cache scale or offset is bad
-// skips its cache row.
+// weight_scale writes nothing, one whose cache scale or offset is bad skips
+// its cache row, and with a bad q_scale the q heads write no q_out.
 #ifndef QKVFUSE_CUDA_FUSED_CUH
 #define QKVFUSE_CUDA_FUSED_CUH
 
@@ -99,26 +99,31 @@ __device__ __forceinline__ void half_cos_sin(const qf_cu_params &P, int64_t pos,
   }
 }
 
-// Quantize VEC values (channels ch0.. of the [Nkv*D] row) for a cache: the
-// stored bytes in q (or, without quantization, the rounded values are stored
-// directly). Returns false if a scale or offset is bad.
+// Quantize VEC values with mode `quant` (int8 or fp8, for a cache or a
+// quantized q_out): the stored bytes in q. Element k's scale (and offset) is
+// element s0 + k of the tensors per channel (per_channel), else element s0
+// (its kv head's, or 0: one for the tensor). Returns false if a scale or
+// offset is bad.
 template <int VEC>
-__device__ __forceinline__ bool quantize(const qf_cu_cache &C, const float (&v)[VEC], const float *scale,
-                                         const float *offset, int per_channel, int64_t ch0, uint8_t (&q)[VEC]) {
+__device__ __forceinline__ bool quantize(int quant, const float (&v)[VEC], const float *scale, const float *offset,
+                                         int per_channel, int64_t s0, uint8_t (&q)[VEC]) {
   bool ok = true;
+  const bool fp8 = quant == QKVFUSE_QUANT_FP8_E4M3 || quant == QKVFUSE_QUANT_FP8_E5M2;
 #pragma unroll
   for (int k = 0; k < VEC; k++) {
-    const int64_t ch = per_channel ? ch0 + k : 0;
+    const int64_t ch = per_channel ? s0 + k : s0;
     const float sc = __ldg(scale + ch);
     const float of = offset ? __ldg(offset + ch) : 0.0f;
     ok &= isfinite(sc) && sc != 0.0f && isfinite(of);
     if (isnan(v[k])) {  // decided on the input: the division's NaN need not keep the sign
-      q[k] = C.quant == QKVFUSE_QUANT_FP8_E4M3 ? (signbit(v[k]) ? 0xff : 0x7f) : 0;
+      q[k] = fp8 ? (signbit(v[k]) ? 0xff : 0x7f) : 0;
       continue;
     }
     float x = v[k] / sc;
-    if (C.quant == QKVFUSE_QUANT_INT8_ASYM) x = x + of;
-    q[k] = C.quant == QKVFUSE_QUANT_FP8_E4M3 ? to_e4m3(x) : (uint8_t)to_int8(x);
+    if (quant == QKVFUSE_QUANT_INT8_ASYM) x = x + of;
+    q[k] = quant == QKVFUSE_QUANT_FP8_E4M3   ? to_e4m3(x)
+           : quant == QKVFUSE_QUANT_FP8_E5M2 ? to_e5m2(x)
+                                             : (uint8_t)to_int8(x);
   }
   return ok;
 }
@@ -255,6 +260,32 @@ __device__ __forceinline__ void process_task(const qf_cu_params &P, float (&x)[N
   const int kvh = kind == 0 ? h : (kind == 1 ? h - P.Nq : h - P.Nq - P.Nkv);
   const int ocol = kvh * D;
   const qf_cu_mat &out = kind == 0 ? P.q_out : (kind == 1 ? P.k_out : P.v_out);
+  if (kind == 0 && P.q_quant) {
+    // a quantized q: fp8(q / q_scale) into q_out (and q_copy, of its dtype);
+    // a bad q_scale leaves the head unwritten
+    uint8_t q[NV][VEC];
+    bool ok = true;
+#pragma unroll
+    for (int v = 0; v < NV; v++) {
+      const int vi = v * G + lane;
+      if (vi < P.nvec) ok &= quantize<VEC>(P.q_quant, x[v], P.q_scale, nullptr, 0, 0, q[v]);
+    }
+    if (!__all_sync(gmask, ok)) {
+      if (lane == 0) report(P, QKVFUSE_DATA_ERROR_SCALE);
+      return;
+    }
+    const qf_cu_mat *dst[2] = {&P.q_out, &P.q_copy};
+    for (int m = 0; m < 2; m++) {
+      if (!dst[m]->data) continue;
+      uint8_t *row = static_cast<uint8_t *>(dst[m]->data) + t * dst[m]->ld + ocol;
+#pragma unroll
+      for (int v = 0; v < NV; v++) {
+        const int vi = v * G + lane;
+        if (vi < P.nvec) store_bytes<VEC>(row + vi * VEC, q[v]);
+      }
+    }
+    return;
+  }
   if (out.data) {
     const int64_t row = t * out.ld + ocol;
 #pragma unroll
@@ -288,13 +319,13 @@ __device__ __forceinline__ void process_task(const qf_cu_params &P, float (&x)[N
   }
   const float *scale = kind == 1 ? P.k_scale : P.v_scale;
   const float *offset = kind == 1 ? P.k_offset : P.v_offset;
-  const int pc = kind == 1 ? P.k_scale_pc : P.v_scale_pc;
+  const int pc = kind == 1 ? P.k_scale_pc : P.v_scale_pc, ph = kind == 1 ? P.k_scale_ph : P.v_scale_ph;
   uint8_t q[NV][VEC];
   bool ok = true;
 #pragma unroll
   for (int v = 0; v < NV; v++) {
     const int vi = v * G + lane;
-    if (vi < P.nvec) ok &= quantize<VEC>(C, x[v], scale, offset, pc, ocol + vi * VEC, q[v]);
+    if (vi < P.nvec) ok &= quantize<VEC>(C.quant, x[v], scale, offset, pc, pc ? ocol + vi * VEC : ph ? kvh : 0, q[v]);
   }
   if (!__all_sync(gmask, ok)) {
     if (lane == 0) report(P, QKVFUSE_DATA_ERROR_SCALE);
@@ -335,14 +366,15 @@ __global__ void __launch_bounds__(kBlock, kFusedBlocksPerSm) fused_kernel(const 
   }
   if (blockIdx.x == 0) {
     const int width = P.Nkv * D;
-    const float *sc[4] = {P.k_scale, P.v_scale, P.k_offset, P.v_offset};
-    const int n[4] = {P.k_scale_pc ? width : 1, P.v_scale_pc ? width : 1, P.k_scale_pc ? width : 1,
-                      P.v_scale_pc ? width : 1};
+    const int nk = P.k_scale_pc ? width : P.k_scale_ph ? P.Nkv : 1;
+    const int nv = P.v_scale_pc ? width : P.v_scale_ph ? P.Nkv : 1;
+    const float *sc[5] = {P.k_scale, P.v_scale, P.q_scale, P.k_offset, P.v_offset};
+    const int n[5] = {nk, nv, 1, nk, nv};
     bool bad = false;
-    for (int a = 0; a < 4; a++)
+    for (int a = 0; a < 5; a++)
       for (int i = threadIdx.x; sc[a] && i < n[a]; i += kBlock) {
         const float v = __ldg(sc[a] + i);
-        bad |= !isfinite(v) || (a < 2 && v == 0.0f);
+        bad |= !isfinite(v) || (a < 3 && v == 0.0f);
       }
     if (__syncthreads_or(bad) && threadIdx.x == 0) report(P, QKVFUSE_DATA_ERROR_SCALE);
   }

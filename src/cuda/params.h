@@ -69,7 +69,7 @@ typedef struct qf_cu_params {
   const uint64_t *turns;        /* COMPUTED: R/2 inverse frequencies in turns per position, 0.64 fixed point */
   qf_cu_vec slot_mapping;
   const float *k_scale, *v_scale, *k_offset, *v_offset;
-  int32_t k_scale_pc, v_scale_pc; /* per channel */
+  int32_t k_scale_pc, v_scale_pc; /* per channel ([Nkv*D]); else one per kv head (*_ph) or one for the tensor */
   qf_cu_mat q_out, k_out, v_out;
   qf_cu_cache k_cache, v_cache;
   uint32_t *error_flags;
@@ -99,6 +99,12 @@ typedef struct qf_cu_params {
   int32_t fast_vadj;
   /* q written a second time (problem.h: q_copy); the general kernel only */
   qf_cu_mat q_copy;
+  /* k / v scales (and offsets) of one per kv head ([Nkv]): head h's at [h] */
+  int32_t k_scale_ph, v_scale_ph;
+  /* a quantized q (desc.q_quant, FP8_E4M3 or FP8_E5M2; the general kernel
+     only): q_out = fp8(q / *q_scale) */
+  int32_t q_quant;
+  const float *q_scale;
 } qf_cu_params;
 
 #endif /* QKVFUSE_CUDA_PARAMS_H */

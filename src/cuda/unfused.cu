@@ -6,7 +6,8 @@
 // be measured against (qkvfuse bench) and to check unfused-parity mode.
 //
 // Supported: 16-bit or float32 I/O (input dtype = q_out dtype, k_out/v_out
-// the same), or int32 input; D a multiple of 8; 16-byte aligned tensors.
+// the same), or int32 input; D a multiple of 8; 16-byte aligned tensors; q
+// not quantized.
 #include <cuda_runtime.h>
 
 #include "core/error.h"
@@ -168,8 +169,9 @@ __global__ void cache_kernel(const qf_cu_params P, const void *kb, const void *v
     return;
   }
   uint8_t q[kVec];
-  quantize<kVec>(C, x, which ? P.v_scale : P.k_scale, which ? P.v_offset : P.k_offset,
-                 which ? P.v_scale_pc : P.k_scale_pc, j, q);
+  const int pc = which ? P.v_scale_pc : P.k_scale_pc, ph = which ? P.v_scale_ph : P.k_scale_ph;
+  quantize<kVec>(C.quant, x, which ? P.v_scale : P.k_scale, which ? P.v_offset : P.k_offset, pc,
+                 pc ? j : ph ? j / P.D : 0, q);
   store_bytes<kVec>(static_cast<uint8_t *>(C.data) + off, q);
 }
 
@@ -189,6 +191,8 @@ qkvfuse_status qf_cuda_unfused_run(const qkvfuse_plan *plan, const qf_problem *p
            "unfused: the input's dtype must equal q_out's (or be int32)");
   QF_CHECK((!p->k_out.data || p->k_out.dtype == p->io_dtype) && (!p->v_out.data || p->v_out.dtype == p->io_dtype),
            QKVFUSE_ERROR_UNSUPPORTED, "unfused: k_out/v_out must have q_out's dtype");
+  QF_CHECK(d->q_quant == QKVFUSE_QUANT_NONE, QKVFUSE_ERROR_UNSUPPORTED,
+           "unfused: a quantized q (desc.q_quant) has no stage in this baseline");
   QF_CHECK(qf_cuda_vector_ok(p, kVec), QKVFUSE_ERROR_UNSUPPORTED,
            "unfused: D and every base and stride must be multiples of 8 elements");
   if (p->T == 0) return QKVFUSE_SUCCESS;

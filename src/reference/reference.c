@@ -8,15 +8,28 @@
 
 /* k (after RoPE) or v of kv head h into its cache row. */
 static void write_kv_head(const qf_problem *p, const float *o, int64_t h, const qf_cache *cache,
-                          qkvfuse_quant_mode mode, const qf_vec *scale, const qf_vec *offset, int have_dest,
-                          int64_t block, int64_t row) {
+                          qkvfuse_quant_mode mode, const qf_vec *scale, const qf_vec *offset, int64_t group,
+                          int have_dest, int64_t block, int64_t row) {
   const int64_t D = p->D;
   if (!have_dest) return;
   for (int64_t d = 0; d < D; d++) {
     const int64_t j = h * D + d;
     qf_stage_quant_store(cache->data, cache->dtype, qf_cache_offset(cache, block, row, j), o[d], mode, scale, offset,
-                         j);
+                         j, group);
   }
+}
+
+/* q head h of token t into q_out: rounded to its dtype, or (desc.q_quant)
+ * fp8(q / q_scale). */
+static void write_q_head(const qf_problem *p, int64_t t, int64_t h, const float *o) {
+  const qkvfuse_quant_mode m = p->desc->q_quant;
+  if (m == QKVFUSE_QUANT_NONE) {
+    qf_store_row(&p->q_out, t, h * p->D, o, p->D);
+    return;
+  }
+  uint8_t *row = (uint8_t *)p->q_out.data + t * p->q_out.ld;
+  for (int64_t d = 0; d < p->D; d++)
+    qf_stage_quant_store(row, p->q_out.dtype, h * p->D + d, o[d], m, &p->q_scale, &p->q_scale, 0, 1);
 }
 
 static void reference_token(const qf_problem *p, int64_t t) {
@@ -51,12 +64,12 @@ static void reference_token(const qf_problem *p, int64_t t) {
      * stage (k_out, the quantizer) reads */
     if (parity) qf_round_array(o, D, p->io_dtype);
     if (is_q) {
-      qf_store_row(&p->q_out, t, h * D, o, D);
+      write_q_head(p, t, h, o);
     } else {
       const int64_t kh = h - Nq;
       if (p->k_out.data) qf_store_row(&p->k_out, t, kh * D, o, D);
-      write_kv_head(p, o, kh, &p->k_cache, dsc->k_quant, &p->k_scale, &p->k_offset, have_dest, block,
-                    row);
+      write_kv_head(p, o, kh, &p->k_cache, dsc->k_quant, &p->k_scale, &p->k_offset, p->k_scale_group, have_dest,
+                    block, row);
     }
   }
 
@@ -65,7 +78,8 @@ static void reference_token(const qf_problem *p, int64_t t) {
     qf_stage_load_row(p, t, (Nq + Nkv + h) * D, D, x);
     if (parity && int_input) qf_round_array(x, D, p->io_dtype);
     if (p->v_out.data) qf_store_row(&p->v_out, t, h * D, x, D);
-    write_kv_head(p, x, h, &p->v_cache, dsc->v_quant, &p->v_scale, &p->v_offset, have_dest, block, row);
+    write_kv_head(p, x, h, &p->v_cache, dsc->v_quant, &p->v_scale, &p->v_offset, p->v_scale_group, have_dest, block,
+                  row);
   }
 }
 

@@ -116,26 +116,32 @@ static inline void qf_stage_rope(const float *y, int64_t D, int64_t R, qkvfuse_r
   }
 }
 
-/* Stage 4 + the store of stage 5: quantize v (channel ch of the [Nkv*D] row)
- * and store it as element `off` of a cache of dtype dt. */
+/* Stage 4 + the store of stage 5: quantize v (channel ch of its row) and
+ * store it as element `off` of a cache (or a quantized q_out) of dtype dt.
+ * Channel ch uses scale (and offset) element ch / group, or element 0 of a
+ * one-element scale (problem.h: k_scale_group). */
 static inline void qf_stage_quant_store(void *cache, qkvfuse_dtype dt, int64_t off, float v, qkvfuse_quant_mode mode,
-                                        const qf_vec *scale, const qf_vec *offset, int64_t ch) {
+                                        const qf_vec *scale, const qf_vec *offset, int64_t ch, int64_t group) {
   if (mode == QKVFUSE_QUANT_NONE) {
     qf_store_float(cache, dt, off, v);
     return;
   }
+  const int fp8 = mode == QKVFUSE_QUANT_FP8_E4M3 || mode == QKVFUSE_QUANT_FP8_E5M2;
   if (isnan(v)) { /* NaN: int8 0, fp8 the NaN of v's sign (the division need not keep it) */
-    if (mode == QKVFUSE_QUANT_FP8_E4M3)
+    if (fp8)
       ((uint8_t *)cache)[off] = signbit(v) ? 0xff : 0x7f;
     else
       ((int8_t *)cache)[off] = 0;
     return;
   }
-  const float s = ((const float *)scale->data)[scale->n == 1 ? 0 : ch];
+  const int64_t i = scale->n == 1 ? 0 : ch / group;
+  const float s = ((const float *)scale->data)[i];
   float q = v / s;
-  if (mode == QKVFUSE_QUANT_INT8_ASYM) q = q + ((const float *)offset->data)[offset->n == 1 ? 0 : ch];
+  if (mode == QKVFUSE_QUANT_INT8_ASYM) q = q + ((const float *)offset->data)[i];
   if (mode == QKVFUSE_QUANT_FP8_E4M3)
     ((uint8_t *)cache)[off] = qf_f32_to_e4m3(q);
+  else if (mode == QKVFUSE_QUANT_FP8_E5M2)
+    ((uint8_t *)cache)[off] = qf_f32_to_e5m2(q);
   else
     ((int8_t *)cache)[off] = qf_f32_to_int8_sat(q);
 }

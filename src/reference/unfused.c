@@ -23,7 +23,8 @@ typedef enum stage {
   STAGE_SPLIT,     /* qkv rows -> q, k, v buffers (int32 input: dequant, rounded to the I/O dtype) */
   STAGE_NORM_Q,    /* q buffer -> rmsnorm -> q buffer */
   STAGE_NORM_K,    /* k buffer -> rmsnorm -> k buffer */
-  STAGE_ROPE_Q,    /* q buffer -> rope -> q_out (a copy without RoPE) */
+  STAGE_ROPE_Q,    /* q buffer -> rope -> q_out (a copy without RoPE); with desc.q_quant, back into the q buffer */
+  STAGE_QUANT_Q,   /* desc.q_quant: q buffer -> quantize -> q_out */
   STAGE_ROPE_K,    /* k buffer -> rope -> k buffer and k_out */
   STAGE_COPY_V,    /* v buffer -> v_out */
   STAGE_QUANT_K,   /* k buffer -> quantize -> kq buffer (cache dtype) */
@@ -168,12 +169,12 @@ static void rope_rows(const qf_problem *p, const qf_mat *src, const qf_mat *dst,
 
 /* Quantize (or round, for a float cache) buffer src into buffer dst. */
 static void stage_quant(const qf_mat *src, const qf_mat *dst, qkvfuse_quant_mode mode, const qf_vec *scale,
-                        const qf_vec *offset, int64_t t0, int64_t t1) {
+                        const qf_vec *offset, int64_t group, int64_t t0, int64_t t1) {
   for (int64_t t = t0; t < t1; t++) {
     const char *in = row_ptr(src, t);
     char *out = row_ptr(dst, t);
     for (int64_t c = 0; c < src->cols; c++)
-      qf_stage_quant_store(out, dst->dtype, c, qf_load(in, src->dtype, c), mode, scale, offset, c);
+      qf_stage_quant_store(out, dst->dtype, c, qf_load(in, src->dtype, c), mode, scale, offset, c, group);
   }
 }
 
@@ -201,11 +202,18 @@ static void run_stage(const job *j, stage s, int64_t t0, int64_t t1) {
     case STAGE_SPLIT: stage_split(j, t0, t1); break;
     case STAGE_NORM_Q: j->k->norm(p, &b->q, &p->q_gamma, &p->q_beta, t0, t1); break;
     case STAGE_NORM_K: j->k->norm(p, &b->k, &p->k_gamma, &p->k_beta, t0, t1); break;
-    case STAGE_ROPE_Q: stage_rope(j, &b->q, &p->q_out, &(qf_mat){0}, t0, t1); break;
+    case STAGE_ROPE_Q:
+      stage_rope(j, &b->q, p->desc->q_quant != QKVFUSE_QUANT_NONE ? &b->q : &p->q_out, &(qf_mat){0}, t0, t1);
+      break;
+    case STAGE_QUANT_Q: j->k->quant(&b->q, &p->q_out, p->desc->q_quant, &p->q_scale, &p->q_scale, 1, t0, t1); break;
     case STAGE_ROPE_K: stage_rope(j, &b->k, &b->k, &p->k_out, t0, t1); break;
     case STAGE_COPY_V: copy_rows(&b->v, 0, &p->v_out, t0, t1); break;
-    case STAGE_QUANT_K: j->k->quant(&b->k, &b->kq, p->desc->k_quant, &p->k_scale, &p->k_offset, t0, t1); break;
-    case STAGE_QUANT_V: j->k->quant(&b->v, &b->vq, p->desc->v_quant, &p->v_scale, &p->v_offset, t0, t1); break;
+    case STAGE_QUANT_K:
+      j->k->quant(&b->k, &b->kq, p->desc->k_quant, &p->k_scale, &p->k_offset, p->k_scale_group, t0, t1);
+      break;
+    case STAGE_QUANT_V:
+      j->k->quant(&b->v, &b->vq, p->desc->v_quant, &p->v_scale, &p->v_offset, p->v_scale_group, t0, t1);
+      break;
     case STAGE_SCATTER_K: stage_scatter(p, &b->kq, &p->k_cache, t0, t1); break;
     case STAGE_SCATTER_V: stage_scatter(p, &b->vq, &p->v_cache, t0, t1); break;
     case STAGE_COUNT: break;
@@ -303,13 +311,13 @@ qkvfuse_status qf_unfused_run_with(const qf_problem *p, void *scratch, const qf_
   QF_CHECK(p != NULL, QKVFUSE_ERROR_NULL_POINTER, "unfused: problem is NULL");
   const qkvfuse_dtype io = p->io_dtype;
   QF_CHECK(p->in[0].dtype == QKVFUSE_DTYPE_INT32 || p->in[0].dtype == io, QKVFUSE_ERROR_UNSUPPORTED,
-           "unfused: the input must be int32 or have q_out's dtype (%s); got %s", qkvfuse_dtype_name(io),
+           "unfused: the input must be int32 or have the I/O dtype (%s); got %s", qkvfuse_dtype_name(io),
            qkvfuse_dtype_name(p->in[0].dtype));
   QF_CHECK(!p->k_out.data || p->k_out.dtype == io, QKVFUSE_ERROR_UNSUPPORTED,
-           "unfused: k_out must have q_out's dtype (%s); got %s", qkvfuse_dtype_name(io),
+           "unfused: k_out must have the I/O dtype (%s); got %s", qkvfuse_dtype_name(io),
            qkvfuse_dtype_name(p->k_out.dtype));
   QF_CHECK(!p->v_out.data || p->v_out.dtype == io, QKVFUSE_ERROR_UNSUPPORTED,
-           "unfused: v_out must have q_out's dtype (%s); got %s", qkvfuse_dtype_name(io),
+           "unfused: v_out must have the I/O dtype (%s); got %s", qkvfuse_dtype_name(io),
            qkvfuse_dtype_name(p->v_out.dtype));
   if (p->T == 0) return QKVFUSE_SUCCESS;
   QF_CHECK(scratch != NULL, QKVFUSE_ERROR_NULL_POINTER, "unfused: scratch is NULL (need %zu bytes)",
@@ -322,6 +330,7 @@ qkvfuse_status qf_unfused_run_with(const qf_problem *p, void *scratch, const qf_
   if (p->desc->q_norm) j.stages[j.nstages++] = STAGE_NORM_Q;
   if (p->desc->k_norm) j.stages[j.nstages++] = STAGE_NORM_K;
   j.stages[j.nstages++] = STAGE_ROPE_Q;
+  if (p->desc->q_quant != QKVFUSE_QUANT_NONE) j.stages[j.nstages++] = STAGE_QUANT_Q;
   /* without RoPE, k reaches k_out through the same stage as a copy */
   if (p->R > 0 || p->k_out.data) j.stages[j.nstages++] = STAGE_ROPE_K;
   if (p->v_out.data) j.stages[j.nstages++] = STAGE_COPY_V;

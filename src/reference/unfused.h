@@ -3,11 +3,11 @@
  * engine without fusion runs it (vLLM's separate split, rms_norm, rotary and
  * reshape_and_cache kernels):
  *
- *   split (or dequant) -> rmsnorm q -> rmsnorm k -> rope q -> rope k ->
- *   copy v -> quantize k -> quantize v -> scatter k -> scatter v
+ *   split (or dequant) -> rmsnorm q -> rmsnorm k -> rope q -> (quantize q) ->
+ *   rope k -> copy v -> quantize k -> quantize v -> scatter k -> scatter v
  *
  * Each stage is one full pass over all T tokens, reading its input from and
- * writing its result to memory buffers held in the I/O dtype (q_out's) or the
+ * writing its result to memory buffers held in the I/O dtype (problem.h) or the
  * cache dtype, so the traffic is what a real unfused path moves. It is the
  * baseline the fused operator is measured against, and, because every stage
  * calls the scalar math of stages.h and rounds to the I/O dtype between
@@ -42,9 +42,10 @@ typedef struct qf_unfused_kernels {
   /* RoPE (p->R > 0) of every head of src into dst (may be src) and dst2 (data NULL: absent) */
   void (*rope)(const qf_problem *p, const qf_mat *src, const qf_mat *dst, const qf_mat *dst2, int64_t t0,
                int64_t t1);
-  /* quantize (or round, for a float dst) src into dst, channel = column */
+  /* quantize (or round, for a float dst) src into dst, channel = column, scale element column / group
+     (element 0 of a one-element scale) */
   void (*quant)(const qf_mat *src, const qf_mat *dst, qkvfuse_quant_mode mode, const qf_vec *scale,
-                const qf_vec *offset, int64_t t0, int64_t t1);
+                const qf_vec *offset, int64_t group, int64_t t0, int64_t t1);
 } qf_unfused_kernels;
 
 /** @return bytes of scratch qf_unfused_run needs for problem p: the q, k and v
@@ -60,7 +61,7 @@ size_t qf_unfused_scratch_bytes(const qf_problem *p);
  * tokens that share a slot race for it, as they would on a GPU.
  * @param scratch qf_unfused_scratch_bytes(p) bytes, any alignment.
  * @return QKVFUSE_SUCCESS; QKVFUSE_ERROR_UNSUPPORTED unless qkv is int32 or has
- *  q_out's dtype and k_out/v_out (when present) have q_out's dtype;
+ *  the I/O dtype (problem.h: io_dtype) and k_out/v_out (when present) have it;
  *  QKVFUSE_ERROR_NULL_POINTER for a NULL problem or missing scratch.
  */
 qkvfuse_status qf_unfused_run(const qf_problem *p, void *scratch);

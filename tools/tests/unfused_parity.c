@@ -27,7 +27,7 @@ typedef struct problem {
   qkvfuse_tensor qkv, q_out, k_out; /* views: strided rows, in place */
   qkvfuse_args args;
   char what[256];  /* for failure messages */
-  int features[8]; /* what this problem exercises: the FEATURE_* below */
+  int features[10]; /* what this problem exercises: the FEATURE_* below */
 } problem;
 
 /* Coverage: every feature must occur, so a generator change cannot quietly
@@ -39,10 +39,13 @@ enum {
   FEATURE_SKIPPED_SLOT,
   FEATURE_IN_PLACE,
   FEATURE_THREADS,
+  FEATURE_Q_QUANT,
+  FEATURE_PER_HEAD_SCALE,
   FEATURE_COUNT
 };
-static const char *const feature_names[FEATURE_COUNT] = {"int32 input",  "partial rope", "interleaved",
-                                                         "skipped slot", "in place",     "threads > 1"};
+static const char *const feature_names[FEATURE_COUNT] = {"int32 input", "partial rope", "interleaved",
+                                                         "skipped slot", "in place",    "threads > 1",
+                                                         "quantized q", "per-head scales"};
 
 static const qkvfuse_dtype floats[3] = {QKVFUSE_DTYPE_FLOAT32, QKVFUSE_DTYPE_FLOAT16, QKVFUSE_DTYPE_BFLOAT16};
 
@@ -56,26 +59,33 @@ static cli_tensor *tensor(problem *pb, qkvfuse_dtype dt, int ndim, const int64_t
   return x;
 }
 
-/* A quantization scale, per tensor ([1]) or per channel ([Nkv, D]), and for
- * int8_asym its offset of the same shape. */
-static void scales(problem *pb, cli_rng *r, int64_t nkv, int64_t d, qkvfuse_quant_mode mode,
-                   const qkvfuse_tensor **scale, const qkvfuse_tensor **offset) {
-  const int per_channel = chance(r, 0.5);
-  const int64_t shape[2] = {per_channel ? nkv : 1, per_channel ? d : 1};
-  cli_tensor *s = tensor(pb, QKVFUSE_DTYPE_FLOAT32, per_channel ? 2 : 1, shape, r);
-  cli_fill_signed(s, r, mode == QKVFUSE_QUANT_FP8_E4M3 ? 0.004 : 0.01, 0.05);
+/* A quantization scale, per tensor ([1]), per channel ([Nkv, D]) or per kv
+ * head ([Nkv]), and for int8_asym its offset of the same shape. Returns 1
+ * for a per-head one. */
+static int scales(problem *pb, cli_rng *r, int64_t nkv, int64_t d, qkvfuse_quant_mode mode,
+                  const qkvfuse_tensor **scale, const qkvfuse_tensor **offset) {
+  const int kind = (int)cli_rng_int(r, 3); /* 0: per tensor, 1: per channel, 2: per kv head */
+  const int64_t shape[2] = {kind ? nkv : 1, kind == 1 ? d : 1};
+  cli_tensor *s = tensor(pb, QKVFUSE_DTYPE_FLOAT32, kind == 1 ? 2 : 1, shape, r);
+  cli_fill_signed(s, r, mode == QKVFUSE_QUANT_FP8_E4M3 ? 0.004 : mode == QKVFUSE_QUANT_FP8_E5M2 ? 1e-4 : 0.01, 0.05);
   *scale = &s->t;
-  if (mode != QKVFUSE_QUANT_INT8_ASYM) return;
-  cli_tensor *o = tensor(pb, QKVFUSE_DTYPE_FLOAT32, per_channel ? 2 : 1, shape, r);
-  cli_fill_range(o, r, -10.0, 10.0);
-  *offset = &o->t;
+  if (mode == QKVFUSE_QUANT_INT8_ASYM) {
+    cli_tensor *o = tensor(pb, QKVFUSE_DTYPE_FLOAT32, kind == 1 ? 2 : 1, shape, r);
+    cli_fill_range(o, r, -10.0, 10.0);
+    *offset = &o->t;
+  }
+  return kind == 2 && nkv > 1;
+}
+
+static qkvfuse_dtype fp8_dtype(qkvfuse_quant_mode m) {
+  return m == QKVFUSE_QUANT_FP8_E4M3 ? QKVFUSE_DTYPE_FLOAT8_E4M3FN : QKVFUSE_DTYPE_FLOAT8_E5M2;
 }
 
 static qkvfuse_quant_mode pick_quant(cli_rng *r, qkvfuse_dtype *cache_dtype) {
-  const qkvfuse_quant_mode m = (qkvfuse_quant_mode)cli_rng_int(r, 4);
-  *cache_dtype = m == QKVFUSE_QUANT_NONE       ? pick_float(r)
-                 : m == QKVFUSE_QUANT_FP8_E4M3 ? QKVFUSE_DTYPE_FLOAT8_E4M3FN
-                                               : QKVFUSE_DTYPE_INT8;
+  const qkvfuse_quant_mode m = (qkvfuse_quant_mode)cli_rng_int(r, 5);
+  *cache_dtype = m == QKVFUSE_QUANT_NONE                                       ? pick_float(r)
+                 : m == QKVFUSE_QUANT_FP8_E4M3 || m == QKVFUSE_QUANT_FP8_E5M2 ? fp8_dtype(m)
+                                                                               : QKVFUSE_DTYPE_INT8;
   return m;
 }
 
@@ -128,7 +138,9 @@ static void make_problem(uint64_t seed, problem *pb) {
   /* input: dtype, row stride */
   const int int_input = chance(r, 0.3);
   const qkvfuse_dtype in_dt = int_input ? QKVFUSE_DTYPE_INT32 : pick_float(r);
-  const qkvfuse_dtype io = int_input ? pick_float(r) : in_dt;
+  qkvfuse_dtype io = int_input ? pick_float(r) : in_dt;
+  /* a quantized q: q_out fp8, q rounded to the I/O dtype first (docs/API.md) */
+  d.q_quant = chance(r, 0.25) ? (chance(r, 0.5) ? QKVFUSE_QUANT_FP8_E4M3 : QKVFUSE_QUANT_FP8_E5M2) : QKVFUSE_QUANT_NONE;
   const int64_t ld = H + (chance(r, 0.3) ? 2 * cli_rng_int(r, 9) : 0);
   cli_tensor *qkv_mem = tensor(pb, in_dt, 2, (int64_t[]){T, ld}, r);
   if (int_input)
@@ -200,6 +212,8 @@ static void make_problem(uint64_t seed, problem *pb) {
     } else {
       d.rope_theta = chance(r, 0.5) ? 10000.0 : 500000.0;
       d.rope_scaling.type = (qkvfuse_rope_scaling_type)cli_rng_int(r, 5);
+      if (d.rope_scaling.type == QKVFUSE_ROPE_SCALING_NTK && R <= 2) /* NTK's exponent R/(R-2) needs R > 2 */
+        d.rope_scaling.type = QKVFUSE_ROPE_SCALING_NONE;
       d.rope_scaling.factor = d.rope_scaling.type == QKVFUSE_ROPE_SCALING_NONE ? 1.0 : 4.0;
       d.rope_scaling.original_max_position = 8192;
     }
@@ -212,15 +226,23 @@ static void make_problem(uint64_t seed, problem *pb) {
     a.sin = &s->t;
   }
 
+  /* with a quantized q the I/O dtype of int32 input is the RoPE table's, float32 without one */
+  if (d.q_quant && int_input && !a.cos && !a.cos_sin_cache) io = QKVFUSE_DTYPE_FLOAT32;
+
   /* outputs: q_out (maybe in place), k_out / v_out (maybe absent; k_out maybe in place) */
-  const int q_inplace = !int_input && !contiguous && chance(r, 0.2);
+  const int q_inplace = !int_input && !contiguous && !d.q_quant && chance(r, 0.2);
   const int k_inplace = !int_input && !contiguous && chance(r, 0.2);
   if (q_inplace) {
     qkvfuse_tensor_init(&pb->q_out, qkv_mem->t.data, io, 2, (int64_t[]){T, Nq * D});
     pb->q_out.strides[0] = ld;
     a.q_out = &pb->q_out;
   } else {
-    a.q_out = &tensor(pb, io, 2, (int64_t[]){T, Nq * D}, r)->t;
+    a.q_out = &tensor(pb, d.q_quant ? fp8_dtype(d.q_quant) : io, 2, (int64_t[]){T, Nq * D}, r)->t;
+  }
+  if (d.q_quant) {
+    cli_tensor *qs = tensor(pb, QKVFUSE_DTYPE_FLOAT32, 1, (int64_t[]){1}, r);
+    cli_fill_signed(qs, r, d.q_quant == QKVFUSE_QUANT_FP8_E4M3 ? 0.004 : 1e-4, 0.05);
+    a.q_scale = &qs->t;
   }
   if (k_inplace) {
     qkvfuse_tensor_init(&pb->k_out, (char *)qkv_mem->t.data + (size_t)(Nq * D) * qkvfuse_dtype_size(in_dt), io, 2,
@@ -233,6 +255,7 @@ static void make_problem(uint64_t seed, problem *pb) {
   if (chance(r, 0.5)) a.v_out = &tensor(pb, io, 2, (int64_t[]){T, W}, r)->t;
 
   /* caches */
+  int per_head = 0;
   if (d.cache_layout != QKVFUSE_CACHE_NONE) {
     int64_t shape[2][4], nslots = contiguous ? B : T;
     const qkvfuse_dtype cdt[2] = {kc_dt, vc_dt};
@@ -262,8 +285,8 @@ static void make_problem(uint64_t seed, problem *pb) {
     a.slot_mapping = &slots->t;
     a.k_cache = &tensor(pb, kc_dt, 4, shape[0], r)->t;
     a.v_cache = &tensor(pb, vc_dt, 4, shape[1], r)->t;
-    if (d.k_quant != QKVFUSE_QUANT_NONE) scales(pb, r, Nkv, D, d.k_quant, &a.k_scale, &a.k_offset);
-    if (d.v_quant != QKVFUSE_QUANT_NONE) scales(pb, r, Nkv, D, d.v_quant, &a.v_scale, &a.v_offset);
+    if (d.k_quant != QKVFUSE_QUANT_NONE) per_head |= scales(pb, r, Nkv, D, d.k_quant, &a.k_scale, &a.k_offset);
+    if (d.v_quant != QKVFUSE_QUANT_NONE) per_head |= scales(pb, r, Nkv, D, d.v_quant, &a.v_scale, &a.v_offset);
   }
 
   d.backend = QKVFUSE_BACKEND_REFERENCE;
@@ -279,11 +302,14 @@ static void make_problem(uint64_t seed, problem *pb) {
   pb->features[FEATURE_SKIPPED_SLOT] = skips > 0;
   pb->features[FEATURE_IN_PLACE] = (q_inplace || k_inplace) && T > 0;
   pb->features[FEATURE_THREADS] = d.num_threads >= 2 && T >= 32;
+  pb->features[FEATURE_Q_QUANT] = d.q_quant != QKVFUSE_QUANT_NONE && T > 0;
+  pb->features[FEATURE_PER_HEAD_SCALE] = per_head && T > 0;
   snprintf(pb->what, sizeof pb->what,
            "T=%" PRId64 " Nq=%" PRId64 " Nkv=%" PRId64 " D=%" PRId64 " R=%" PRId64 " in=%s io=%s ld=%" PRId64
-           " norm=%d/%d off=%d rope=%d style=%d layout=%d quant=%d/%d inplace=%d/%d threads=%d",
+           " norm=%d/%d off=%d rope=%d style=%d layout=%d quant=%d/%d/q%d inplace=%d/%d threads=%d",
            T, Nq, Nkv, D, R, qkvfuse_dtype_name(in_dt), qkvfuse_dtype_name(io), ld, d.q_norm, d.k_norm, d.gamma_offset,
-           d.rope_source, d.rope_style, d.cache_layout, d.k_quant, d.v_quant, q_inplace, k_inplace, d.num_threads);
+           d.rope_source, d.rope_style, d.cache_layout, d.k_quant, d.v_quant, d.q_quant, q_inplace, k_inplace,
+           d.num_threads);
 }
 
 static int run_reference(problem *pb) {
@@ -346,7 +372,7 @@ static int check_unsupported(void) {
 
 int main(void) {
   int failures = 0, ran = 0;
-  int layouts[5] = {0}, quants[4] = {0}, sources[4] = {0}, features[FEATURE_COUNT] = {0};
+  int layouts[5] = {0}, quants[5] = {0}, sources[4] = {0}, features[FEATURE_COUNT] = {0};
   for (uint64_t seed = 1; seed <= PROBLEMS; seed++) {
     problem a, b;
     make_problem(seed, &a);
@@ -376,13 +402,14 @@ int main(void) {
   }
   failures += check_unsupported();
   printf(
-      "coverage: layouts none/paged/paged_hnd/nz/contiguous %d/%d/%d/%d/%d, quant none/int8_sym/int8_asym/fp8 "
-      "%d/%d/%d/%d, rope none/cache/cos_sin/computed %d/%d/%d/%d\n",
+      "coverage: layouts none/paged/paged_hnd/nz/contiguous %d/%d/%d/%d/%d, quant none/int8_sym/int8_asym/fp8/"
+      "fp8_e5m2 %d/%d/%d/%d/%d, rope none/cache/cos_sin/computed %d/%d/%d/%d\n",
       layouts[0], layouts[1], layouts[2], layouts[3], layouts[4], quants[0], quants[1], quants[2], quants[3],
-      sources[0], sources[1], sources[2], sources[3]);
+      quants[4], sources[0], sources[1], sources[2], sources[3]);
   int missing = 0;
   for (int i = 0; i < 5; i++) missing += layouts[i] == 0;
-  for (int i = 0; i < 4; i++) missing += (quants[i] == 0) + (sources[i] == 0);
+  for (int i = 0; i < 4; i++) missing += sources[i] == 0;
+  for (int i = 0; i < 5; i++) missing += quants[i] == 0;
   for (int f = 0; f < FEATURE_COUNT; f++) {
     printf("  %s: %d problems\n", feature_names[f], features[f]);
     missing += features[f] == 0;

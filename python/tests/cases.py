@@ -60,10 +60,10 @@ class Case:
     def describe(self):
         k = dict(self.kwargs)
         return ("seed=%d backend=%s T=%d Nq=%d Nkv=%d D=%d R=%d in=%s q_out=%s q_quant=%s layout=%s kq=%s vq=%s "
-                "scales=%s rope=%s/%s parity=%s inplace=%s extended=%s"
+                "scales=%s rope=%s/%s parity=%s inplace=%s extended=%s split=%s/%s"
                 % (self.seed, self.backend, self.T, self.Nq, self.Nkv, self.D, self.R, self.in_dt, self.q_dt,
                    self.qq, self.layout, self.kq, self.vq, self.scale_kinds, self.rope, k.get("rope_style"),
-                   self.parity, self.inplace, self.extended))
+                   self.parity, self.inplace, self.extended, self.split, self.split_v))
 
 
 def _generate(c, rng):
@@ -248,6 +248,9 @@ def _generate(c, rng):
             if rng.random() < 0.5:
                 c.kwargs[h + "_quant"] = mode
     c.initial = {n: b[0].copy() for n, b in c.bases.items()}
+    # the input as separate q, k, v (column views of the rows), v left out when nothing reads it
+    c.split = rng.random() < 0.3
+    c.split_v = not c.split or "v_out" in c.bases or c.layout != "none" or rng.random() < 0.5
 
 
 def _cache_shape(c, dt):
@@ -325,7 +328,12 @@ def run_case(c, bases):
             kw["out_dtype"] = c.alloc_dt
         kw["return_k"] = c.k_dt is not None
         kw["return_v"] = c.v_dt is not None
-    out = qkvfuse.run(args["qkv"], num_q_heads=c.Nq, num_kv_heads=c.Nkv, head_dim=c.D, **kw)
+    x = args["qkv"]
+    if c.split:
+        qd, kv = c.Nq * c.D, c.Nkv * c.D
+        kw.update(q=x[..., :qd], k=x[..., qd:qd + kv], v=x[..., qd + kv:] if c.split_v else None)
+        x = None
+    out = qkvfuse.run(x, num_q_heads=c.Nq, num_kv_heads=c.Nkv, head_dim=c.D, **kw)
     got = {n: storage_of(bases[n], c.bases[n][1]) for n in c.bases}
     if c.allocate:  # the returned tensors stand for the outputs
         for name, x in (("q_out", out.q), ("k_out", out.k), ("v_out", out.v)):

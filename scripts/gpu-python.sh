@@ -9,13 +9,18 @@
 # the build's python3 had torch) scripts/gpu-check.sh built (BUILD, default
 # build-gpu) and the machine's torch, numpy and pytest (no network needed).
 #
-#   scripts/gpu-python.sh [test] [example] [bench]      (default: all three)
+#   scripts/gpu-python.sh [test] [example] [bench] [peers]   (default: all four)
+#
+# peers: python/bench/bench_peers.py, qkvfuse.compat against the peers' own
+# calls; the FlashInfer wheels travel in .whl/ (scripts/peer-wheels.sh) and
+# are installed into /tmp/qkvfuse-peer-site first.
 #
 # Logs and plots go under $OUT (default /tmp/qkvfuse-gpu-python); a summary
 # goes to stdout and $OUT/summary.txt. Each part runs on its own (one failing
 # does not stop the next) under a time limit. Environment: BUILD, OUT,
 # PYTHON (default python3), PYTEST_ARGS (extra pytest options, e.g. -x or
-# -k parity), BENCH_ARGS (extra bench options), TEST_TIMEOUT, BENCH_TIMEOUT (s).
+# -k parity), BENCH_ARGS (extra bench options), PEERS_ARGS (extra bench_peers options),
+# TEST_TIMEOUT, BENCH_TIMEOUT (s).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT=${OUT:-/tmp/qkvfuse-gpu-python}
@@ -23,7 +28,7 @@ BUILD=${BUILD:-build-gpu}
 PY=${PYTHON:-python3}
 mkdir -p "$OUT"
 steps=("$@")
-[ ${#steps[@]} -eq 0 ] && steps=(test example bench)
+[ ${#steps[@]} -eq 0 ] && steps=(test example bench peers)
 has() { local s; for s in "${steps[@]}"; do [ "$s" = "$1" ] && return 0; done; return 1; }
 note() { echo "== $*" | tee -a "$OUT/summary.txt"; }
 status=0
@@ -118,6 +123,21 @@ if has bench; then
   { set +x; } 2>/dev/null
   note "bench (graph, fp8 cache, no compile) rc=$rc"
   cat "$OUT/bench-graph-fp8.txt"
+  [ $rc -ne 0 ] && status=1
+fi
+if has peers; then
+  if ls .whl/*.whl >/dev/null 2>&1; then
+    "$PY" -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/qkvfuse-peer-site .whl/*.whl \
+      >"$OUT/peer-wheels.log" 2>&1 || note "peer wheels: pip install failed (see $OUT/peer-wheels.log)"
+  fi
+  set -x
+  PYTHONPATH=$PYTHONPATH:/tmp/qkvfuse-peer-site timeout "${BENCH_TIMEOUT:-900}" "$PY" python/bench/bench_peers.py \
+    --json "$OUT/bench-peers.json" ${PEERS_ARGS:-} >"$OUT/bench-peers.txt" 2>"$OUT/bench-peers.err"
+  rc=$?
+  { set +x; } 2>/dev/null
+  note "bench_peers rc=$rc"
+  cat "$OUT/bench-peers.txt"
+  grep -v "^ *$" "$OUT/bench-peers.err" | tail -8
   [ $rc -ne 0 ] && status=1
 fi
 note "done: status $status; logs in $OUT"

@@ -99,6 +99,11 @@ typedef struct qf_cu_params {
   int32_t fast_vadj;
   /* q written a second time (problem.h: q_copy); the general kernel only */
   qf_cu_mat q_copy;
+  /* page-table addressing (core/address.h): where the kernels load a token's
+     slot they compute it from the table instead (qf_page_table_slot: -2 for
+     a data error, which fails the slot's range check) */
+  int32_t page_table;
+  qf_page_table pt;
 } qf_cu_params;
 
 #endif /* QKVFUSE_CUDA_PARAMS_H */

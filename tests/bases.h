@@ -11,8 +11,11 @@ enum {
   TK_BASE_B = 2, /* int32 in (weight/act scale, bf16 bias), per-token cos/sin, contiguous, k f32, v int8 sym flat, parity */
   TK_BASE_C = 4, /* bf16 in, computed yarn rope (interleaved), gamma offset, in-place q/k, nz interleaved fp8 caches */
   TK_BASE_D = 8, /* f32 in, nothing but q_out */
-  TK_BASE_E = 16 /* an engine's decode call: bf16 in, norm, bf16 cos_sin_cache, int64 positions and slots, a paged
+  TK_BASE_E = 16, /* an engine's decode call: bf16 in, norm, bf16 cos_sin_cache, int64 positions and slots, a paged
                     cache of whole rows, k int8 sym [Nkv,D], v fp8 [1] (CUDA: the decode kernel's QF_FAST_HOT form) */
+  TK_BASE_P = 32  /* page-table addressing: bf16 in, norm, bf16 cos_sin_cache, paged_hnd cache, k int8 sym [1], v bf16,
+                    3 sequences of block_size 4 (kv_indptr int32, kv_indices int64, batch_indices int32,
+                    kv_positions int64), k_out */
 };
 
 void tk_base_spec(int which, tk_spec *s);

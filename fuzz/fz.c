@@ -206,7 +206,8 @@ static int is_output_slot(int slot) {
 static int is_data_slot(int slot) {
   return slot == TK_POSITIONS || slot == TK_SLOT_MAPPING || slot == TK_K_SCALE || slot == TK_V_SCALE ||
          slot == TK_K_OFFSET || slot == TK_V_OFFSET || slot == TK_WEIGHT_SCALE || slot == TK_ACT_SCALE ||
-         slot == TK_Q_SCALE;
+         slot == TK_Q_SCALE || slot == TK_KV_INDPTR || slot == TK_KV_INDICES || slot == TK_BATCH_INDICES ||
+         slot == TK_KV_POSITIONS;
 }
 
 /* ---- setup ---------------------------------------------------------------------------- */
@@ -229,6 +230,7 @@ static void named_spec(tk_spec *sp, fz_src *s, int op) {
   static const qkvfuse_dtype fl[] = {QKVFUSE_DTYPE_FLOAT32, QKVFUSE_DTYPE_FLOAT16, QKVFUSE_DTYPE_BFLOAT16};
   sp->in_place_q = sp->in_place_k = 0;
   sp->rounding = QKVFUSE_ROUNDING_FUSED;
+  sp->addressing = QKVFUSE_ADDRESS_SLOTS; /* the named operators take slots (index / indices) */
   sp->gamma_offset = 0;
   if (sp->qkv_dt == I32 && op != FZ_DEQUANT) sp->qkv_dt = PICK(s, fl);
   if (sp->q_quant) { /* the named operators never quantize q */
@@ -339,14 +341,16 @@ static void poke_float(fz_call *f, const qkvfuse_tensor *t, int64_t i, double v)
   memcpy(f->buf[b].init + (run - f->buf[b].run), run, tk_size(t->dtype));
 }
 
-/* Data values at and around their limits: positions, slots, scales (the
+/* Data values at and around their limits: positions, slots, page-table
+ * entries (batch indices, positions, kv_indptr, block numbers), scales (the
  * dequant ones too), offsets, and NaN/Inf in qkv. Applied to the case's
  * (valid) tensors; several calls put several classes of data error in one
  * call. */
 static void mutate_data(fz_call *f, fz_src *s) {
   static const int slots[] = {TK_POSITIONS, TK_SLOT_MAPPING, TK_SLOT_MAPPING, TK_K_SCALE,      TK_V_SCALE,  TK_K_OFFSET,
                               TK_V_OFFSET,  TK_QKV,          TK_WEIGHT_SCALE, TK_ACT_SCALE,    TK_Q_SCALE,  TK_Q,
-                              TK_K,         TK_V};
+                              TK_K,         TK_V,            TK_KV_INDPTR,    TK_KV_INDICES,   TK_BATCH_INDICES,
+                              TK_KV_POSITIONS};
   const int slot = PICK(s, slots);
   const tk_view *v = &f->c.view[slot];
   if (!v->present) return;
@@ -357,10 +361,20 @@ static void mutate_data(fz_call *f, fz_src *s) {
   if (n == 0) return;
   const int64_t i = fz_chance(s, 64) ? n - 1 : fz_range(s, 0, n - 1);
   const tk_spec *sp = &f->c.sp;
-  if (slot == TK_POSITIONS || slot == TK_SLOT_MAPPING) {
+  const int table = slot == TK_KV_INDPTR || slot == TK_KV_INDICES || slot == TK_BATCH_INDICES || slot == TK_KV_POSITIONS;
+  if (slot == TK_POSITIONS || slot == TK_SLOT_MAPPING || table) {
     int64_t lim;
+    const int64_t nidx = f->c.view[TK_KV_INDICES].present ? tk_numel(&f->c.view[TK_KV_INDICES].t) : 0;
     if (slot == TK_POSITIONS)
       lim = sp->rope_source == QKVFUSE_ROPE_COS_SIN_CACHE ? sp->max_pos : (int64_t)1 << 31;
+    else if (slot == TK_KV_INDPTR)
+      lim = nidx + 1;
+    else if (slot == TK_KV_INDICES)
+      lim = sp->blocks;
+    else if (slot == TK_BATCH_INDICES)
+      lim = sp->pt_batch;
+    else if (slot == TK_KV_POSITIONS)
+      lim = (nidx + 1) * sp->block_size;
     else
       lim = sp->layout == QKVFUSE_CACHE_CONTIGUOUS ? sp->max_seq - sp->S + 1 : sp->blocks * sp->block_size;
     const int64_t two32 = (int64_t)1 << 32;
@@ -368,7 +382,7 @@ static void mutate_data(fz_call *f, fz_src *s) {
                             INT32_MAX, INT32_MIN,   (int64_t)1 << 31, two32,        two32 + 1,
                             two32 - 1, two32 + lim - 1, -two32 - 1,  INT64_MIN,     INT64_MAX,
                             0,         lim > 0 ? fz_range(s, 0, lim - 1) : 0,
-                            slot == TK_SLOT_MAPPING ? tk_get_int(t, fz_range(s, 0, n - 1)) : 0 /* a duplicate */};
+                            slot != TK_POSITIONS ? tk_get_int(t, fz_range(s, 0, n - 1)) : 0 /* a duplicate */};
     int64_t val = PICK(s, vals);
     poke_int(f, t, i, val);
     fz_log(f, "data: %s[%lld] = %lld (%s)\n", slot_name(slot), (long long)i, (long long)val, tk_name(t->dtype));
@@ -525,7 +539,7 @@ static void mutate_desc(fz_call *f, fz_src *s) {
   static const float epss[] = {0.0f, -1e-6f, NAN, INFINITY, 1e-30f, 1e-45f, 1e30f, FLT_MAX, 1e-6f, 1.0f};
   static const double reals[] = {0.0, -1.0, NAN, INFINITY, -INFINITY, 1e-300, 1e300, 1.0, 1.0000001, 4.0, 0.5};
   static const int bools[] = {0, 1, 2, -1};
-  const int field = (int)fz_range(s, 0, 25);
+  const int field = (int)fz_range(s, 0, 26);
   switch (field) {
     case 0: d->num_q_heads = interesting(s, d->num_q_heads); break;
     case 1: d->num_kv_heads = interesting(s, d->num_kv_heads); break;
@@ -563,11 +577,12 @@ static void mutate_desc(fz_call *f, fz_src *s) {
     }
     case 22: d->device_id = fz_chance(s, 128) ? -1 : 1; break;
     case 23: d->struct_size = (uint32_t)PICK(s, enums); break;
+    case 24: d->version = (uint32_t)PICK(s, enums); break;
     case 25: d->q_quant = (qkvfuse_quant_mode)PICK(s, enums); break;
-    default: d->version = (uint32_t)PICK(s, enums); break;
+    default: d->cache_addressing = (qkvfuse_cache_addressing)PICK(s, enums); break;
   }
   fz_log(f, "desc #%d: Nq=%lld Nkv=%lld D=%lld R=%lld src=%d style=%d layout=%d quant=%d/%d/q%d round=%d norm=%d/%d/%d "
-         "eps=%g theta=%g scaling=(%d, %g, %lld, %g, %g) threads=%d dev=%d/%d size=%u version=%u\n",
+         "eps=%g theta=%g scaling=(%d, %g, %lld, %g, %g) threads=%d dev=%d/%d size=%u version=%u addressing=%d\n",
          field, (long long)d->num_q_heads, (long long)d->num_kv_heads, (long long)d->head_dim,
          (long long)d->rotary_dim, (int)d->rope_source, (int)d->rope_style, (int)d->cache_layout, (int)d->k_quant,
          (int)d->v_quant, (int)d->q_quant, (int)d->rounding, (int)d->q_norm, (int)d->k_norm, (int)d->gamma_offset,
@@ -575,7 +590,7 @@ static void mutate_desc(fz_call *f, fz_src *s) {
          d->rope_theta, (int)d->rope_scaling.type, d->rope_scaling.factor,
          (long long)d->rope_scaling.original_max_position, d->rope_scaling.low_freq_factor,
          d->rope_scaling.beta_fast, (int)d->num_threads, (int)d->device_type, (int)d->device_id, d->struct_size,
-         d->version);
+         d->version, (int)d->cache_addressing);
 }
 
 /* A tensor for an absent slot, with a plausible shape, in a new buffer. */
@@ -600,7 +615,11 @@ static void add_tensor(fz_call *f, fz_src *s) {
     case TK_BIAS: shape[0] = H; break;
     case TK_ACT_SCALE:
     case TK_POSITIONS:
+    case TK_BATCH_INDICES:
+    case TK_KV_POSITIONS:
     case TK_SLOT_MAPPING: shape[0] = T, dt = slot == TK_ACT_SCALE ? F32 : I64; break;
+    case TK_KV_INDPTR: shape[0] = 2, dt = I64; break;
+    case TK_KV_INDICES: shape[0] = 4, dt = I64; break;
     case TK_COS_SIN_CACHE: shape[0] = 16, shape[1] = R, nd = 2; break;
     case TK_COS:
     case TK_SIN: shape[0] = T, shape[1] = R, nd = 2; break;

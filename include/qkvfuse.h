@@ -440,7 +440,8 @@ typedef struct qkvfuse_args {
    * all int32/int64, contiguous. */
   const qkvfuse_tensor *kv_indptr;     /* [batch + 1], non-decreasing, kv_indptr[0] >= 0 */
   const qkvfuse_tensor *kv_indices;    /* [>= kv_indptr[batch]]: block numbers, in [0, blocks) */
-  const qkvfuse_tensor *batch_indices; /* [T]: the token's sequence in [0, batch), or -1 (skip) */
+  const qkvfuse_tensor *batch_indices; /* [T]: the token's sequence in [0, batch), or -1 (skip: its
+                                          kv_positions entry is not read) */
   const qkvfuse_tensor *kv_positions;  /* [T]: its position in the sequence, >= 0 and inside the sequence's
                                           blocks (p / block_size < kv_indptr[b + 1] - kv_indptr[b]) */
 } qkvfuse_args;
@@ -453,7 +454,8 @@ typedef struct qkvfuse_args {
   }
 
 #define QKVFUSE_DATA_ERROR_POSITION 1u /* a position outside [0, max_pos) (or negative, COMPUTED) */
-#define QKVFUSE_DATA_ERROR_SLOT 2u     /* a slot or contiguous index outside the cache */
+#define QKVFUSE_DATA_ERROR_SLOT 2u     /* a slot or contiguous index outside the cache, or page-table entries
+                                          that put a token outside it */
 #define QKVFUSE_DATA_ERROR_SCALE 4u    /* a non-finite scale or offset, or a zero k_scale / v_scale / q_scale
                                           (the dequant scales multiply: zero is allowed there) */
 

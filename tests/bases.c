@@ -63,6 +63,17 @@ void tk_base_spec(int which, tk_spec *s) {
       s->v_quant = QKVFUSE_QUANT_INT8_ASYM, s->v_scale_kind = 4;
       s->error_flags = 1;
       break;
+    case TK_BASE_P:
+      s->Nq = 4, s->Nkv = 2, s->D = 32, s->R = 32, s->T = 6;
+      s->qkv_dt = s->q_out_dt = s->k_out_dt = QKVFUSE_DTYPE_BFLOAT16;
+      s->q_norm = s->k_norm = 1, s->q_gamma_dt = s->k_gamma_dt = QKVFUSE_DTYPE_BFLOAT16;
+      s->rope_source = QKVFUSE_ROPE_COS_SIN_CACHE, s->rope_dt = QKVFUSE_DTYPE_BFLOAT16, s->max_pos = 16, s->pos_hi = 15;
+      s->layout = QKVFUSE_CACHE_PAGED_HND, s->block_size = 4, s->addressing = QKVFUSE_ADDRESS_PAGE_TABLE;
+      s->pt_batch = 3, s->pt_prefix = 0, s->pt_interleave = 1;
+      s->pt_dt[0] = s->pt_dt[2] = QKVFUSE_DTYPE_INT32, s->pt_dt[1] = s->pt_dt[3] = QKVFUSE_DTYPE_INT64;
+      s->k_quant = QKVFUSE_QUANT_INT8_SYM, s->k_scale_kind = 0, s->v_cache_dt = QKVFUSE_DTYPE_BFLOAT16;
+      s->error_flags = 1;
+      break;
     default:
       s->Nq = 1, s->Nkv = 1, s->D = 16, s->T = 3;
       break;

@@ -51,7 +51,14 @@ typedef struct tk_spec {
   int q_scale_kind;               /* 0: [1], 1: scalar (ndim 0) */
   int64_t blocks, block_size;     /* paged / paged_hnd / nz */
   int64_t cache_batch, max_seq;   /* contiguous */
-  double skip_prob;               /* probability of slot -1 */
+  double skip_prob;               /* probability of slot -1 (batch index -1 with a page table) */
+  qkvfuse_cache_addressing addressing; /* paged / paged_hnd / nz: slot_mapping or a page table */
+  int64_t pt_batch;               /* page table: sequences (kv_indptr has pt_batch + 1 entries; 0: every token
+                                     skipped) */
+  int64_t pt_prefix;              /* each sequence's positions before the call's tokens: drawn from [0, pt_prefix] */
+  int64_t pt_lead, pt_tail;       /* unread kv_indices entries before kv_indptr[0] and after kv_indptr[batch] */
+  int pt_interleave;              /* the sequences' tokens in random order (else sequence by sequence) */
+  qkvfuse_dtype pt_dt[4];         /* dtypes of kv_indptr, kv_indices, batch_indices, kv_positions */
   qkvfuse_rounding rounding;
 
   int split_inputs;               /* 0: one qkv tensor; q, k, v tensors (args.q/k/v) that are 1: views of one
@@ -88,6 +95,9 @@ void tk_spec_engine(tk_spec *s, tk_rng *r);
 /* Make derived fields consistent (cache sizes, in-place legality...). Tests
  * call it after editing a spec. */
 void tk_spec_fixup(tk_spec *s);
+/* Page table: a bound on the blocks its sequences take (kv_indices holds
+ * pt_lead + this + pt_tail entries; the caches have more blocks). */
+int64_t tk_pt_pages(const tk_spec *s);
 /* One line describing the spec (for failure messages). */
 void tk_spec_describe(const tk_spec *s, char *buf, size_t n);
 

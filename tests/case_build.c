@@ -183,7 +183,14 @@ static void layout_views(tk_case *c) {
     put_rows(c, TK_SIN, TK_SIN, 0, s->rope_dt, s->R, s->R + s->rope_pad, s->out_split_heads, 1);
   }
   if (s->layout != QKVFUSE_CACHE_NONE) {
-    put_vec(c, TK_SLOT_MAPPING, s->slot_dt, s->layout == QKVFUSE_CACHE_CONTIGUOUS ? s->B : s->T);
+    if (s->addressing == QKVFUSE_ADDRESS_PAGE_TABLE) {
+      put_vec(c, TK_KV_INDPTR, s->pt_dt[0], s->pt_batch + 1);
+      put_vec(c, TK_KV_INDICES, s->pt_dt[1], s->pt_lead + tk_pt_pages(s) + s->pt_tail);
+      put_vec(c, TK_BATCH_INDICES, s->pt_dt[2], s->T);
+      put_vec(c, TK_KV_POSITIONS, s->pt_dt[3], s->T);
+    } else {
+      put_vec(c, TK_SLOT_MAPPING, s->slot_dt, s->layout == QKVFUSE_CACHE_CONTIGUOUS ? s->B : s->T);
+    }
     if (s->k_quant) put_scale(c, TK_K_SCALE, s->k_scale_kind);
     if (s->v_quant) put_scale(c, TK_V_SCALE, s->v_scale_kind);
     if (s->k_quant == QKVFUSE_QUANT_INT8_ASYM) put_scale(c, TK_K_OFFSET, s->k_scale_kind);
@@ -233,6 +240,73 @@ static void fill_scales(tk_case *c, tk_rng *r, int slot, int off_slot, qkvfuse_q
     set(c, slot, i, sc);
     if (off_slot >= 0) set(c, off_slot, i, tk_rng_uniform(r, -30, 30));
   }
+}
+
+/* A page table (include/qkvfuse.h, cache_addressing page_table): pt_batch
+ * sequences, each with a random prefix of cached positions and a random share
+ * of the call's live tokens at the positions after it (in token order, or
+ * permuted within the sequence), its blocks (one spare at times) a run of
+ * kv_indices from kv_indptr[0] = pt_lead on, holding distinct blocks of a
+ * random permutation of the cache's: no two tokens share a cache row.
+ * Entries no token may read (before kv_indptr[0], after kv_indptr[batch],
+ * the positions of skipped tokens) hold values outside every range, so that
+ * a read of one shows. */
+static void fill_page_table(tk_case *c, tk_rng *r) {
+  const tk_spec *s = &c->sp;
+  const int64_t T = s->T, nb = s->pt_batch, bs = s->block_size;
+  const int64_t nidx = tk_numel(&c->view[TK_KV_INDICES].t);
+  int64_t *seq = (int64_t *)calloc((size_t)T + 1, sizeof(int64_t));
+  int64_t *count = (int64_t *)calloc((size_t)nb + 1, sizeof(int64_t)), *start = (int64_t *)calloc((size_t)nb + 1, sizeof(int64_t));
+  int64_t *prefix = (int64_t *)calloc((size_t)nb + 1, sizeof(int64_t)), *indptr = (int64_t *)calloc((size_t)nb + 1, sizeof(int64_t));
+  int64_t *order = (int64_t *)calloc((size_t)T + 1, sizeof(int64_t));
+  int64_t *perm = (int64_t *)malloc((size_t)(s->blocks > 0 ? s->blocks : 1) * sizeof(int64_t));
+  for (int64_t t = 0; t < T; t++) {
+    seq[t] = nb == 0 || tk_rng_chance(r, s->skip_prob) ? -1 : tk_rng_range(r, 0, nb - 1);
+    if (seq[t] >= 0) count[seq[t]]++;
+  }
+  if (!s->pt_interleave) { /* the same shares, sequence by sequence */
+    int64_t b = 0, k = 0;
+    for (int64_t t = 0; t < T; t++) {
+      if (seq[t] < 0) continue;
+      while (k == count[b]) b++, k = 0;
+      seq[t] = b, k++;
+    }
+  }
+  /* each sequence's positions after its prefix: order[start[b] + k] for its k-th token */
+  for (int64_t b = 0, at = 0; b < nb; b++) {
+    start[b] = at;
+    for (int64_t k = 0; k < count[b]; k++) order[at + k] = k;
+    for (int64_t k = count[b] - 1; s->pt_interleave && k > 0; k--) {
+      const int64_t j = tk_rng_range(r, 0, k), x = order[at + k];
+      order[at + k] = order[at + j], order[at + j] = x;
+    }
+    at += count[b];
+  }
+  for (int64_t i = 0; i < nidx; i++) set(c, TK_KV_INDICES, i, i % 2 ? (double)(-2 - i % 5) : (double)(s->blocks + i % 7));
+  for (int64_t i = 0; i < s->blocks; i++) perm[i] = i;
+  int64_t used = 0;
+  indptr[0] = s->pt_lead;
+  for (int64_t b = 0; b < nb; b++) {
+    prefix[b] = tk_rng_range(r, 0, s->pt_prefix);
+    const int64_t pages = (prefix[b] + count[b] + bs - 1) / bs + (tk_rng_chance(r, 0.3) ? 1 : 0);
+    for (int64_t j = 0; j < pages; j++, used++) {
+      const int64_t k = tk_rng_range(r, used, s->blocks - 1), x = perm[used];
+      perm[used] = perm[k], perm[k] = x;
+      set(c, TK_KV_INDICES, indptr[b] + j, (double)perm[used]);
+    }
+    indptr[b + 1] = indptr[b] + pages;
+  }
+  for (int64_t b = 0; b <= nb; b++) set(c, TK_KV_INDPTR, b, (double)indptr[b]);
+  for (int64_t b = 0; b < nb; b++) count[b] = 0; /* now: the sequence's tokens placed so far */
+  for (int64_t t = 0; t < T; t++) {
+    const int64_t b = seq[t];
+    set(c, TK_BATCH_INDICES, t, (double)b);
+    if (b < 0)
+      set(c, TK_KV_POSITIONS, t, tk_rng_chance(r, 0.5) ? -3.0 : (double)(bs * nidx + 5));
+    else
+      set(c, TK_KV_POSITIONS, t, (double)(prefix[b] + order[start[b] + count[b]++]));
+  }
+  free(seq), free(count), free(start), free(prefix), free(indptr), free(order), free(perm);
 }
 
 static void fill_inputs(tk_case *c, tk_rng *r) {
@@ -290,6 +364,8 @@ static void fill_inputs(tk_case *c, tk_rng *r) {
     if (s->layout == QKVFUSE_CACHE_CONTIGUOUS) {
       for (int64_t b = 0; b < s->B; b++)
         set(c, TK_SLOT_MAPPING, b, tk_rng_chance(r, s->skip_prob) ? -1.0 : (double)tk_rng_range(r, 0, s->max_seq - s->S));
+    } else if (s->addressing == QKVFUSE_ADDRESS_PAGE_TABLE) {
+      fill_page_table(c, r);
     } else {
       int64_t total = s->blocks * s->block_size;
       int64_t *perm = (int64_t *)malloc((size_t)(total > 0 ? total : 1) * sizeof(int64_t));
@@ -324,6 +400,7 @@ static void desc_of(tk_case *c) {
   d.rope_theta = s->rope_theta;
   d.rope_scaling = s->scaling;
   d.cache_layout = s->layout;
+  d.cache_addressing = s->addressing;
   d.k_quant = s->k_quant;
   d.v_quant = s->v_quant;
   d.q_quant = s->q_quant;

@@ -37,6 +37,8 @@ void tk_spec_default(tk_spec *s) {
   s->scaling = none;
   s->max_pos = 64, s->pos_hi = 63;
   s->block_size = 16;
+  s->pt_batch = 1;
+  s->pt_dt[0] = s->pt_dt[1] = s->pt_dt[2] = s->pt_dt[3] = I64;
   s->amp = 1.0;
   s->acc_bits = 12;
 }
@@ -206,7 +208,29 @@ void tk_spec_random(tk_spec *s, tk_rng *r, const tk_limits *lim) {
   s->error_flags = tk_rng_chance(r, 0.5);
   s->amp = tk_rng_loguniform(r, 0.01, 100.0);
   s->split_inputs = tk_rng_chance(r, 0.6) ? 0 : (int)tk_rng_range(r, 1, 3);
+  /* page-table addressing, drawn last so that a seed's other fields stay as they were */
+  if (s->layout == QKVFUSE_CACHE_PAGED || s->layout == QKVFUSE_CACHE_PAGED_HND || s->layout == QKVFUSE_CACHE_NZ)
+    s->addressing = tk_rng_chance(r, 0.35) ? QKVFUSE_ADDRESS_PAGE_TABLE : QKVFUSE_ADDRESS_SLOTS;
+  static const int64_t nseqs[] = {1, 1, 2, 3, 5, 8};
+  s->pt_batch = tk_rng_chance(r, 0.04) ? 0 : TK_PICK(r, nseqs);
+  s->pt_prefix = tk_rng_chance(r, 0.3) ? 0 : tk_rng_range(r, 0, tk_rng_chance(r, 0.5) ? s->block_size : 3 * s->block_size + 5);
+  s->pt_lead = tk_rng_chance(r, 0.3) ? tk_rng_range(r, 1, 3) : 0;
+  s->pt_tail = tk_rng_chance(r, 0.3) ? tk_rng_range(r, 1, 3) : 0;
+  s->pt_interleave = tk_rng_chance(r, 0.5);
+  for (int i = 0; i < 4; i++) s->pt_dt[i] = TK_PICK(r, idx_dts);
+  /* the caches' rows stay near the slot addressing's: prefixes, then sequences, give way */
+  const int64_t rows_max = 2 * s->T + 4 * s->block_size > 1024 ? 2 * s->T + 4 * s->block_size : 1024;
+  while (s->block_size * (tk_pt_pages(s) + 1) > rows_max && (s->pt_prefix > 0 || s->pt_batch > 1)) {
+    if (s->pt_prefix > 0) s->pt_prefix /= 2;
+    else s->pt_batch--;
+  }
   tk_spec_fixup(s);
+}
+
+int64_t tk_pt_pages(const tk_spec *s) {
+  const int64_t bs = s->block_size > 0 ? s->block_size : 1;
+  /* sequence b takes ceil((prefix_b + n_b) / bs) blocks, one more at most (case_build.c) */
+  return s->pt_batch * ((s->pt_prefix + bs - 1) / bs + 2) + (s->T + bs - 1) / bs;
 }
 
 void tk_spec_engine(tk_spec *s, tk_rng *r) {
@@ -228,6 +252,7 @@ void tk_spec_engine(tk_spec *s, tk_rng *r) {
   s->q_beta_dt = s->k_beta_dt = NONE;
   s->rounding = QKVFUSE_ROUNDING_FUSED;
   s->layout = QKVFUSE_CACHE_PAGED;
+  s->addressing = QKVFUSE_ADDRESS_SLOTS;
   s->k_quant = TK_PICK(r, qms);
   s->v_quant = TK_PICK(r, qms);
   s->cache_perm = 0;
@@ -278,10 +303,16 @@ void tk_spec_fixup(tk_spec *s) {
       if (s->max_seq < 1) s->max_seq = 1;
     } else {
       if (s->block_size < 1) s->block_size = 1;
-      int64_t need = (s->T + s->block_size - 1) / s->block_size;
+      if (s->pt_batch < 0) s->pt_batch = 0;
+      if (s->pt_prefix < 0) s->pt_prefix = 0;
+      if (s->pt_lead < 0) s->pt_lead = 0;
+      if (s->pt_tail < 0) s->pt_tail = 0;
+      int64_t need = s->addressing == QKVFUSE_ADDRESS_PAGE_TABLE ? tk_pt_pages(s)
+                                                                 : (s->T + s->block_size - 1) / s->block_size;
       if (s->blocks < need + 1) s->blocks = need + 1;
     }
   }
+  if (s->layout == QKVFUSE_CACHE_NONE || s->layout == QKVFUSE_CACHE_CONTIGUOUS) s->addressing = QKVFUSE_ADDRESS_SLOTS;
   if (s->k_cache_dt != s->v_cache_dt) s->kv_interleaved = 0;
   if (s->split_inputs == 3 && (s->v_out_dt != NONE || s->layout != QKVFUSE_CACHE_NONE)) s->split_inputs = 2;
   if (s->q_quant == QKVFUSE_QUANT_FP8_E4M3) s->q_out_dt = E4M3;
@@ -318,13 +349,19 @@ static const char *scaling_name(qkvfuse_rope_scaling_type t) {
 
 void tk_spec_describe(const tk_spec *s, char *buf, size_t n) {
   static const char *kinds[] = {"[1]", "scalar", "[Nkv,D]", "[Nkv*D]", "[Nkv]"};
+  char pt[160] = "";
+  if (s->addressing == QKVFUSE_ADDRESS_PAGE_TABLE)
+    snprintf(pt, sizeof pt, " page_table(batch=%lld prefix<=%lld lead=%lld tail=%lld interleave=%d %s/%s/%s/%s)",
+             (long long)s->pt_batch, (long long)s->pt_prefix, (long long)s->pt_lead, (long long)s->pt_tail,
+             s->pt_interleave, tk_name(s->pt_dt[0]), tk_name(s->pt_dt[1]), tk_name(s->pt_dt[2]),
+             tk_name(s->pt_dt[3]));
   snprintf(buf, n,
            "T=%lld(B=%lld,S=%lld,in3d=%d) Nq=%lld Nkv=%lld D=%lld R=%lld qkv=%s q_out=%s k_out=%s v_out=%s "
            "norm=q%d/k%d(g %s/%s beta %s/%s off=%d eps=%g) bias=%s act=%d acc_bits=%lld rope=%s/%s(%s theta=%g "
            "scaling=%s f=%g L=%lld pos=[%lld,%lld]/%s max_pos=%lld) layout=%s(bs=%lld blocks=%lld batch=%lld "
            "max_seq=%lld slot=%s skip=%g) k=%s/%s%s v=%s/%s%s q_quant=%s%s rounding=%s inplace=q%d/k%d "
            "pads=%lld/%lld/%lld "
-           "split=%d perm=%d cpad=%lld inter=%d flags=%d amp=%g inputs=%d",
+           "split=%d perm=%d cpad=%lld inter=%d flags=%d amp=%g inputs=%d%s",
            (long long)s->T, (long long)s->B, (long long)s->S, s->in3d, (long long)s->Nq, (long long)s->Nkv,
            (long long)s->D, (long long)s->R, tk_name(s->qkv_dt), tk_name(s->q_out_dt), tk_name(s->k_out_dt),
            tk_name(s->v_out_dt), s->q_norm, s->k_norm, tk_name(s->q_gamma_dt), tk_name(s->k_gamma_dt),
@@ -340,5 +377,5 @@ void tk_spec_describe(const tk_spec *s, char *buf, size_t n) {
            s->q_quant ? kinds[s->q_scale_kind & 1] : "",
            s->rounding == QKVFUSE_ROUNDING_UNFUSED_PARITY ? "parity" : "fused", s->in_place_q, s->in_place_k,
            (long long)s->qkv_pad, (long long)s->out_pad, (long long)s->rope_pad, s->out_split_heads, s->cache_perm,
-           (long long)s->cache_pad, s->kv_interleaved, s->error_flags, s->amp, s->split_inputs);
+           (long long)s->cache_pad, s->kv_interleaved, s->error_flags, s->amp, s->split_inputs, pt);
 }

@@ -166,11 +166,35 @@ static void head(ctx *k, int64_t base, const qkvfuse_tensor *gamma, const qkvfus
   }
 }
 
+int tk_oracle_page_dest(const qkvfuse_args *a, const qkvfuse_tensor *c, qkvfuse_cache_layout L, int64_t t,
+                        int64_t *blk, int64_t *row) {
+  /* the header: token t of sequence b = batch_indices[t] at position p =
+   * kv_positions[t] goes to block kv_indices[kv_indptr[b] + p / block_size],
+   * row p % block_size; sequence b's blocks are kv_indices[kv_indptr[b] ..
+   * kv_indptr[b + 1]); b = -1 skips */
+  const int64_t b = tk_get_int(a->batch_indices, t), nseq = tk_numel(a->kv_indptr) - 1;
+  if (b == -1) return 0;
+  if (b < 0 || b >= nseq) return -1;
+  const int64_t p = tk_get_int(a->kv_positions, t);
+  const int64_t first = tk_get_int(a->kv_indptr, b), end = tk_get_int(a->kv_indptr, b + 1);
+  const int64_t bs = L == QKVFUSE_CACHE_PAGED ? c->shape[1] : c->shape[2];
+  if (p < 0 || first < 0 || end < first || bs < 1) return -1;
+  /* in long double: no int64 sum can wrap here */
+  const long double at = (long double)first + (long double)(p / bs);
+  if (at >= (long double)end || at >= (long double)tk_numel(a->kv_indices)) return -1;
+  const int64_t block = tk_get_int(a->kv_indices, first + p / bs);
+  if (block < 0 || block >= c->shape[0]) return -1;
+  *blk = block;
+  *row = p % bs;
+  return 1;
+}
+
 /* Where token t goes in cache c (element offset of element j = 0 is base,
  * the rest follows the layout). Returns 0 when skipped, 1 when written, -1 bad. */
 static int cache_dest(ctx *k, const qkvfuse_tensor *c, int64_t t, int64_t *blk, int64_t *row) {
   const qkvfuse_args *a = k->a;
   qkvfuse_cache_layout L = k->desc->cache_layout;
+  if (k->desc->cache_addressing == QKVFUSE_ADDRESS_PAGE_TABLE) return tk_oracle_page_dest(a, c, L, t, blk, row);
   if (L == QKVFUSE_CACHE_CONTIGUOUS) {
     int64_t b = t / k->S, i = t % k->S;
     int64_t st = tk_get_int(a->slot_mapping, b);

@@ -48,6 +48,12 @@ typedef struct tk_oracle {
 int tk_oracle_run(const qkvfuse_desc *desc, const qkvfuse_args *args, tk_oracle *out, char *err, size_t errlen);
 void tk_oracle_free(tk_oracle *o);
 
+/* Page-table addressing: where token t of a call with cache c (layout L)
+ * goes, from args' kv_indptr, kv_indices, batch_indices and kv_positions
+ * (CPU tensors): 0 skipped, 1 block *blk row *row, -1 a data error. */
+int tk_oracle_page_dest(const qkvfuse_args *a, const qkvfuse_tensor *c, qkvfuse_cache_layout L, int64_t t,
+                        int64_t *blk, int64_t *row);
+
 /* Inverse frequencies and cos/sin multiplier of a scaling rule, from the
  * rules' published definitions (oracle_rope.c). 0 on success, -1 when the
  * rule's parameters are outside its domain. */

@@ -47,7 +47,9 @@ typedef struct worker_state {
 /* Apply job kind `bad` to a freshly built case (same seed: same bytes). */
 static void make_bad(tk_case *c, int bad) {
   if (bad != 1) return;
-  tk_view *w = c->view[TK_SLOT_MAPPING].present ? &c->view[TK_SLOT_MAPPING] : &c->view[TK_POSITIONS];
+  tk_view *w = c->view[TK_SLOT_MAPPING].present    ? &c->view[TK_SLOT_MAPPING]
+               : c->view[TK_BATCH_INDICES].present ? &c->view[TK_BATCH_INDICES]
+                                                   : &c->view[TK_POSITIONS];
   if (!w->present) return;
   /* element 0 far outside any table: its low 32 bits are 5, a valid index */
   int64_t v = ((int64_t)1 << 32) + 5;

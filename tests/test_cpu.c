@@ -97,9 +97,28 @@ static void raw_bits(tk_case *c, tk_rng *r) {
   }
 }
 
+/* Give some tokens the sequence and position of a later token (page table):
+ * both then have its cache row. */
+static int duplicate_pages(tk_case *c, tk_rng *r) {
+  qkvfuse_tensor bt = c->view[TK_BATCH_INDICES].t, pt = c->view[TK_KV_POSITIONS].t;
+  bt.data = c->buf[c->view[TK_BATCH_INDICES].buf].init + (size_t)c->view[TK_BATCH_INDICES].off * tk_size(bt.dtype);
+  pt.data = c->buf[c->view[TK_KV_POSITIONS].buf].init + (size_t)c->view[TK_KV_POSITIONS].off * tk_size(pt.dtype);
+  int made = 0;
+  for (int k = 0; k < 8; k++) {
+    const int64_t late = tk_rng_range(r, 1, c->sp.T - 1), early = tk_rng_range(r, 0, late - 1);
+    const int64_t b = tk_get_int(&bt, late);
+    if (b < 0) continue;
+    poke_index(c, TK_BATCH_INDICES, early, b);
+    poke_index(c, TK_KV_POSITIONS, early, tk_get_int(&pt, late));
+    made = 1;
+  }
+  return made;
+}
+
 /* Give some tokens the slot of a later token (paged, paged_hnd, nz). */
 static int duplicate_slots(tk_case *c, tk_rng *r) {
   const tk_view *w = &c->view[TK_SLOT_MAPPING];
+  if (c->view[TK_BATCH_INDICES].present && c->sp.T >= 2) return duplicate_pages(c, r);
   if (!w->present || c->sp.layout == QKVFUSE_CACHE_CONTIGUOUS || c->sp.T < 2) return 0;
   qkvfuse_tensor sm = w->t;
   sm.data = c->buf[w->buf].init + (size_t)w->off * tk_size(sm.dtype);

@@ -15,6 +15,7 @@
 #include "bases.h"
 #include "fp.h"
 #include "harness.h"
+#include "oracle.h"
 #include "tview.h"
 
 typedef struct bad_data {
@@ -25,7 +26,10 @@ typedef struct bad_data {
   double val[2];
   uint32_t flag;
   int drop_tokens; /* 1: the poked positions/slots drop their tokens (contiguous: whole batch);
-                      2: the poked act_scale elements drop their tokens */
+                      2: the poked act_scale elements drop their tokens;
+                      3: page table: at[] are tokens, and the entry of the poked table each reads is
+                      poked; every token whose destination the header's rule (the oracle's) then
+                      finds bad drops */
   int kv;          /* scale errors: 1 k cache, 2 v cache, 3 weight_scale (its head writes nothing), 4 q_scale
                       (no q head writes q_out) */
 } bad_data;
@@ -52,8 +56,19 @@ static void one(const bad_data *b, const tk_device *dev) {
   uint8_t *skip = (uint8_t *)calloc((size_t)(s.T + 1), 1);
   uint8_t *head_skip = (uint8_t *)calloc((size_t)(s.Nq + 2 * s.Nkv), 1);
   int64_t KV = s.Nkv * s.D;
+  qkvfuse_tensor host[TK_NSLOT];
+  qkvfuse_args ha;
+  tk_case_args(&c, TK_AT_INIT, host, &ha);
   for (int i = 0; i < 2; i++) {
     if (b->at[i] < 0) continue;
+    if (b->drop_tokens == 3) { /* the entry token at[i] reads (its table entries as built: all tokens live) */
+      const int64_t t = b->at[i], seq = tk_get_int(ha.batch_indices, t), pos = tk_get_int(ha.kv_positions, t);
+      const int64_t entry = b->slot == TK_KV_INDPTR ? seq
+                            : b->slot == TK_KV_INDICES ? tk_get_int(ha.kv_indptr, seq) + pos / s.block_size
+                                                       : t;
+      poke(&c, b->slot, entry, b->val[i]);
+      continue;
+    }
     poke(&c, b->slot, b->at[i], b->val[i]);
     if (b->kv == 4) { /* q_scale: every q head, of every token */
       for (int64_t h = 0; h < s.Nq; h++) head_skip[h] = 1;
@@ -81,6 +96,13 @@ static void one(const bad_data *b, const tk_device *dev) {
           if (h < 0 || j / s.D == h) off[t * KV + j] = -1;
     }
   }
+  int dropped = 0;
+  for (int64_t t = 0; b->drop_tokens == 3 && t < s.T; t++) {
+    int64_t blk, row;
+    if (tk_oracle_page_dest(&ha, ha.k_cache, s.layout, t, &blk, &row) >= 0) continue;
+    skip[t] = 1, dropped++;
+    for (int64_t j = 0; j < KV; j++) o.kc_off[t * KV + j] = o.vc_off[t * KV + j] = -1;
+  }
   o.row_skip = skip;
   o.head_skip = head_skip;
   qkvfuse_status st;
@@ -94,6 +116,7 @@ static void one(const bad_data *b, const tk_device *dev) {
   uint32_t f;
   memcpy(&f, c.buf[TK_FLAGS_BUF].got, 4);
   if (!(f & b->flag)) tk_stats_fail(&ss, "error_flags 0x%x lacks 0x%x", f, b->flag);
+  if (b->drop_tokens == 3 && !dropped) tk_stats_fail(&ss, "the poked page-table entries drop no token");
   if (st == QKVFUSE_SUCCESS) tk_compare_case(&c, &o, &ss);
   ran++;
   if (ss.failed) {
@@ -149,6 +172,16 @@ int main(void) {
        2},
       {"engine: e5m2 k cache, slots outside the cache", TK_BASE_G, TK_SLOT_MAPPING, {2, 4}, {12, -3},
        QKVFUSE_DATA_ERROR_SLOT, 1, 0},
+      /* page-table addressing: every class of bad entry */
+      {"page table: batch indices outside [0, batch)", TK_BASE_P, TK_BATCH_INDICES, {1, 6}, {3, -2},
+       QKVFUSE_DATA_ERROR_SLOT, 3, 0},
+      {"page table: kv positions negative or past the blocks", TK_BASE_P, TK_KV_POSITIONS, {0, 7}, {-1, 1 << 20},
+       QKVFUSE_DATA_ERROR_SLOT, 3, 0},
+      {"page table: kv_indptr negative", TK_BASE_P, TK_KV_INDPTR, {2, -1}, {-1, 0}, QKVFUSE_DATA_ERROR_SLOT, 3, 0},
+      {"page table: a sequence starting past kv_indices", TK_BASE_P, TK_KV_INDPTR, {5, -1}, {1000, 0},
+       QKVFUSE_DATA_ERROR_SLOT, 3, 0},
+      {"page table: blocks outside the cache", TK_BASE_P, TK_KV_INDICES, {3, 2}, {-1, 1000}, QKVFUSE_DATA_ERROR_SLOT, 3,
+       0},
   };
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) one(&cases[i], dev);
   printf("test_cuda_data: %d cases, %d failed\n", ran, failed);

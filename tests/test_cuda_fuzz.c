@@ -3,7 +3,9 @@
  * quantization, RoPE source, stride and view the test kit generates), then
  * data the kernels must survive: positions outside [0, max_pos) (or outside
  * [0, 2^31) for computed RoPE), slots and contiguous starts outside the cache
- * (incl. values whose low 32 bits are valid), zero / NaN / Inf scales and
+ * (incl. values whose low 32 bits are valid), page-table entries outside
+ * their ranges (batch indices, positions, kv_indptr, block numbers; the
+ * header's rule, as the oracle reads it, says which tokens drop), zero / NaN / Inf scales and
  * non-finite offsets. Every device buffer sits between two guard regions of a
  * known pattern (canaries), checked after every call. docs/API.md "Errors"
  * on CUDA is the contract:
@@ -165,7 +167,7 @@ static int iteration(uint64_t seed, int engine, int verbose) {
     }
   }
   /* bad slots / starts: tokens (batches) disjoint from the bad positions */
-  if (T > 0 && s.layout != QKVFUSE_CACHE_NONE && tk_rng_chance(&r, 0.5)) {
+  if (T > 0 && s.layout != QKVFUSE_CACHE_NONE && s.addressing == QKVFUSE_ADDRESS_SLOTS && tk_rng_chance(&r, 0.5)) {
     const int contiguous = s.layout == QKVFUSE_CACHE_CONTIGUOUS;
     const int64_t n_idx = contiguous ? s.B : T, slim = contiguous ? s.max_seq - s.S + 1 : s.blocks * s.block_size;
     for (int k = 0, n = (int)tk_rng_range(&r, 1, 3); k < n; k++) {
@@ -180,6 +182,39 @@ static int iteration(uint64_t seed, int engine, int verbose) {
       want |= QKVFUSE_DATA_ERROR_SLOT;
       snprintf(injected + strlen(injected), sizeof injected - strlen(injected), " slot[%lld]=%lld", (long long)i, (long long)v);
     }
+  }
+  /* a bad page table: entries outside their ranges. A token whose destination
+     the header's rule then finds bad drops; every other keeps its row (a
+     poked kv_indptr entry only ends the sequence before it later) */
+  uint32_t may_slot = 0;
+  if (T > 0 && s.addressing == QKVFUSE_ADDRESS_PAGE_TABLE && tk_rng_chance(&r, 0.5)) {
+    static const int tabs[4] = {TK_KV_INDPTR, TK_KV_INDICES, TK_BATCH_INDICES, TK_KV_POSITIONS};
+    const int64_t nidx = tk_numel(&c.view[TK_KV_INDICES].t);
+    for (int k = 0, n = (int)tk_rng_range(&r, 1, 3); k < n; k++) {
+      const int which = tabs[tk_rng_range(&r, 0, 3)];
+      const int64_t cnt = tk_numel(&c.view[which].t);
+      if (cnt == 0) continue;
+      const int64_t i = tk_rng_range(&r, 0, cnt - 1);
+      const int64_t range = which == TK_KV_INDPTR ? nidx + 1 : which == TK_KV_INDICES ? s.blocks
+                            : which == TK_BATCH_INDICES ? s.pt_batch : (nidx + 1) * s.block_size;
+      int64_t v = bad_index(&r, range, which == TK_BATCH_INDICES);
+      if (c.view[which].t.dtype == QKVFUSE_DTYPE_INT32 && (v > INT32_MAX || v < INT32_MIN)) v = -7;
+      poke_raw(&c, which, i, v);
+      snprintf(injected + strlen(injected), sizeof injected - strlen(injected), " %s[%lld]=%lld", tk_slot_name[which],
+               (long long)i, (long long)v);
+    }
+    qkvfuse_tensor host[TK_NSLOT];
+    qkvfuse_args ha;
+    tk_case_args(&c, TK_AT_INIT, host, &ha);
+    int sure = 0, any = 0;
+    for (int64_t t = 0; t < T; t++) {
+      int64_t blk, row;
+      if (tk_oracle_page_dest(&ha, ha.k_cache, s.layout, t, &blk, &row) >= 0) continue;
+      skip[t] = 1, any = 1;
+      sure |= !bad_pos_tok[t]; /* a token with a bad position too: reported for that, maybe not for this */
+    }
+    if (sure) want |= QKVFUSE_DATA_ERROR_SLOT;
+    else if (any) may_slot = QKVFUSE_DATA_ERROR_SLOT;
   }
   /* tokens that still write a cache row: a kernel meets a bad scale only through them */
   int writers = 0;
@@ -236,7 +271,7 @@ static int iteration(uint64_t seed, int engine, int verbose) {
       uint32_t f;
       memcpy(&f, c.buf[TK_FLAGS_BUF].got, 4);
       /* with no token writing a cache row, whether the bad scale is reported is not specified */
-      const uint32_t may = writers ? 0u : QKVFUSE_DATA_ERROR_SCALE;
+      const uint32_t may = (writers ? 0u : QKVFUSE_DATA_ERROR_SCALE) | may_slot;
       if ((f | may) != (want | may)) tk_stats_fail(&st, "error_flags 0x%x, want 0x%x", f, want);
       tk_compare_case(&c, &o, &st);
       guards_check(&st);

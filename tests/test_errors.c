@@ -8,7 +8,7 @@
  *     poison / the input), and error_flags set only for data errors.
  * On CUDA (device memory) the argument errors only: data errors are flags
  * there (test_cuda_data).
- *   test_errors [--backend reference,auto,cuda] [--only-base A|B|C|D] [--verbose] */
+ *   test_errors [--backend reference,auto,cuda] [--verbose] */
 #include <math.h>
 #include <stddef.h>
 #include <stdio.h>
@@ -71,7 +71,9 @@ static qkvfuse_tensor *extra1(mctx *m, qkvfuse_dtype dt, int64_t n, size_t off, 
   return extra(m, dt, 1, &n, off, v);
 }
 
-#define ALL (TK_BASE_A | TK_BASE_B | TK_BASE_C | TK_BASE_D)
+#define ALL (TK_BASE_A | TK_BASE_B | TK_BASE_C | TK_BASE_D | TK_BASE_P)
+#define I32 QKVFUSE_DTYPE_INT32
+#define I64 QKVFUSE_DTYPE_INT64
 #define MUT(bases, st, nm, text)                  \
   if (id == k++) {                                \
     if (!(base & (bases))) return 0;              \
@@ -95,6 +97,20 @@ static void split_input(mctx *m) {
     *tk_args_field(&m->args, slots[i]) = t;
   }
   m->args.qkv = NULL;
+}
+
+/* Base P's page table, replaced by one known here (T = 6, block_size 4, 3
+ * sequences, 8 kv_indices entries, 9 blocks): sequence 0 has blocks {4, 1},
+ * sequence 1 {0}, sequence 2 {8, 2}; tokens (sequence, position): (0, 4) ->
+ * block 1 row 0, (0, 5) -> block 1 row 1, (1, 0) -> block 0 row 0, (2, 6) ->
+ * block 2 row 2, skipped, (2, 7) -> block 2 row 3. Entries 5..7 of
+ * kv_indices are read by no token. */
+static void known_table(mctx *m) {
+  static const double indptr[] = {0, 2, 3, 5}, indices[] = {4, 1, 0, 8, 2, 7, 3, 5};
+  static const double batch[] = {0, 0, 1, 2, -1, 2}, pos[] = {4, 5, 0, 6, 50, 7};
+  for (int i = 0; i < 4; i++) poke(m, TK_KV_INDPTR, i, indptr[i]);
+  for (int i = 0; i < 8; i++) poke(m, TK_KV_INDICES, i, indices[i]);
+  for (int i = 0; i < 6; i++) poke(m, TK_BATCH_INDICES, i, batch[i]), poke(m, TK_KV_POSITIONS, i, pos[i]);
 }
 
 /* Apply mutation `id` to m for base `base`: 1 applied, 0 not for this base, -1 past the end. */
@@ -458,13 +474,68 @@ static int mutate(int id, int base, mctx *m, expect *e) {
     int64_t cs[4] = {SP.blocks, SP.block_size, SP.Nkv, SP.D};
     a->k_cache = extra(m, QKVFUSE_DTYPE_INT8, 4, cs, 64, NAN);
   } END
+  /* ---- page-table addressing: arguments ---- */
+  MUT(TK_BASE_P, NULL_POINTER, "kv_indptr", "kv_indptr NULL with a page table") a->kv_indptr = NULL; END
+  MUT(TK_BASE_P, NULL_POINTER, "kv_indices", "kv_indices NULL with a page table") a->kv_indices = NULL; END
+  MUT(TK_BASE_P, NULL_POINTER, "batch_indices", "batch_indices NULL with a page table") a->batch_indices = NULL; END
+  MUT(TK_BASE_P, NULL_POINTER, "kv_positions", "kv_positions NULL with a page table") a->kv_positions = NULL; END
+  MUT(TK_BASE_P, NULL_POINTER, "kv_positions", "kv_positions.data NULL") TS(TK_KV_POSITIONS)->data = NULL; END
+  MUT(TK_BASE_P, INVALID_VALUE, "slot_mapping", "slot_mapping with a page table") a->slot_mapping = extra1(m, I64, SP.T, 0, 1.0); END
+  MUT(TK_BASE_P, NULL_POINTER, "slot_mapping", "slot addressing with a page table's tensors") d->cache_addressing = QKVFUSE_ADDRESS_SLOTS; END
+  MUT(TK_BASE_A, INVALID_VALUE, "slot_mapping", "page_table addressing with slot_mapping") d->cache_addressing = QKVFUSE_ADDRESS_PAGE_TABLE; END
+  MUT(TK_BASE_A, INVALID_VALUE, "kv_indptr", "kv_indptr with slot addressing") a->kv_indptr = extra1(m, I32, 2, 0, 0.0); END
+  MUT(TK_BASE_C, INVALID_VALUE, "kv_indices", "kv_indices with slot addressing") a->kv_indices = extra1(m, I64, 4, 0, 0.0); END
+  MUT(TK_BASE_A, INVALID_VALUE, "batch_indices", "batch_indices with slot addressing") a->batch_indices = extra1(m, I32, SP.T, 0, 0.0); END
+  MUT(TK_BASE_D, INVALID_VALUE, "kv_positions", "kv_positions without a cache") a->kv_positions = extra1(m, I64, SP.T, 0, 0.0); END
+  MUT(TK_BASE_B, INVALID_VALUE, "cache_addressing", "page_table with the contiguous layout") d->cache_addressing = QKVFUSE_ADDRESS_PAGE_TABLE; END
+  MUT(TK_BASE_D, INVALID_VALUE, "cache_addressing", "page_table without a cache") d->cache_addressing = QKVFUSE_ADDRESS_PAGE_TABLE; END
+  MUT(ALL, INVALID_VALUE, "cache_addressing", "cache_addressing 7") d->cache_addressing = (qkvfuse_cache_addressing)7; END
+  MUT(TK_BASE_P, DTYPE, "kv_indptr", "kv_indptr float32") TS(TK_KV_INDPTR)->dtype = QKVFUSE_DTYPE_FLOAT32; END
+  MUT(TK_BASE_P, DTYPE, "kv_indices", "kv_indices int8") TS(TK_KV_INDICES)->dtype = QKVFUSE_DTYPE_INT8; END
+  MUT(TK_BASE_P, DTYPE, "batch_indices", "batch_indices float16") TS(TK_BATCH_INDICES)->dtype = QKVFUSE_DTYPE_FLOAT16; END
+  MUT(TK_BASE_P, DTYPE, "kv_positions", "kv_positions bfloat16") TS(TK_KV_POSITIONS)->dtype = QKVFUSE_DTYPE_BFLOAT16; END
+  MUT(TK_BASE_P, SHAPE, "batch_indices", "batch_indices [T-1]") TS(TK_BATCH_INDICES)->shape[0] = SP.T - 1; END
+  MUT(TK_BASE_P, SHAPE, "kv_positions", "kv_positions [T+1]") TS(TK_KV_POSITIONS)->shape[0] = SP.T + 1; END
+  MUT(TK_BASE_P, SHAPE, "kv_indptr", "kv_indptr with no element") TS(TK_KV_INDPTR)->shape[0] = 0; END
+  MUT(TK_BASE_P, STRIDE, "kv_indices", "kv_indices with stride 2") { qkvfuse_tensor *t = TS(TK_KV_INDICES); t->shape[0] /= 2; t->strides[0] = 2; } END
+  MUT(TK_BASE_P, ALIGNMENT, "kv_indices", "int64 kv_indices misaligned by 4 bytes") TS(TK_KV_INDICES)->data = (char *)TS(TK_KV_INDICES)->data + 4; END
+  MUT(TK_BASE_P, DEVICE, "batch_indices", "a CUDA batch_indices with a CPU plan") TS(TK_BATCH_INDICES)->device_type = QKVFUSE_DEVICE_CUDA; END
+  MUT(TK_BASE_P, OVERLAP, "error_flags", "error_flags on kv_indptr") a->error_flags = (uint32_t *)TS(TK_KV_INDPTR)->data; END
+  MUT(TK_BASE_P, OVERLAP, "k_out", "k_out over kv_indices") {
+    int64_t sh[2] = {SP.T, SP.Nkv * SP.D}, n = 8;
+    a->k_out = extra(m, QKVFUSE_DTYPE_BFLOAT16, 2, sh, 0, NAN);
+    a->kv_indices = extra(m, I64, 1, &n, 64, 1.0);
+  } END
+  /* ---- page-table addressing: data (all QKVFUSE_DATA_ERROR_SLOT) ---- */
+  MUT(TK_BASE_P, OUT_OF_RANGE, "batch_indices", "batch index = batch") { known_table(m); poke(m, TK_BATCH_INDICES, 2, 3); e->flag = QKVFUSE_DATA_ERROR_SLOT; } END
+  MUT(TK_BASE_P, OUT_OF_RANGE, "batch_indices", "batch index -2") { known_table(m); poke(m, TK_BATCH_INDICES, 5, -2); e->flag = QKVFUSE_DATA_ERROR_SLOT; } END
+  MUT(TK_BASE_P, OUT_OF_RANGE, "kv_positions", "kv position -1") { known_table(m); poke(m, TK_KV_POSITIONS, 0, -1); e->flag = QKVFUSE_DATA_ERROR_SLOT; } END
+  MUT(TK_BASE_P, OUT_OF_RANGE, "kv_positions", "kv position past its sequence's blocks") { known_table(m); poke(m, TK_KV_POSITIONS, 1, 8); e->flag = QKVFUSE_DATA_ERROR_SLOT; } END
+  MUT(TK_BASE_P, OUT_OF_RANGE, "kv_positions", "kv position 2^40") { known_table(m); poke(m, TK_KV_POSITIONS, 3, 1099511627776.0); e->flag = QKVFUSE_DATA_ERROR_SLOT; } END
+  MUT(TK_BASE_P, OUT_OF_RANGE, "kv_indptr", "kv_indptr decreasing") { known_table(m); poke(m, TK_KV_INDPTR, 2, 1); e->flag = QKVFUSE_DATA_ERROR_SLOT; } END
+  MUT(TK_BASE_P, OUT_OF_RANGE, "kv_indptr", "kv_indptr[0] negative") { known_table(m); poke(m, TK_KV_INDPTR, 0, -1); e->flag = QKVFUSE_DATA_ERROR_SLOT; } END
+  MUT(TK_BASE_P, OUT_OF_RANGE, "kv_indices", "a block past the end of kv_indices") {
+    known_table(m);
+    poke(m, TK_KV_INDPTR, 2, 7), poke(m, TK_KV_INDPTR, 3, 10); /* sequence 2: entries 7..9 of 8; position 6 reads entry 8 */
+    e->flag = QKVFUSE_DATA_ERROR_SLOT;
+  } END
+  MUT(TK_BASE_P, OUT_OF_RANGE, "kv_indices", "a block number = blocks") { known_table(m); poke(m, TK_KV_INDICES, 1, 9); e->flag = QKVFUSE_DATA_ERROR_SLOT; } END
+  MUT(TK_BASE_P, OUT_OF_RANGE, "kv_indices", "a block number -1") { known_table(m); poke(m, TK_KV_INDICES, 4, -1); e->flag = QKVFUSE_DATA_ERROR_SLOT; } END
+  MUT(TK_BASE_P, OUT_OF_RANGE, "positions", "position, batch index and k_scale all bad") {
+    known_table(m);
+    poke(m, TK_POSITIONS, 4, (double)SP.max_pos);
+    poke(m, TK_BATCH_INDICES, 0, 9);
+    poke(m, TK_K_SCALE, 0, 0.0);
+    e->flag = QKVFUSE_DATA_ERROR_POSITION | QKVFUSE_DATA_ERROR_SLOT | QKVFUSE_DATA_ERROR_SCALE;
+  } END
   return -1;
 }
 
 /* ---------------------------------------------------------------------- */
 
 static const char *base_name(int b) {
-  return b == TK_BASE_A ? "A" : b == TK_BASE_B ? "B" : b == TK_BASE_C ? "C" : b == TK_BASE_D ? "D" : "F";
+  return b == TK_BASE_A ? "A" : b == TK_BASE_B ? "B" : b == TK_BASE_C ? "C" : b == TK_BASE_D ? "D"
+         : b == TK_BASE_F ? "F" : "P";
 }
 
 /* One mutation on one base: 1 pass, 0 not applicable, -1 fail, -2 past the end. */
@@ -547,7 +618,7 @@ int main(int argc, char **argv) {
       printf("test_errors: no device for backend %s, skipped\n", tk_backend_str(bes[bi]));
       return TK_SKIP;
     }
-  static const int bases[] = {TK_BASE_A, TK_BASE_B, TK_BASE_C, TK_BASE_D, TK_BASE_F};
+  static const int bases[] = {TK_BASE_A, TK_BASE_B, TK_BASE_C, TK_BASE_D, TK_BASE_F, TK_BASE_P};
   int failed = 0, passed = 0;
   for (int bi = 0; bi < nbe; bi++) {
     for (int k = 0; k < 5; k++) {

@@ -5,7 +5,9 @@
  * int8: c = 32, whose second chunk spans the two heads) and contiguous; the
  * bytes there are exactly the input (bf16 in, bf16 cache) or the input's
  * integer (float32 integer inputs, int8 cache with scale 1); every other byte
- * of the caches is still the poison. The oracle comparison runs as well.
+ * of the caches is still the poison. The same destinations given by a page
+ * table (desc.cache_addressing page_table, int64 and int32 tables) land at
+ * the same hand-computed offsets. The oracle comparison runs as well.
  *   test_layouts [--backend reference,auto] */
 #include <stdio.h>
 #include <string.h>
@@ -22,6 +24,7 @@ typedef struct layout_case {
   const char *name;
   qkvfuse_cache_layout layout;
   int int8; /* 0: bf16 cache, 1: int8 cache */
+  int pt;   /* 0: slot_mapping; 1, 2: the page table below, of int64 / int32 tensors */
   run runs[16];
   int nruns;
 } layout_case;
@@ -38,19 +41,37 @@ typedef struct layout_case {
  *   slot 6: chunk k at 384 + 2*32 + 128k = 448 + 128k;  slot 9: 768 + 32 + 128k = 800 + 128k.
  * contiguous [3, 8, 2, 48], input [B = 3, S = 2, H], index {3, -1, 5}: batch 768, seq 96.
  *   t0 = (b0, i0) -> [0][3] = 288; t1 -> [0][4] = 384; b1 skipped; t4 -> [2][5] = 1536 + 480 = 2016;
- *   t5 -> [2][6] = 2112. */
+ *   t5 -> [2][6] = 2112.
+ * Page table (the caches then have 6 blocks, the tables' bound: the strides
+ * and so the offsets above do not change): kv_indptr {1, 2, 4} (sequence 0:
+ * kv_indices[1], sequence 1: kv_indices[2..3]; entry 0 is never read),
+ * kv_indices {7, 2, 0, 1, 9, 9}, batch_indices {1, -1, 0}, kv_positions
+ * {6, 999, 1}:
+ *   t0: sequence 1, position 6 -> kv_indices[2 + 6/4] = 1, row 6%4 = 2: slot 6's block 1 row 2;
+ *   t1: skipped (its position is not read);
+ *   t2: sequence 0, position 1 -> kv_indices[1 + 0] = 2, row 1: slot 9's block 2 row 1. */
+#define PAGED_RUNS {{0, 0, 96, 576}, {2, 0, 96, 864}}, 2
+#define HND_RUNS {{0, 0, 48, 480}, {0, 48, 48, 672}, {2, 0, 48, 816}, {2, 48, 48, 1008}}, 4
+#define NZ16_RUNS                                                                                                \
+  {{0, 0, 16, 416}, {0, 16, 16, 480}, {0, 32, 16, 544}, {0, 48, 16, 608}, {0, 64, 16, 672}, {0, 80, 16, 736},     \
+   {2, 0, 16, 784}, {2, 16, 16, 848}, {2, 32, 16, 912}, {2, 48, 16, 976}, {2, 64, 16, 1040}, {2, 80, 16, 1104}}, \
+      12
+#define NZ32_RUNS {{0, 0, 32, 448}, {0, 32, 32, 576}, {0, 64, 32, 704}, {2, 0, 32, 800}, {2, 32, 32, 928}, {2, 64, 32, 1056}}, 6
 static const layout_case CASES[] = {
-    {"paged bf16", QKVFUSE_CACHE_PAGED, 0, {{0, 0, 96, 576}, {2, 0, 96, 864}}, 2},
-    {"paged int8", QKVFUSE_CACHE_PAGED, 1, {{0, 0, 96, 576}, {2, 0, 96, 864}}, 2},
-    {"paged_hnd bf16", QKVFUSE_CACHE_PAGED_HND, 0, {{0, 0, 48, 480}, {0, 48, 48, 672}, {2, 0, 48, 816}, {2, 48, 48, 1008}}, 4},
-    {"paged_hnd int8", QKVFUSE_CACHE_PAGED_HND, 1, {{0, 0, 48, 480}, {0, 48, 48, 672}, {2, 0, 48, 816}, {2, 48, 48, 1008}}, 4},
-    {"nz bf16 (c=16)", QKVFUSE_CACHE_NZ, 0,
-     {{0, 0, 16, 416}, {0, 16, 16, 480}, {0, 32, 16, 544}, {0, 48, 16, 608}, {0, 64, 16, 672}, {0, 80, 16, 736},
-      {2, 0, 16, 784}, {2, 16, 16, 848}, {2, 32, 16, 912}, {2, 48, 16, 976}, {2, 64, 16, 1040}, {2, 80, 16, 1104}}, 12},
-    {"nz int8 (c=32)", QKVFUSE_CACHE_NZ, 1,
-     {{0, 0, 32, 448}, {0, 32, 32, 576}, {0, 64, 32, 704}, {2, 0, 32, 800}, {2, 32, 32, 928}, {2, 64, 32, 1056}}, 6},
-    {"contiguous bf16", QKVFUSE_CACHE_CONTIGUOUS, 0, {{0, 0, 96, 288}, {1, 0, 96, 384}, {4, 0, 96, 2016}, {5, 0, 96, 2112}}, 4},
-    {"contiguous int8", QKVFUSE_CACHE_CONTIGUOUS, 1, {{0, 0, 96, 288}, {1, 0, 96, 384}, {4, 0, 96, 2016}, {5, 0, 96, 2112}}, 4},
+    {"paged bf16", QKVFUSE_CACHE_PAGED, 0, 0, PAGED_RUNS},
+    {"paged int8", QKVFUSE_CACHE_PAGED, 1, 0, PAGED_RUNS},
+    {"paged_hnd bf16", QKVFUSE_CACHE_PAGED_HND, 0, 0, HND_RUNS},
+    {"paged_hnd int8", QKVFUSE_CACHE_PAGED_HND, 1, 0, HND_RUNS},
+    {"nz bf16 (c=16)", QKVFUSE_CACHE_NZ, 0, 0, NZ16_RUNS},
+    {"nz int8 (c=32)", QKVFUSE_CACHE_NZ, 1, 0, NZ32_RUNS},
+    {"contiguous bf16", QKVFUSE_CACHE_CONTIGUOUS, 0, 0, {{0, 0, 96, 288}, {1, 0, 96, 384}, {4, 0, 96, 2016}, {5, 0, 96, 2112}}, 4},
+    {"contiguous int8", QKVFUSE_CACHE_CONTIGUOUS, 1, 0, {{0, 0, 96, 288}, {1, 0, 96, 384}, {4, 0, 96, 2016}, {5, 0, 96, 2112}}, 4},
+    {"page table: paged bf16", QKVFUSE_CACHE_PAGED, 0, 1, PAGED_RUNS},
+    {"page table (int32): paged int8", QKVFUSE_CACHE_PAGED, 1, 2, PAGED_RUNS},
+    {"page table: paged_hnd int8", QKVFUSE_CACHE_PAGED_HND, 1, 1, HND_RUNS},
+    {"page table (int32): paged_hnd bf16", QKVFUSE_CACHE_PAGED_HND, 0, 2, HND_RUNS},
+    {"page table (int32): nz bf16 (c=16)", QKVFUSE_CACHE_NZ, 0, 2, NZ16_RUNS},
+    {"page table: nz int8 (c=32)", QKVFUSE_CACHE_NZ, 1, 1, NZ32_RUNS},
 };
 
 static void poke(tk_case *c, int slot, int64_t flat, double v) {
@@ -66,6 +87,12 @@ static int check_layout(const layout_case *L, qkvfuse_backend be, int64_t *bytes
   s.slot_dt = QKVFUSE_DTYPE_INT64;
   if (L->layout == QKVFUSE_CACHE_CONTIGUOUS) s.in3d = 1, s.B = 3, s.S = 2, s.cache_batch = 3, s.max_seq = 8;
   else s.T = 3, s.block_size = 4, s.blocks = 3;
+  if (L->pt) {
+    s.addressing = QKVFUSE_ADDRESS_PAGE_TABLE;
+    s.pt_batch = 2, s.pt_prefix = 0, s.pt_lead = 1, s.pt_tail = 0;
+    for (int i = 0; i < 4; i++) s.pt_dt[i] = L->pt == 1 ? QKVFUSE_DTYPE_INT64 : QKVFUSE_DTYPE_INT32;
+    s.pt_dt[2] = QKVFUSE_DTYPE_INT64; /* dtypes may differ between the four */
+  }
   if (L->int8) {
     s.qkv_dt = s.q_out_dt = QKVFUSE_DTYPE_FLOAT32;
     s.k_quant = s.v_quant = QKVFUSE_QUANT_INT8_SYM;
@@ -84,8 +111,23 @@ static int check_layout(const layout_case *L, qkvfuse_backend be, int64_t *bytes
     poke(&c, TK_V_SCALE, 0, 1.0);
   }
   static const double paged_slots[] = {6, -1, 9}, contig_idx[] = {3, -1, 5};
-  for (int i = 0; i < 3; i++)
-    poke(&c, TK_SLOT_MAPPING, i, L->layout == QKVFUSE_CACHE_CONTIGUOUS ? contig_idx[i] : paged_slots[i]);
+  static const double indptr[] = {1, 2, 4}, indices[] = {7, 2, 0, 1, 9, 9}, batch[] = {1, -1, 0}, pos[] = {6, 999, 1};
+  if (L->pt) {
+    if (tk_numel(&c.view[TK_KV_INDICES].t) != 6 || s.blocks != 6) {
+      printf("FAIL test_layouts %s: the page table's kv_indices / blocks are not the 6 assumed here\n", L->name);
+      tk_case_free(&c);
+      return 1;
+    }
+    for (int i = 0; i < 6; i++) poke(&c, TK_KV_INDICES, i, indices[i]);
+    for (int i = 0; i < 3; i++) {
+      poke(&c, TK_KV_INDPTR, i, indptr[i]);
+      poke(&c, TK_BATCH_INDICES, i, batch[i]);
+      poke(&c, TK_KV_POSITIONS, i, pos[i]);
+    }
+  } else {
+    for (int i = 0; i < 3; i++)
+      poke(&c, TK_SLOT_MAPPING, i, L->layout == QKVFUSE_CACHE_CONTIGUOUS ? contig_idx[i] : paged_slots[i]);
+  }
 
   tk_stats st;
   memset(&st, 0, sizeof st);

@@ -49,9 +49,14 @@ static qkvfuse_status check_desc(const qkvfuse_desc *d) {
            "k_quant: unknown value %d", (int)d->k_quant);
   QF_CHECK(d->v_quant >= QKVFUSE_QUANT_NONE && d->v_quant <= QKVFUSE_QUANT_FP8_E5M2, QKVFUSE_ERROR_INVALID_VALUE,
            "v_quant: unknown value %d", (int)d->v_quant);
-  QF_CHECK(d->cache_addressing == QKVFUSE_ADDRESS_SLOTS, QKVFUSE_ERROR_UNSUPPORTED,
-           "cache_addressing: page-table addressing is not available in this version; got %d",
-           (int)d->cache_addressing);
+  QF_CHECK(d->cache_addressing == QKVFUSE_ADDRESS_SLOTS || d->cache_addressing == QKVFUSE_ADDRESS_PAGE_TABLE,
+           QKVFUSE_ERROR_INVALID_VALUE, "cache_addressing: unknown value %d", (int)d->cache_addressing);
+  /* a page table addresses blocks and rows: the contiguous layout has neither */
+  QF_CHECK(d->cache_addressing == QKVFUSE_ADDRESS_SLOTS || d->cache_layout == QKVFUSE_CACHE_PAGED ||
+               d->cache_layout == QKVFUSE_CACHE_PAGED_HND || d->cache_layout == QKVFUSE_CACHE_NZ,
+           QKVFUSE_ERROR_INVALID_VALUE,
+           "cache_addressing: page_table needs cache_layout paged, paged_hnd or nz; got cache_layout %d",
+           (int)d->cache_layout);
   /* q is quantized to fp8 only: an attention kernel reads an fp8 q, an int8 q has no consumer */
   QF_CHECK(d->q_quant == QKVFUSE_QUANT_NONE || d->q_quant == QKVFUSE_QUANT_FP8_E4M3 ||
                d->q_quant == QKVFUSE_QUANT_FP8_E5M2,

@@ -10,6 +10,7 @@
 
 #include <stdint.h>
 
+#include "core/address.h"
 #include "qkvfuse.h"
 
 #ifdef __cplusplus
@@ -75,7 +76,8 @@ typedef struct qf_problem {
   const double *inv_freq; /* COMPUTED: R/2 inverse frequencies (radians per position) */
   double mscale;          /* COMPUTED: multiplier of cos and sin */
 
-  qf_vec slot_mapping; /* T, or B for contiguous */
+  qf_vec slot_mapping; /* T, or B for contiguous; absent with page-table addressing */
+  qf_page_table page_table; /* page-table addressing (address.h); indptr NULL otherwise */
   qf_vec k_scale, v_scale, k_offset, v_offset; /* n = 1, Nkv or Nkv*D */
   /* channels of the [Nkv*D] row that share one k / v scale (and offset):
    * Nkv*D (per tensor), D (per kv head) or 1 (per channel); channel j uses
@@ -115,9 +117,12 @@ static inline const void *qf_in_at(const qf_problem *p, int64_t t, int64_t c) {
 }
 
 /* Destination of token t in the caches: returns 0 when the token is skipped
- * (slot -1), else 1 with *block and *row set. The slots must have been
- * validated (validate.c does it before a CPU backend runs). */
+ * (slot -1, batch index -1), else 1 with *block and *row set. The slots or
+ * the page table must have been validated (validate.c does it before a CPU
+ * backend runs). */
 static inline int qf_token_dest(const qf_problem *p, int64_t t, int64_t *block, int64_t *row) {
+  if (p->desc->cache_addressing == QKVFUSE_ADDRESS_PAGE_TABLE)
+    return qf_page_table_dest(&p->page_table, t, block, row) == QF_PT_OK;
   const qf_vec *sm = &p->slot_mapping;
   if (p->desc->cache_layout == QKVFUSE_CACHE_CONTIGUOUS) {
     int64_t b = t / p->S, i = t - b * p->S;

@@ -156,7 +156,7 @@ static int same_view(const qf_mat *a, const qf_mat *b, uintptr_t b_base) {
  * are compared as integers: an empty view may carry any pointer, and offsetting
  * it would be undefined. */
 static qkvfuse_status check_overlaps(const qf_problem *p, const qkvfuse_args *a, const qf_names *n) {
-  enum { MAX_IN = 21, MAX_OUT = 7 };
+  enum { MAX_IN = 25, MAX_OUT = 7 };
   qf_span in[MAX_IN], out[MAX_OUT];
   int nin = 0, nout = 0;
   /* the input as its three parts, so q/k outputs may be exactly their own part */
@@ -177,6 +177,14 @@ static qkvfuse_status check_overlaps(const qf_problem *p, const qkvfuse_args *a,
                              n->v_offset};
   for (size_t i = 0; i < sizeof vecs / sizeof vecs[0]; i++) in[nin++] = qf_span_of_vec(vec_names[i], vecs[i]);
   in[nin++] = qf_span_of_vec(n->q_scale, &p->q_scale);
+  /* the page table (address.h): four more index vectors the call reads */
+  const qf_page_table *pt = &p->page_table;
+  const qf_vec pt_vecs[4] = {{pt->indptr, (qkvfuse_dtype)pt->indptr_dtype, pt->indptr ? pt->nseq + 1 : 0},
+                             {pt->indices, (qkvfuse_dtype)pt->indices_dtype, pt->nindices},
+                             {pt->batch, (qkvfuse_dtype)pt->batch_dtype, pt->batch ? p->T : 0},
+                             {pt->pos, (qkvfuse_dtype)pt->pos_dtype, pt->pos ? p->T : 0}};
+  const char *pt_names[4] = {n->kv_indptr, n->kv_indices, n->batch_indices, n->kv_positions};
+  for (int i = 0; i < 4; i++) in[nin++] = qf_span_of_vec(pt_names[i], &pt_vecs[i]);
   in[nin++] = qf_span_of_mat(n->cos_sin_cache, &p->cos_sin_cache);
   in[nin++] = qf_span_of_mat(n->cos, &p->cos);
   in[nin++] = qf_span_of_mat(n->sin, &p->sin);
@@ -214,6 +222,48 @@ static int64_t first_bad_scale(const qf_vec *v, int divisor) {
   return -1;
 }
 
+/* The message of page-table result r (< 0) for token t: the caller's
+ * argument at fault first, with the entries that made it so. Reads only what
+ * qf_page_table_dest read to reach r. */
+static qkvfuse_status page_table_error(const qf_page_table *pt, const qf_names *n, int64_t t, int r) {
+  const int64_t b = qf_pt_load(pt->batch, pt->batch_dtype, t);
+  if (r == QF_PT_BAD_BATCH)
+    return qf_fail(QKVFUSE_ERROR_OUT_OF_RANGE,
+                   "%s: %s[%lld] = %lld must be -1 (skip) or a sequence in [0, batch = %lld) (%s has %lld entries)",
+                   n->batch_indices, n->batch_indices, (long long)t, (long long)b, (long long)pt->nseq, n->kv_indptr,
+                   (long long)(pt->nseq + 1));
+  const int64_t p = qf_pt_load(pt->pos, pt->pos_dtype, t);
+  if (r == QF_PT_BAD_POSITION)
+    return qf_fail(QKVFUSE_ERROR_OUT_OF_RANGE, "%s: %s[%lld] = %lld must be >= 0 (token %lld of sequence %lld)",
+                   n->kv_positions, n->kv_positions, (long long)t, (long long)p, (long long)t, (long long)b);
+  const int64_t lo = qf_pt_load(pt->indptr, pt->indptr_dtype, b), hi = qf_pt_load(pt->indptr, pt->indptr_dtype, b + 1);
+  if (r == QF_PT_BAD_INDPTR)
+    return qf_fail(QKVFUSE_ERROR_OUT_OF_RANGE,
+                   "%s: %s[%lld] = %lld and %s[%lld] = %lld (sequence %lld of token %lld) must be >= 0 and "
+                   "non-decreasing", n->kv_indptr, n->kv_indptr, (long long)b, (long long)lo, n->kv_indptr,
+                   (long long)(b + 1), (long long)hi, (long long)b, (long long)t);
+  if (r == QF_PT_BAD_PAGE)
+    return qf_fail(QKVFUSE_ERROR_OUT_OF_RANGE,
+                   "%s: %s[%lld] = %lld is past sequence %lld's blocks: %s[%lld] - %s[%lld] = %lld blocks of "
+                   "block_size %lld hold positions [0, %lld)", n->kv_positions, n->kv_positions, (long long)t,
+                   (long long)p, (long long)b, n->kv_indptr, (long long)(b + 1), n->kv_indptr, (long long)b,
+                   (long long)(hi - lo), (long long)pt->block_size,
+                   (long long)(pt->block_size > 0 && hi - lo <= INT64_MAX / pt->block_size ? (hi - lo) * pt->block_size
+                                                                                         : 0));
+  const int64_t page = p / pt->block_size;
+  if (r == QF_PT_BAD_INDEX) /* lo + page < hi: no overflow */
+    return qf_fail(QKVFUSE_ERROR_OUT_OF_RANGE,
+                   "%s: token %lld (sequence %lld, position %lld) reads %s[%s[%lld] + %lld / %lld] = %s[%lld]; %s has "
+                   "%lld entries", n->kv_indices, (long long)t, (long long)b, (long long)p, n->kv_indices, n->kv_indptr,
+                   (long long)b, (long long)p, (long long)pt->block_size, n->kv_indices, (long long)(lo + page),
+                   n->kv_indices, (long long)pt->nindices);
+  const int64_t blk = qf_pt_load(pt->indices, pt->indices_dtype, lo + page);
+  return qf_fail(QKVFUSE_ERROR_OUT_OF_RANGE,
+                 "%s: %s[%lld] = %lld (token %lld: sequence %lld, position %lld) is outside the cache's blocks "
+                 "[0, %lld)", n->kv_indices, n->kv_indices, (long long)(lo + page), (long long)blk, (long long)t,
+                 (long long)b, (long long)p, (long long)pt->blocks);
+}
+
 /* Every class of data error is looked for, so that error_flags holds all of
  * their bits (as on CUDA); the status and message are the first one's. */
 static qkvfuse_status check_data(const qf_problem *p, const qf_names *n) {
@@ -238,7 +288,17 @@ static qkvfuse_status check_data(const qf_problem *p, const qf_names *n) {
       }
     }
   }
-  if (d->cache_layout != QKVFUSE_CACHE_NONE) {
+  if (d->cache_addressing == QKVFUSE_ADDRESS_PAGE_TABLE) {
+    int64_t block, row;
+    for (int64_t t = 0; t < p->T; t++) {
+      const int r = qf_page_table_dest(&p->page_table, t, &block, &row);
+      if (r < 0) {
+        if (!bits) st = page_table_error(&p->page_table, n, t, r);
+        bits |= QKVFUSE_DATA_ERROR_SLOT;
+        break;
+      }
+    }
+  } else if (d->cache_layout != QKVFUSE_CACHE_NONE) {
     const qf_vec *sm = &p->slot_mapping;
     const int contiguous = d->cache_layout == QKVFUSE_CACHE_CONTIGUOUS;
     /* contiguous: start index in [0, max_seq - S]; else slot in [0, blocks * block_size) */
@@ -363,6 +423,34 @@ static qkvfuse_status split_inputs(const qf_names *n, const qkvfuse_args *a, qf_
     QF_FORWARD(qf_view_mat(names[i], shape_what, t[i], p->T, heads[i] * p->D, &p->in[i]));
   }
   if (!t[2]) p->in[2] = (qf_mat){NULL, t[0]->dtype, p->T, p->Nkv * p->D, p->Nkv * p->D};
+  return QKVFUSE_SUCCESS;
+}
+
+/* ---- the page table ------------------------------------------------------------- */
+
+/* kv_indptr [batch + 1] (batch >= 0), kv_indices [any length], batch_indices
+ * and kv_positions [T]: contiguous int32 / int64 vectors, each of its own
+ * dtype. Needs p->k_cache resolved (the page table addresses its blocks). */
+static qkvfuse_status page_table_args(const qf_names *n, const qkvfuse_args *a, qf_problem *p) {
+  const qkvfuse_desc *d = p->desc;
+  char sh[128];
+  qf_vec indptr, indices, batch, pos;
+  QF_FORWARD(qf_check_tensor(n->kv_indptr, a->kv_indptr, QF_INDICES, d));
+  const int64_t np = qf_numel(a->kv_indptr);
+  QF_CHECK(np >= 1, QKVFUSE_ERROR_SHAPE, "%s: expected [batch + 1] with batch >= 0 (at least 1 element); got %s",
+           n->kv_indptr, qf_shape_str(a->kv_indptr, sh, sizeof sh));
+  QF_FORWARD(qf_view_vec(n->kv_indptr, "[batch + 1]", a->kv_indptr, np, &indptr));
+  QF_FORWARD(qf_check_tensor(n->kv_indices, a->kv_indices, QF_INDICES, d));
+  QF_FORWARD(qf_view_vec(n->kv_indices, "[>= kv_indptr[batch]]", a->kv_indices, qf_numel(a->kv_indices), &indices));
+  QF_FORWARD(vec_arg(n->batch_indices, a->batch_indices, QF_INDICES, "[T]", p->T, d, &batch));
+  QF_FORWARD(vec_arg(n->kv_positions, a->kv_positions, QF_INDICES, "[T]", p->T, d, &pos));
+  qf_page_table *pt = &p->page_table;
+  pt->indptr = indptr.data, pt->indptr_dtype = (int32_t)indptr.dtype, pt->nseq = np - 1;
+  pt->indices = indices.data, pt->indices_dtype = (int32_t)indices.dtype, pt->nindices = indices.n;
+  pt->batch = batch.data, pt->batch_dtype = (int32_t)batch.dtype;
+  pt->pos = pos.data, pt->pos_dtype = (int32_t)pos.dtype;
+  pt->block_size = p->k_cache.block_size;
+  pt->blocks = p->k_cache.blocks;
   return QKVFUSE_SUCCESS;
 }
 
@@ -493,7 +581,18 @@ qkvfuse_status qf_resolve_call(const qkvfuse_plan *plan, const qkvfuse_args *a, 
   const char *why_cache = use_cache ? "with a cache layout" : "with cache_layout none";
   QF_FORWARD(require(n->k_cache, a->k_cache, use_cache, cite(n, why_cache)));
   QF_FORWARD(require(n->v_cache, a->v_cache, use_cache, cite(n, why_cache)));
-  QF_FORWARD(require(n->slot_mapping, a->slot_mapping, use_cache, cite(n, why_cache)));
+  /* a cache row per token: slot_mapping, or the four tensors of a page table */
+  const int page_table = d->cache_addressing == QKVFUSE_ADDRESS_PAGE_TABLE; /* the plan allows it with a cache only */
+  QF_FORWARD(require(n->slot_mapping, a->slot_mapping, use_cache && !page_table,
+                     cite(n, page_table ? "with desc.cache_addressing page_table (kv_indptr, kv_indices, "
+                                          "batch_indices and kv_positions address the cache)"
+                                        : why_cache)));
+  const qkvfuse_tensor *pt_args[4] = {a->kv_indptr, a->kv_indices, a->batch_indices, a->kv_positions};
+  const char *pt_names[4] = {n->kv_indptr, n->kv_indices, n->batch_indices, n->kv_positions};
+  for (int i = 0; i < 4; i++)
+    QF_FORWARD(require(pt_names[i], pt_args[i], page_table,
+                       cite(n, page_table ? "with desc.cache_addressing page_table"
+                                          : "unless desc.cache_addressing is page_table")));
   QF_FORWARD(require(n->k_scale, a->k_scale, d->k_quant != QKVFUSE_QUANT_NONE,
                      cite(n, d->k_quant != QKVFUSE_QUANT_NONE ? "with k_quant set" : "with k_quant none")));
   QF_FORWARD(require(n->v_scale, a->v_scale, d->v_quant != QKVFUSE_QUANT_NONE,
@@ -514,7 +613,9 @@ qkvfuse_status qf_resolve_call(const qkvfuse_plan *plan, const qkvfuse_args *a, 
              QKVFUSE_ERROR_SHAPE, "%s: blocks and block_size must match %s's (%lld, %lld); got (%lld, %lld)",
              n->v_cache, n->k_cache, (long long)p->k_cache.blocks, (long long)p->k_cache.block_size,
              (long long)p->v_cache.blocks, (long long)p->v_cache.block_size);
-    if (d->cache_layout == QKVFUSE_CACHE_CONTIGUOUS) {
+    if (page_table) {
+      QF_FORWARD(page_table_args(n, a, p));
+    } else if (d->cache_layout == QKVFUSE_CACHE_CONTIGUOUS) {
       QF_FORWARD(vec_arg(n->slot_mapping, a->slot_mapping, QF_INDICES, "[B] (contiguous layout)", p->B, d,
                          &p->slot_mapping));
     } else {

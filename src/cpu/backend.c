@@ -6,7 +6,9 @@
  * shared counter and do every head of each, so a slower core takes fewer.
  * With a paged, paged_hnd or nz cache, the k and v heads (k_out, v_out and
  * the cache rows) of a token go instead to the thread that owns the token's
- * cache slot (a hash of slot / 16), which does them after its chunks in
+ * cache slot (a hash of slot / 16; the slot is block * block_size + row of
+ * qf_token_dest, from slot_mapping or the page table alike), which does them
+ * after its chunks in
  * increasing token order: all writes to one slot come from one thread in
  * token order, so with duplicate slots the later token wins, as on the
  * reference (docs/API.md). No reduction is ever split across threads, so the

@@ -97,6 +97,8 @@ void qf_cuda_make_params(const qkvfuse_plan *plan, const qf_problem *p, qf_cu_pa
   P->sin = mat(p->sin);
   P->turns = (const uint64_t *)plan->device_state;
   P->slot_mapping = vec(p->slot_mapping);
+  P->page_table = d->cache_addressing == QKVFUSE_ADDRESS_PAGE_TABLE;
+  P->pt = p->page_table;
   P->k_scale = (const float *)p->k_scale.data;
   P->v_scale = (const float *)p->v_scale.data;
   P->k_offset = (const float *)p->k_offset.data;
@@ -370,10 +372,14 @@ extern "C" void qf_cuda_prefill_tail(int64_t chunks, int64_t items, int64_t slot
 // cos/sin from a cos_sin_cache of the input's dtype by int64 positions, norm
 // weights of the input's dtype, and a cache, if any, that is paged with
 // whole rows (slot_lin: vLLM's [blocks, block_size, Nkv, D]) and a head's D
-// channels contiguous, int64 slots, no int8 offsets.
+// channels contiguous, int64 slots, no int8 offsets. A page table
+// (cache_addressing page_table) is not that call: the HOT kernels read
+// slot_mapping as int64 at compile time, so its calls take the kernels that
+// read their addressing from the parameters (fast.cuh: load_token_ix).
 static bool fast_hot(const qf_problem *p, const qf_cu_params &P) {
   const qkvfuse_dtype in = p->in[0].dtype;
   const bool cache = p->desc->cache_layout != QKVFUSE_CACHE_NONE;
+  if (cache && p->desc->cache_addressing != QKVFUSE_ADDRESS_SLOTS) return false;
   const qf_cache *caches[] = {&p->k_cache, &p->v_cache};
   for (const qf_cache *c : caches)
     if (c->data && c->chunk != p->D) return false;

@@ -443,12 +443,22 @@ __device__ __forceinline__ const void *index_at(const void *p, int dt, int64_t i
   return static_cast<const char *>(p) + i * (dt == QKVFUSE_DTYPE_INT64 ? 8 : 4);
 }
 
+// Token t's slot under the page table (core/address.h: qf_page_table_slot;
+// -1 skips, -2 is a data error), out of line: inlined, its dependent loads
+// and checks cost registers (and spills in the prefill form) in every kernel
+// that reads its addressing from the parameters, page table or not.
+static __device__ __noinline__ int64_t page_table_slot(const qf_page_table pt, int64_t t) {
+  return qf_page_table_slot(&pt, t);
+}
+
 template <bool FIXED, int HOT = 0>
 __device__ __forceinline__ token_ix load_token_ix(const qf_cu_params &P, int64_t t) {
   token_ix x = {0, -1};
   if (t >= P.T) return x;
   if (HOT || P.positions.data) x.pos = ld_index(P.positions.data, HOT ? QKVFUSE_DTYPE_INT64 : P.positions.dtype, t);
-  if ((HOT & kHotCache) || P.layout != QKVFUSE_CACHE_NONE) {
+  if (!HOT && P.page_table) { /* the slot from the page table (never HOT: backend.cu fast_hot) */
+    x.slot = page_table_slot(P.pt, t);
+  } else if ((HOT & kHotCache) || P.layout != QKVFUSE_CACHE_NONE) {
     const int64_t at = !HOT && P.layout == QKVFUSE_CACHE_CONTIGUOUS ? div_by<FIXED>(t, P.S, P.batch_div) : t;
     x.slot = ld_index(P.slot_mapping.data, HOT ? QKVFUSE_DTYPE_INT64 : P.slot_mapping.dtype, at);
   }
@@ -1306,9 +1316,13 @@ __global__ void __launch_bounds__(kFastBlock) decode_kernel(const __grid_constan
   if (live && lane == 0) {
     if (HOT || P.positions.data)
       prefetch_l2(index_at(P.positions.data, HOT ? QKVFUSE_DTYPE_INT64 : P.positions.dtype, t));
-    if ((HOT & kHotCache) || P.layout != QKVFUSE_CACHE_NONE)
+    if (!HOT && P.page_table) { /* the token's own entries; the rest of the table depends on them */
+      prefetch_l2(index_at(P.pt.batch, P.pt.batch_dtype, t));
+      prefetch_l2(index_at(P.pt.pos, P.pt.pos_dtype, t));
+    } else if ((HOT & kHotCache) || P.layout != QKVFUSE_CACHE_NONE) {
       prefetch_l2(index_at(P.slot_mapping.data, HOT ? QKVFUSE_DTYPE_INT64 : P.slot_mapping.dtype,
                            !HOT && P.layout == QKVFUSE_CACHE_CONTIGUOUS ? div_by<true>(t, P.S, P.batch_div) : t));
+    }
   }
   // NV = 1, pairs from the cos/sin cache: the cos/sin lines of the
   // position as it reads now, into L2 (position_hint); the loads after the

@@ -427,7 +427,8 @@ __global__ void __launch_bounds__(kBlock, kFusedBlocksPerSm) fused_kernel(const 
             }
           }
         } else {
-          const int64_t sl = ld_index(P.slot_mapping.data, P.slot_mapping.dtype, t);
+          const int64_t sl = P.page_table ? qf_page_table_slot(&P.pt, t) /* -2: a data error */
+                                          : ld_index(P.slot_mapping.data, P.slot_mapping.dtype, t);
           if (sl != -1) {
             if ((uint64_t)sl >= (uint64_t)P.slot_lim) { /* sl in [0, blocks * block_size) */
               tt.ok = 0;

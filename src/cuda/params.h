@@ -105,6 +105,11 @@ typedef struct qf_cu_params {
      only): q_out = fp8(q / *q_scale) */
   int32_t q_quant;
   const float *q_scale;
+  /* page-table addressing (core/address.h): where the kernels load a token's
+     slot they compute it from the table instead (qf_page_table_slot: -2 for
+     a data error, which fails the slot's range check) */
+  int32_t page_table;
+  qf_page_table pt;
 } qf_cu_params;
 
 #endif /* QKVFUSE_CUDA_PARAMS_H */

@@ -155,6 +155,8 @@ __global__ void cache_kernel(const qf_cu_params P, const void *kb, const void *v
     if (start == -1) return;
     block = b;
     row = start + (t - b * P.S);
+  } else if (P.page_table) {
+    if (qf_page_table_dest(&P.pt, t, &block, &row) != QF_PT_OK) return; /* skipped, or a data error */
   } else {
     const int64_t s = ld_index(P.slot_mapping.data, P.slot_mapping.dtype, t);
     if (s == -1) return;

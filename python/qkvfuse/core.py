@@ -413,8 +413,8 @@ def run(qkv=None, *, num_q_heads: int, num_kv_heads: int, head_dim: int,
       (-1 skips) at position p = ``kv_positions[t]`` goes to block
       ``kv_indices[kv_indptr[b] + p // block_size]``, row p % block_size
       (``kv_indptr`` [batch + 1], ``kv_indices`` the blocks of every sequence,
-      ``batch_indices`` and ``kv_positions`` [T]; int32/int64). Quantization follows the cache dtype unless ``k_quant`` /
-      ``v_quant`` say (int8: ``"int8_sym"``, or ``"int8_asym"`` when
+      ``batch_indices`` and ``kv_positions`` [T]; int32/int64). Quantization
+      follows the cache dtype unless ``k_quant`` / ``v_quant`` say (int8: ``"int8_sym"``, or ``"int8_asym"`` when
       ``k_offset``/``v_offset`` are given; float8_e4m3fn: ``"fp8_e4m3"``), with
       ``k_scale``/``v_scale`` [1] or [Nkv, D] float32.
     - Outputs: ``q`` [.., Nq*D] always; k / v [.., Nkv*D] (after RoPE, before

@@ -443,6 +443,7 @@ def test_fused_qk_norm_rope_and_cache_errors_name_the_argument():
           value_cache=torch.zeros(2, 8, 2, 64, dtype=torch.float16))
     fails(qkvfuse.DtypeError, "key_cache", kv="fp8_e5m2")
     fails(qkvfuse.ShapeError, "slot_mapping", slots=torch.arange(7))
+    fails(qkvfuse.ShapeError, "slot_mapping", slots=torch.tensor(3))
     fails(qkvfuse.OutOfRangeError, "slot_mapping", slots=torch.tensor([3, -1, 9, 0, 16]))
     fails(qkvfuse.ShapeError, "key_cache", key_cache=torch.zeros(2, 8, 4, 32, dtype=E4))
     fails(qkvfuse.ShapeError, "k_scale", k_scale=torch.ones(3))
@@ -721,6 +722,7 @@ def test_flashinfer_append_errors_name_the_argument():
 
     fails(qkvfuse.UnsupportedError, "k_rope", k_rope=c["k_rope"][:, 0], k_nope=None, v=None)
     fails(qkvfuse.NullPointerError, "v", v=None)
+    fails(qkvfuse.ShapeError, "k_rope", k_rope=c["k_rope"].unsqueeze(0))
     fails(qkvfuse.InvalidValueError, "quantize_dtype", quantize_dtype=torch.bfloat16)
     fails(qkvfuse.DtypeError, "paged_kv_cache", quantize_dtype=E5)
     fails(qkvfuse.InvalidValueError, "kv_layout", layout="NDH")

@@ -70,13 +70,13 @@ if has test; then
   grep -A12 "qkvfuse (rounding=unfused_parity) vs the PyTorch composition" "$OUT/pytest.log" | head -60 >"$OUT/parity.txt"
   [ -s "$OUT/parity.txt" ] && { note "parity (qkvfuse unfused_parity vs the PyTorch composition; $OUT/parity.json):"; head -12 "$OUT/parity.txt"; }
   [ $rc -ne 0 ] && { status=1; tail -40 "$OUT/pytest.log"; }
-  # the torch tests again, on the operators registered in Python
+  # the torch tests (and qkvfuse.compat's, torch-only) again, on the operators registered in Python
   set -x
   QKVFUSE_TORCH_BINDING=python QKVFUSE_TEST_TORCH_BINDING=python timeout "${TEST_TIMEOUT:-1500}" "$PY" -m pytest \
-    -p no:cacheprovider -rs -k torch python/tests ${PYTEST_ARGS:-} >"$OUT/pytest-python-binding.log" 2>&1
+    -p no:cacheprovider -rs -k "torch or compat" python/tests ${PYTEST_ARGS:-} >"$OUT/pytest-python-binding.log" 2>&1
   rc=$?
   { set +x; } 2>/dev/null
-  note "pytest -k torch on the Python registration rc=$rc: $(grep -E '(passed|failed|error).* in [0-9.]+s' "$OUT/pytest-python-binding.log" | tail -1)"
+  note "pytest -k 'torch or compat' on the Python registration rc=$rc: $(grep -E '(passed|failed|error).* in [0-9.]+s' "$OUT/pytest-python-binding.log" | tail -1)"
   [ $rc -ne 0 ] && { status=1; grep -E "^(FAILED|ERROR)" "$OUT/pytest-python-binding.log" | head -20; }
 fi
 

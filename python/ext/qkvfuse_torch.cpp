@@ -603,7 +603,7 @@ struct CoreOptions {
 struct CoreInputs {
   const OptTensor *qkv, *weight_scale, *act_scale, *bias, *q_gamma, *k_gamma, *q_beta, *k_beta, *positions,
       *cos_sin_cache, *cos, *sin, *slot_mapping, *k_scale, *v_scale, *k_offset, *v_offset, *k_cache, *v_cache, *q,
-      *k, *v, *q_scale;
+      *k, *v, *q_scale, *kv_indptr, *kv_indices, *batch_indices, *kv_positions;
 };
 
 // The main input of a core call: qkv, else q.
@@ -684,13 +684,18 @@ qkvfuse_desc core_desc(const CoreOptions &o, const CoreInputs &in, const Tensor 
   d.q_quant = static_cast<qkvfuse_quant_mode>(qq == 0 ? QKVFUSE_QUANT_NONE
                                               : qq == 1 ? QKVFUSE_QUANT_FP8_E4M3
                                                         : QKVFUSE_QUANT_FP8_E5M2);
+  // page-table addressing when any of its tensors is given (the library names a missing one)
+  d.cache_addressing = in.kv_indptr->has_value() || in.kv_indices->has_value() || in.batch_indices->has_value() ||
+                               in.kv_positions->has_value()
+                           ? QKVFUSE_ADDRESS_PAGE_TABLE
+                           : QKVFUSE_ADDRESS_SLOTS;
   return d;
 }
 
 // qkvfuse_run with the descriptors of every tensor, on main's device and stream.
 void core_call(const qkvfuse_plan *plan, const CoreInputs &in, const Tensor &main, const char *main_name,
                const OptTensor &q_out, const OptTensor &k_out, const OptTensor &v_out, const OptTensor &error_flags) {
-  Described<26> d;
+  Described<30> d;
   d.add("qkv", *in.qkv);
   d.add("weight_scale", *in.weight_scale);
   d.add("act_scale", *in.act_scale);
@@ -717,6 +722,10 @@ void core_call(const qkvfuse_plan *plan, const CoreInputs &in, const Tensor &mai
   d.add("k", *in.k);
   d.add("v", *in.v);
   d.add("q_scale", *in.q_scale);
+  d.add("kv_indptr", *in.kv_indptr);
+  d.add("kv_indices", *in.kv_indices);
+  d.add("batch_indices", *in.batch_indices);
+  d.add("kv_positions", *in.kv_positions);
   SameDevice same(main, main_name);
   d.describe_all(same, error_flags);
   uint32_t *flags = flags_pointer(error_flags);
@@ -748,6 +757,10 @@ void core_call(const qkvfuse_plan *plan, const CoreInputs &in, const Tensor &mai
   a.k = d.get(*in.k);
   a.v = d.get(*in.v);
   a.q_scale = d.get(*in.q_scale);
+  a.kv_indptr = d.get(*in.kv_indptr);
+  a.kv_indices = d.get(*in.kv_indices);
+  a.batch_indices = d.get(*in.batch_indices);
+  a.kv_positions = d.get(*in.kv_positions);
   Launch launch(main);
   const qkvfuse_status s = qkvfuse_run(plan, &a, launch.stream);
   if (s != QKVFUSE_SUCCESS) fail_library(s, "qkvfuse_run");
@@ -814,7 +827,8 @@ std::tuple<Tensor, Tensor, Tensor> core_alloc(const Tensor &main, const CoreOpti
 #define QKVFUSE_CORE_INPUTS                                                                                      \
   CoreInputs in{&qkv,     &weight_scale, &act_scale, &bias,    &q_gamma, &k_gamma, &q_beta,  &k_beta,             \
                 &positions, &cos_sin_cache, &cos,     &sin,     &slot_mapping, &k_scale, &v_scale, &k_offset,       \
-                &v_offset, &k_cache,      &v_cache,   &q,       &k,       &v,       &q_scale}
+                &v_offset, &k_cache,      &v_cache,   &q,       &k,       &v,       &q_scale,      &kv_indptr,      \
+                &kv_indices, &batch_indices, &kv_positions}
 
 // ---- named operators: shared pieces -------------------------------------------------------
 
@@ -840,7 +854,8 @@ std::tuple<Tensor, Tensor, Tensor> run(
     double rope_theta, Str rope_scaling_type, c10::ArrayRef<double> rope_scaling_params, double eps,
     bool gamma_offset, Str cache_layout, Str k_quant, Str v_quant, Str rounding, Str backend, int64_t num_threads,
     std::optional<at::ScalarType> out_dtype, bool return_k, bool return_v, const OptTensor &q, const OptTensor &k,
-    const OptTensor &v, const OptTensor &q_scale, Str q_quant) {
+    const OptTensor &v, const OptTensor &q_scale, Str q_quant, const OptTensor &kv_indptr,
+    const OptTensor &kv_indices, const OptTensor &batch_indices, const OptTensor &kv_positions) {
   QKVFUSE_CORE_OPTIONS;
   QKVFUSE_CORE_INPUTS;
   const char *main_name = nullptr;
@@ -866,7 +881,8 @@ void run_out(const OptTensor &qkv, const OptTensor &weight_scale, const OptTenso
              int64_t rotary_dim, Str rope, Str rope_style, double rope_theta, Str rope_scaling_type,
              c10::ArrayRef<double> rope_scaling_params, double eps, bool gamma_offset, Str cache_layout, Str k_quant,
              Str v_quant, Str rounding, Str backend, int64_t num_threads, const OptTensor &q, const OptTensor &k,
-             const OptTensor &v, const OptTensor &q_scale, Str q_quant) {
+             const OptTensor &v, const OptTensor &q_scale, Str q_quant, const OptTensor &kv_indptr,
+             const OptTensor &kv_indices, const OptTensor &batch_indices, const OptTensor &kv_positions) {
   QKVFUSE_CORE_OPTIONS;
   QKVFUSE_CORE_INPUTS;
   const char *main_name = nullptr;
@@ -891,7 +907,8 @@ std::tuple<Tensor, Tensor, Tensor> run_meta(
     double rope_theta, Str rope_scaling_type, c10::ArrayRef<double> rope_scaling_params, double eps,
     bool gamma_offset, Str cache_layout, Str k_quant, Str v_quant, Str rounding, Str backend, int64_t num_threads,
     std::optional<at::ScalarType> out_dtype, bool return_k, bool return_v, const OptTensor &q, const OptTensor &k,
-    const OptTensor &v, const OptTensor &q_scale, Str q_quant) {
+    const OptTensor &v, const OptTensor &q_scale, Str q_quant, const OptTensor &kv_indptr,
+    const OptTensor &kv_indices, const OptTensor &batch_indices, const OptTensor &kv_positions) {
   SameDevice same;
   same("qkv", qkv), same("weight_scale", weight_scale), same("act_scale", act_scale), same("bias", bias);
   same("q_gamma", q_gamma), same("k_gamma", k_gamma), same("q_beta", q_beta), same("k_beta", k_beta);
@@ -899,6 +916,8 @@ std::tuple<Tensor, Tensor, Tensor> run_meta(
   same("slot_mapping", slot_mapping), same("k_scale", k_scale), same("v_scale", v_scale);
   same("k_offset", k_offset), same("v_offset", v_offset), same("k_cache", k_cache), same("v_cache", v_cache);
   same("error_flags", error_flags), same("q", q), same("k", k), same("v", v), same("q_scale", q_scale);
+  same("kv_indptr", kv_indptr), same("kv_indices", kv_indices), same("batch_indices", batch_indices);
+  same("kv_positions", kv_positions);
   QKVFUSE_CORE_OPTIONS;
   QKVFUSE_CORE_INPUTS;
   const char *main_name = nullptr;
@@ -916,7 +935,9 @@ void run_out_meta(const OptTensor &qkv, const OptTensor &weight_scale, const Opt
                   const Tensor &q_out, const OptTensor &k_out, const OptTensor &v_out, const OptTensor &k_cache,
                   const OptTensor &v_cache, const OptTensor &error_flags, int64_t, int64_t, int64_t, int64_t, Str,
                   Str, double, Str, c10::ArrayRef<double>, double, bool, Str, Str, Str, Str, Str, int64_t,
-                  const OptTensor &q, const OptTensor &k, const OptTensor &v, const OptTensor &q_scale, Str) {
+                  const OptTensor &q, const OptTensor &k, const OptTensor &v, const OptTensor &q_scale, Str,
+                  const OptTensor &kv_indptr, const OptTensor &kv_indices, const OptTensor &batch_indices,
+                  const OptTensor &kv_positions) {
   SameDevice same;
   same("qkv", qkv), same("weight_scale", weight_scale), same("act_scale", act_scale), same("bias", bias);
   same("q_gamma", q_gamma), same("k_gamma", k_gamma), same("q_beta", q_beta), same("k_beta", k_beta);
@@ -925,6 +946,8 @@ void run_out_meta(const OptTensor &qkv, const OptTensor &weight_scale, const Opt
   same("k_offset", k_offset), same("v_offset", v_offset), same("q_out", q_out), same("k_out", k_out);
   same("v_out", v_out), same("k_cache", k_cache), same("v_cache", v_cache), same("error_flags", error_flags);
   same("q", q), same("k", k), same("v", v), same("q_scale", q_scale);
+  same("kv_indptr", kv_indptr), same("kv_indices", kv_indices), same("batch_indices", batch_indices);
+  same("kv_positions", kv_positions);
 }
 
 }  // namespace
@@ -1352,7 +1375,9 @@ Tensor build_cos_sin_cache(int64_t max_position, int64_t rotary_dim, double thet
   "int num_q_heads, int num_kv_heads, int head_dim, int rotary_dim, str rope, str rope_style, float rope_theta, "   \
   "str rope_scaling_type, float[] rope_scaling_params, float eps, bool gamma_offset, str cache_layout, "            \
   "str k_quant, str v_quant, str rounding, str backend, int num_threads"
-#define QKVFUSE_CORE_V2 "Tensor? q=None, Tensor? k=None, Tensor? v=None, Tensor? q_scale=None, str q_quant=\"none\""
+#define QKVFUSE_CORE_V2                                                                                        \
+  "Tensor? q=None, Tensor? k=None, Tensor? v=None, Tensor? q_scale=None, str q_quant=\"none\", "                  \
+  "Tensor? kv_indptr=None, Tensor? kv_indices=None, Tensor? batch_indices=None, Tensor? kv_positions=None"
 
 TORCH_LIBRARY(qkvfuse, m) {
   m.def("run(" QKVFUSE_CORE_TENSORS ", Tensor(a!)? k_cache, Tensor(b!)? v_cache, Tensor(c!)? error_flags, "

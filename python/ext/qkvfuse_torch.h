@@ -34,7 +34,8 @@ std::tuple<Tensor, Tensor, Tensor> run(
     double rope_theta, Str rope_scaling_type, c10::ArrayRef<double> rope_scaling_params, double eps,
     bool gamma_offset, Str cache_layout, Str k_quant, Str v_quant, Str rounding, Str backend, int64_t num_threads,
     std::optional<at::ScalarType> out_dtype, bool return_k, bool return_v, const OptTensor &q, const OptTensor &k,
-    const OptTensor &v, const OptTensor &q_scale, Str q_quant);
+    const OptTensor &v, const OptTensor &q_scale, Str q_quant, const OptTensor &kv_indptr,
+    const OptTensor &kv_indices, const OptTensor &batch_indices, const OptTensor &kv_positions);
 
 void run_out(const OptTensor &qkv, const OptTensor &weight_scale, const OptTensor &act_scale, const OptTensor &bias,
              const OptTensor &q_gamma, const OptTensor &k_gamma, const OptTensor &q_beta, const OptTensor &k_beta,
@@ -46,7 +47,8 @@ void run_out(const OptTensor &qkv, const OptTensor &weight_scale, const OptTenso
              int64_t rotary_dim, Str rope, Str rope_style, double rope_theta, Str rope_scaling_type,
              c10::ArrayRef<double> rope_scaling_params, double eps, bool gamma_offset, Str cache_layout, Str k_quant,
              Str v_quant, Str rounding, Str backend, int64_t num_threads, const OptTensor &q, const OptTensor &k,
-             const OptTensor &v, const OptTensor &q_scale, Str q_quant);
+             const OptTensor &v, const OptTensor &q_scale, Str q_quant, const OptTensor &kv_indptr,
+             const OptTensor &kv_indices, const OptTensor &batch_indices, const OptTensor &kv_positions);
 
 std::tuple<Tensor, Tensor, Tensor> split_qkv_rmsnorm_rope(
     const Tensor &input, const Tensor &q_weight, const Tensor &k_weight, const Tensor &cos_sin_cache,

@@ -17,6 +17,8 @@ Operators (docs/SPEC.md):
 - :func:`build_cos_sin_cache`, :func:`rope_inv_freq`: RoPE tables;
 - :func:`build_info`: what the loaded library was built with (CUDA version and
   architectures, CPU ISA levels) and the binding kind.
+- ``qkvfuse.compat`` (imported on its own, torch only): the calls vLLM,
+  FlashInfer and SGLang make today, with their signatures.
 
 Errors raise subclasses of :class:`QkvfuseError` carrying the library's message.
 """

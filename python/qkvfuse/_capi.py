@@ -43,6 +43,7 @@ ROPE_SCALING = {"none": 0, "linear": 1, "ntk": 2, "llama3": 3, "yarn": 4}
 QUANT = {"none": 0, "int8_sym": 1, "int8_asym": 2, "fp8_e4m3": 3, "fp8_e5m2": 4}
 Q_QUANT = {"none": 0, "fp8_e4m3": 3, "fp8_e5m2": 4}  # desc.q_quant: q_out unquantized or fp8
 CACHE_LAYOUT = {"none": 0, "paged": 1, "paged_hnd": 2, "nz": 3, "contiguous": 4}
+CACHE_ADDRESSING = {"slots": 0, "page_table": 1}  # desc.cache_addressing: slot_mapping or the page table
 ROUNDING = {"fused": 0, "unfused_parity": 1}
 BACKEND = {"auto": 0, "reference": 1, "cpu": 2, "cuda": 3}
 

@@ -112,9 +112,11 @@ class Config:
     ``"neox" | "interleaved"``; cache_layout ``"none" | "paged" | "paged_hnd" |
     "nz" | "contiguous"``; k_quant/v_quant ``"none" | "int8_sym" | "int8_asym" |
     "fp8_e4m3" | "fp8_e5m2"``; q_quant ``"none" | "fp8_e4m3" | "fp8_e5m2"`` (q_out
-    of that float8 dtype, fp8(q / q_scale)); rounding ``"fused" |
-    "unfused_parity"``; backend ``"auto" | "reference" | "cpu" | "cuda"``.
-    Defaults are SPEC.md's (eps 1e-6, theta 10000, neox, fused rounding).
+    of that float8 dtype, fp8(q / q_scale)); cache_addressing ``"slots"``
+    (slot_mapping) ``| "page_table"`` (kv_indptr, kv_indices, batch_indices,
+    kv_positions); rounding ``"fused" | "unfused_parity"``; backend ``"auto" |
+    "reference" | "cpu" | "cuda"``. Defaults are SPEC.md's (eps 1e-6, theta
+    10000, neox, fused rounding).
     """
 
     num_q_heads: int
@@ -136,6 +138,7 @@ class Config:
     backend: str = "auto"
     num_threads: int = 0
     q_quant: str = "none"
+    cache_addressing: str = "slots"
 
     def __post_init__(self):
         # each field checked against the C type of its qkvfuse_desc field
@@ -154,6 +157,7 @@ class Config:
         _choice("rounding", self.rounding, _capi.ROUNDING)
         _choice("backend", self.backend, _capi.BACKEND)
         _choice("q_quant", self.q_quant, _capi.Q_QUANT)
+        _check.string(self.cache_addressing, "cache_addressing", tuple(_capi.CACHE_ADDRESSING))
 
     def to_c(self, device_type=_capi.DEVICE_CPU, device_id=0) -> _capi.Desc:
         d = _capi.desc_init()
@@ -172,6 +176,7 @@ class Config:
         d.k_quant, d.v_quant = _capi.QUANT[self.k_quant], _capi.QUANT[self.v_quant]
         d.rounding = _capi.ROUNDING[self.rounding]
         d.q_quant = _capi.Q_QUANT[self.q_quant]
+        d.cache_addressing = _capi.CACHE_ADDRESSING[self.cache_addressing]
         return d
 
     def to_string(self) -> str:

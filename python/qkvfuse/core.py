@@ -126,9 +126,10 @@ class Plan:
         weight_scale [H], act_scale [T], bias [H] (int32 qkv); q_gamma,
         k_gamma, q_beta, k_beta [D]; positions [T]; cos_sin_cache [max_pos, R];
         cos, sin [T, R]; slot_mapping [T] ([B] for the contiguous layout);
-        k_scale, v_scale (and k_offset, v_offset) [1], [Nkv] or [Nkv, D];
-        q_scale [1] with a quantized q (config q_quant); outputs q_out
-        [T, Nq*D], k_out / v_out [T, Nkv*D], k_cache / v_cache in the
+        k_scale, v_scale (and k_offset, v_offset) [1], [Nkv] or [Nkv, D]; q, k, v
+        (separate inputs, with qkv None), q_scale [1] with a quantized q (config
+        q_quant); kv_indptr, kv_indices, batch_indices, kv_positions (page-table
+        addressing); outputs q_out [T, Nq*D], k_out / v_out [T, Nkv*D], k_cache / v_cache in the
         layout's shape. ``error_flags``: optional uint32 word on the device
         (data errors are OR-ed into it). ``stream``: a CUDA stream handle (int)
         or torch.cuda.Stream; default: torch's current stream for CUDA tensors.
@@ -328,7 +329,15 @@ def tensor_facts(ins: dict, k_cache, v_cache):
 
     return (ins.get("q_gamma") is not None, ins.get("k_gamma") is not None, width("cos_sin_cache"), width("cos"),
             ins.get("positions") is not None, dt(k_cache, "k_cache"), ins.get("k_offset") is not None,
-            dt(v_cache, "v_cache"), ins.get("v_offset") is not None)
+            dt(v_cache, "v_cache"), ins.get("v_offset") is not None, page_table_given(ins))
+
+
+def page_table_given(ins: dict) -> bool:
+    """Page-table addressing: any of its tensors given (the library names a missing one)."""
+    return any(ins.get(n) is not None for n in PAGE_TABLE)
+
+
+PAGE_TABLE = ("kv_indptr", "kv_indices", "batch_indices", "kv_positions")
 
 
 @functools.lru_cache(maxsize=1024)
@@ -337,7 +346,7 @@ def resolve_config(options: tuple, facts: tuple) -> Config:
     / cache_layout / k_quant / v_quant "auto" mean: infer) and tensor facts."""
     (nq, nkv, hd, rd, rope, style, theta, sc_type, sc_params, eps, goff, layout, kq, vq, rounding, backend,
      threads, q_quant) = options
-    q_norm, k_norm, csc_w, cos_w, has_pos, kc_dt, k_off, vc_dt, v_off = facts
+    q_norm, k_norm, csc_w, cos_w, has_pos, kc_dt, k_off, vc_dt, v_off, page_table = facts
     if rope == "auto":
         rope = ("cos_sin_cache" if csc_w >= 0 else "cos_sin" if cos_w >= 0 else "computed" if has_pos else "none")
     if rd < 0:
@@ -351,7 +360,7 @@ def resolve_config(options: tuple, facts: tuple) -> Config:
                   eps=eps, gamma_offset=goff, rope_source=rope, rope_style=style, rope_theta=theta,
                   rope_scaling=scaling, cache_layout=layout, k_quant=_quant_for(kc_dt, k_off, kq),
                   v_quant=_quant_for(vc_dt, v_off, vq), rounding=rounding, backend=backend, num_threads=threads,
-                  q_quant=q_quant)
+                  q_quant=q_quant, cache_addressing="page_table" if page_table else "slots")
 
 
 def default_out_dtype(qkv, cos_sin_cache=None, cos=None):
@@ -375,7 +384,8 @@ def run(qkv=None, *, num_q_heads: int, num_kv_heads: int, head_dim: int,
         k_scale=None, v_scale=None, k_offset=None, v_offset=None, k_quant: str = "auto", v_quant: str = "auto",
         q_out=None, k_out=None, v_out=None, out_dtype=None, return_k: bool = False, return_v: bool = False,
         rounding: str = "fused", backend: str = "auto", num_threads: int = 0, error_flags=None,
-        q=None, k=None, v=None, q_scale=None, q_quant: str = "none") -> Outputs:
+        q=None, k=None, v=None, q_scale=None, q_quant: str = "none", kv_indptr=None, kv_indices=None,
+        batch_indices=None, kv_positions=None) -> Outputs:
     """The fused attention prologue in one call (the core operator, SPEC.md).
 
     Shapes (T tokens, Nq/Nkv heads, D = head_dim, R rotary dims, H = (Nq+2Nkv)*D):
@@ -398,11 +408,17 @@ def run(qkv=None, *, num_q_heads: int, num_kv_heads: int, head_dim: int,
     - KV cache: ``k_cache``, ``v_cache`` in ``cache_layout`` (default
       ``"paged"`` [blocks, block_size, Nkv, D]; ``"paged_hnd"``, ``"nz"``,
       ``"contiguous"``) written in place at ``slot_mapping`` [T] (-1 skips a
-      token). Quantization follows the cache dtype unless ``k_quant`` /
-      ``v_quant`` say (int8: ``"int8_sym"``, or ``"int8_asym"`` when
-      ``k_offset``/``v_offset`` are given; float8_e4m3fn: ``"fp8_e4m3"``;
-      float8_e5m2: ``"fp8_e5m2"``), with ``k_scale``/``v_scale`` float32 [1]
-      (per tensor), [Nkv] (per kv head) or [Nkv, D] (per channel).
+      token), or, when the page table is given instead (paged, paged_hnd,
+      nz: FlashInfer's paged append), token t of sequence ``batch_indices[t]``
+      (-1 skips) at position p = ``kv_positions[t]`` goes to block
+      ``kv_indices[kv_indptr[b] + p // block_size]``, row p % block_size
+      (``kv_indptr`` [batch + 1], ``kv_indices`` the blocks of every sequence,
+      ``batch_indices`` and ``kv_positions`` [T]; int32/int64). Quantization
+      follows the cache dtype unless ``k_quant`` / ``v_quant`` say (int8:
+      ``"int8_sym"``, or ``"int8_asym"`` when ``k_offset``/``v_offset`` are
+      given; float8_e4m3fn: ``"fp8_e4m3"``; float8_e5m2: ``"fp8_e5m2"``), with
+      ``k_scale``/``v_scale`` float32 [1] (per tensor), [Nkv] (per kv head) or
+      [Nkv, D] (per channel).
     - Outputs: ``q`` [.., Nq*D] always; k / v [.., Nkv*D] (after RoPE, before
       quantization) when ``return_k`` / ``return_v`` or when ``k_out`` /
       ``v_out`` are given. ``q_out``/``k_out`` may be the q/k columns of qkv
@@ -442,7 +458,7 @@ def run(qkv=None, *, num_q_heads: int, num_kv_heads: int, head_dim: int,
                         error_flags, num_q_heads, num_kv_heads, head_dim, -1 if rotary_dim is None else rotary_dim,
                         rope, rope_style, rope_theta, "none", _NO_SCALING_PARAMS, eps, gamma_offset, cache_layout,
                         k_quant, v_quant, rounding, backend, num_threads, out_dtype, return_k, return_v, q, k, v,
-                        q_scale, q_quant)
+                        q_scale, q_quant, kv_indptr, kv_indices, batch_indices, kv_positions)
             return Outputs(o[0], o[1] if return_k else None, o[2] if return_v else None)
         except Exception:  # noqa: BLE001 - reported by the checked path
             pass
@@ -459,7 +475,8 @@ def run(qkv=None, *, num_q_heads: int, num_kv_heads: int, head_dim: int,
                q_gamma is not None, k_gamma is not None, _np_width(cos_sin_cache), _np_width(cos),
                positions is not None, _npfast.dtype_name(k_cache) if k_cache is not None else "",
                k_offset is not None, _npfast.dtype_name(v_cache) if v_cache is not None else "",
-               v_offset is not None)
+               v_offset is not None, kv_indptr is not None or kv_indices is not None or batch_indices is not None
+               or kv_positions is not None)
         plan = _np_plans.get(key)
         main = qkv if qkv is not None else q
         dt = out_dtype if out_dtype is not None else _np_default_dtype(main, cos_sin_cache, cos)
@@ -478,8 +495,8 @@ def run(qkv=None, *, num_q_heads: int, num_kv_heads: int, head_dim: int,
                 v_out = _arrays.empty_like_kind(main, lead + (num_kv_heads * head_dim,), dt, "v_out")
             status = _npfast.run(plan, (qkv, weight_scale, act_scale, bias, q_gamma, k_gamma, q_beta, k_beta,
                                         positions, cos_sin_cache, cos, sin, slot_mapping, k_scale, v_scale, k_offset,
-                                        v_offset, q_out, k_out, v_out, k_cache, v_cache, q, k, v, q_scale, None, None,
-                                        None, None),
+                                        v_offset, q_out, k_out, v_out, k_cache, v_cache, q, k, v, q_scale, kv_indptr,
+                                        kv_indices, batch_indices, kv_positions),
                                  error_flags)
             if status == 0:
                 return Outputs(q_out, k_out, v_out)
@@ -492,7 +509,8 @@ def run(qkv=None, *, num_q_heads: int, num_kv_heads: int, head_dim: int,
     ins = dict(qkv=qkv, weight_scale=weight_scale, act_scale=act_scale, bias=bias, q_gamma=q_gamma,
                k_gamma=k_gamma, q_beta=q_beta, k_beta=k_beta, positions=positions, cos_sin_cache=cos_sin_cache,
                cos=cos, sin=sin, slot_mapping=slot_mapping, k_scale=k_scale, v_scale=v_scale, k_offset=k_offset,
-               v_offset=v_offset, q=q, k=k, v=v, q_scale=q_scale)
+               v_offset=v_offset, q=q, k=k, v=v, q_scale=q_scale, kv_indptr=kv_indptr, kv_indices=kv_indices,
+               batch_indices=batch_indices, kv_positions=kv_positions)
     outs = dict(q_out=q_out, k_out=k_out, v_out=v_out, k_cache=k_cache, v_cache=v_cache)
     if qkv is None and q is None:
         raise errors.NullPointerError(errors.QKVFUSE_ERROR_NULL_POINTER, "qkv: required (or q and k); got None")

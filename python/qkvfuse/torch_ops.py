@@ -44,7 +44,8 @@ _CORE_OPTIONS = ("int num_q_heads, int num_kv_heads, int head_dim, int rotary_di
                  "float rope_theta, str rope_scaling_type, float[] rope_scaling_params, float eps, "
                  "bool gamma_offset, str cache_layout, str k_quant, str v_quant, str rounding, str backend, "
                  "int num_threads")
-_CORE_V2 = 'Tensor? q=None, Tensor? k=None, Tensor? v=None, Tensor? q_scale=None, str q_quant="none"'
+_CORE_V2 = ('Tensor? q=None, Tensor? k=None, Tensor? v=None, Tensor? q_scale=None, str q_quant="none", '
+            "Tensor? kv_indptr=None, Tensor? kv_indices=None, Tensor? batch_indices=None, Tensor? kv_positions=None")
 
 # The operators' schemas; python/ext/qkvfuse_torch.cpp registers the same strings.
 SCHEMAS = {
@@ -214,14 +215,16 @@ def run_op(qkv, weight_scale, act_scale, bias, q_gamma, k_gamma, q_beta, k_beta,
            sin, slot_mapping, k_scale, v_scale, k_offset, v_offset, k_cache, v_cache, error_flags, num_q_heads,
            num_kv_heads, head_dim, rotary_dim, rope, rope_style, rope_theta, rope_scaling_type, rope_scaling_params,
            eps, gamma_offset, cache_layout, k_quant, v_quant, rounding, backend, num_threads, out_dtype, return_k,
-           return_v, q=None, k=None, v=None, q_scale=None, q_quant="none"):
+           return_v, q=None, k=None, v=None, q_scale=None, q_quant="none", kv_indptr=None, kv_indices=None,
+           batch_indices=None, kv_positions=None):
     options = (num_q_heads, num_kv_heads, head_dim, rotary_dim, rope, rope_style, rope_theta, rope_scaling_type,
                rope_scaling_params, eps, gamma_offset, cache_layout, k_quant, v_quant, rounding, backend,
                num_threads, q_quant)
     main, main_name = _main(qkv, q)
     tensors = dict(zip(_CORE_INPUTS, (weight_scale, act_scale, bias, q_gamma, k_gamma, q_beta, k_beta, positions,
                                       cos_sin_cache, cos, sin, slot_mapping, k_scale, v_scale, k_offset, v_offset)),
-                   qkv=qkv, k_cache=k_cache, v_cache=v_cache, q=q, k=k, v=v, q_scale=q_scale)
+                   qkv=qkv, k_cache=k_cache, v_cache=v_cache, q=q, k=k, v=v, q_scale=q_scale, kv_indptr=kv_indptr,
+                   kv_indices=kv_indices, batch_indices=batch_indices, kv_positions=kv_positions)
     plan = _core_plan(options, tensors, main, main_name)
     dt = _default_dtype(main, cos_sin_cache, cos) if out_dtype is None else out_dtype
     qo, ko, vo = _core_alloc(main, main_name, num_q_heads, num_kv_heads, head_dim, dt, q_quant, return_k, return_v)
@@ -235,7 +238,8 @@ def _run_fake(qkv, weight_scale, act_scale, bias, q_gamma, k_gamma, q_beta, k_be
               sin, slot_mapping, k_scale, v_scale, k_offset, v_offset, k_cache, v_cache, error_flags, num_q_heads,
               num_kv_heads, head_dim, rotary_dim, rope, rope_style, rope_theta, rope_scaling_type,
               rope_scaling_params, eps, gamma_offset, cache_layout, k_quant, v_quant, rounding, backend, num_threads,
-              out_dtype, return_k, return_v, q=None, k=None, v=None, q_scale=None, q_quant="none"):
+              out_dtype, return_k, return_v, q=None, k=None, v=None, q_scale=None, q_quant="none", kv_indptr=None,
+              kv_indices=None, batch_indices=None, kv_positions=None):
     main, main_name = _main(qkv, q)
     dt = _default_dtype(main, cos_sin_cache, cos) if out_dtype is None else out_dtype
     return _core_alloc(main, main_name, num_q_heads, num_kv_heads, head_dim, dt, q_quant, return_k, return_v)
@@ -246,7 +250,8 @@ def run_out_op(qkv, weight_scale, act_scale, bias, q_gamma, k_gamma, q_beta, k_b
                sin, slot_mapping, k_scale, v_scale, k_offset, v_offset, q_out, k_out, v_out, k_cache, v_cache,
                error_flags, num_q_heads, num_kv_heads, head_dim, rotary_dim, rope, rope_style, rope_theta,
                rope_scaling_type, rope_scaling_params, eps, gamma_offset, cache_layout, k_quant, v_quant, rounding,
-               backend, num_threads, q=None, k=None, v=None, q_scale=None, q_quant="none"):
+               backend, num_threads, q=None, k=None, v=None, q_scale=None, q_quant="none", kv_indptr=None,
+               kv_indices=None, batch_indices=None, kv_positions=None):
     options = (num_q_heads, num_kv_heads, head_dim, rotary_dim, rope, rope_style, rope_theta, rope_scaling_type,
                rope_scaling_params, eps, gamma_offset, cache_layout, k_quant, v_quant, rounding, backend,
                num_threads, q_quant)
@@ -254,7 +259,8 @@ def run_out_op(qkv, weight_scale, act_scale, bias, q_gamma, k_gamma, q_beta, k_b
     tensors = dict(zip(_CORE_INPUTS, (weight_scale, act_scale, bias, q_gamma, k_gamma, q_beta, k_beta, positions,
                                       cos_sin_cache, cos, sin, slot_mapping, k_scale, v_scale, k_offset, v_offset)),
                    qkv=qkv, k_cache=k_cache, v_cache=v_cache, q=q, k=k, v=v, q_scale=q_scale, q_out=q_out,
-                   k_out=k_out, v_out=v_out)
+                   k_out=k_out, v_out=v_out, kv_indptr=kv_indptr, kv_indices=kv_indices, batch_indices=batch_indices,
+                   kv_positions=kv_positions)
     plan = _core_plan(options, tensors, main, main_name)
     _core_call(plan, tensors, main, main_name, error_flags)
 
@@ -280,7 +286,8 @@ def run(options, ins: dict, k_cache, v_cache, q_out, k_out, v_out, out_dtype, re
     *opts, q_quant = options
     main, main_name = _main(ins["qkv"], ins["q"])
     args = [ins["qkv"]] + [ins[n] for n in _CORE_INPUTS]
-    v2 = (ins["q"], ins["k"], ins["v"], ins["q_scale"], q_quant)
+    v2 = (ins["q"], ins["k"], ins["v"], ins["q_scale"], q_quant, ins["kv_indptr"], ins["kv_indices"],
+          ins["batch_indices"], ins["kv_positions"])
     dt = None if out_dtype is None else _torch_dtype(out_dtype, "out_dtype")
     if q_out is None and k_out is None and v_out is None:
         q, k, v = _call(ops.run, *args, k_cache, v_cache, error_flags, *opts, dt, bool(return_k), bool(return_v),

@@ -48,8 +48,19 @@ def problem(dtype=torch.bfloat16, cache=torch.float8_e4m3fn, seed=0):
         kc_pa=torch.zeros(2, 16, Nkv, D, dtype=dtype),
         vc_pa=torch.zeros(2, 16, Nkv, D, dtype=dtype),
         kc_dq=torch.zeros(T, 2, Nkv, D, dtype=torch.int8),
-        vc_dq=torch.zeros(T, 2, Nkv, D, dtype=torch.int8))
+        vc_dq=torch.zeros(T, 2, Nkv, D, dtype=torch.int8),
+        # page-table addressing of kc/vc (2 blocks of 16): sequence 0 owns block 1, sequence 1 block 0
+        kv_indptr=torch.tensor([0, 1, 2], dtype=torch.int32),
+        kv_indices=torch.tensor([1, 0], dtype=torch.int32),
+        batch_indices=torch.tensor([0, 1, -1, 0, 1], dtype=torch.int32),
+        kv_positions=torch.tensor([0, 3, 0, 15, 9], dtype=torch.int32))
     return p
+
+
+def page_table(p):
+    """run()'s page-table arguments of a problem."""
+    return dict(kv_indptr=p["kv_indptr"], kv_indices=p["kv_indices"], batch_indices=p["batch_indices"],
+                kv_positions=p["kv_positions"])
 
 
 def digest(*tensors):
@@ -203,6 +214,15 @@ CALLS = {
     "op-run-q-quant-e5m2": lambda p: op_run(p, q_scale=torch.tensor([0.1]), q_quant="fp8_e5m2"),
     "run-e5m2-cache": lambda p: public_run(p, k_cache=torch.zeros(2, 16, Nkv, D, dtype=torch.float8_e5m2),
                                            v_cache=torch.zeros(2, 16, Nkv, D, dtype=torch.float8_e5m2)),
+    "run-page-table": lambda p: public_run(p, slot_mapping=None, **page_table(p)),
+    "run-page-table-hnd": lambda p: public_run(p, slot_mapping=None, cache_layout="paged_hnd",
+                                               k_cache=p["kc"].transpose(1, 2).contiguous(),
+                                               v_cache=p["vc"].transpose(1, 2).contiguous(), **page_table(p)),
+    "op-run-page-table": lambda p: op_run(p, inputs=core_inputs(p, slot_mapping=None), **page_table(p)),
+    "run-page-table-no-indices": lambda p: public_run(p, slot_mapping=None, **dict(page_table(p), kv_indices=None)),
+    "run-page-table-and-slots": lambda p: public_run(p, **page_table(p)),
+    "run-page-table-meta": lambda p: public_run(p, slot_mapping=None,
+                                                **dict(page_table(p), kv_positions=_meta_like(p["kv_positions"]))),
     # rejected by the binding (options, sizes, tensors) or by the library
     "run-rope-bogus": lambda p: public_run(p, rope="bogus"),
     "run-rope-nul": lambda p: public_run(p, rope="auto\0"),

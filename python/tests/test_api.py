@@ -25,7 +25,7 @@ def test_enum_numbers_match_the_header():
     text = open(HEADER).read()
     for prefix, table in (("QKVFUSE_ROPE_SCALING_", _capi.ROPE_SCALING), ("QKVFUSE_QUANT_", _capi.QUANT),
                           ("QKVFUSE_CACHE_", _capi.CACHE_LAYOUT), ("QKVFUSE_ROUNDING_", _capi.ROUNDING),
-                          ("QKVFUSE_BACKEND_", _capi.BACKEND)):
+                          ("QKVFUSE_BACKEND_", _capi.BACKEND), ("QKVFUSE_ADDRESS_", _capi.CACHE_ADDRESSING)):
         for name, number in table.items():
             m = re.search(r"\b%s%s\s*=\s*(\d+)" % (prefix, name.upper()), text)
             assert m and int(m.group(1)) == number, prefix + name

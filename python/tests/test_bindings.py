@@ -109,7 +109,8 @@ def test_results_in_this_process():
               "op-cache-head-nums": ("InvalidValueError", "head_nums"),
               "op-dequant-splits": ("InvalidValueError", "size_splits"),
               "op-build-negative": ("InvalidValueError", "max_position"),
-              "run-position-range": ("OutOfRangeError", "positions"), "split-meta-weight": ("DeviceError", "q_weight")}
+              "run-position-range": ("OutOfRangeError", "positions"), "split-meta-weight": ("DeviceError", "q_weight"),
+              "run-page-table-meta": ("DeviceError", "kv_positions")}
     for n, (cls, arg) in expect.items():
         assert r[n][0] == "error" and r[n][1] == cls and r[n][4].startswith(arg), (n, r[n])
 
@@ -153,6 +154,61 @@ def test_separate_q_k_v_reach_the_library():
         return
     for a, b in zip(ref, got):
         assert torch.equal(a.view(torch.uint8), b.view(torch.uint8))
+
+
+def _slots_of_page_table(p, block_size):
+    """The slot_mapping that addresses what p's page table does (-1: skipped)."""
+    b = p["batch_indices"].long()
+    pos = p["kv_positions"].long()
+    block = p["kv_indices"].long()[p["kv_indptr"].long()[b.clamp(min=0)] + pos // block_size]
+    return torch.where(b >= 0, block * block_size + pos % block_size, torch.full_like(b, -1))
+
+
+@pytest.mark.parametrize("kind", ["torch", "numpy"])
+@pytest.mark.parametrize("layout", ["paged", "paged_hnd"])
+def test_page_table_reaches_the_library(kind, layout):
+    """kv_indptr, kv_indices, batch_indices and kv_positions select
+    desc.cache_addressing = PAGE_TABLE and go to args: the library either
+    serves them (every byte as with the equivalent slot_mapping) or refuses
+    with its own error naming cache_addressing, nothing written."""
+    p = bc.problem()
+    if layout == "paged_hnd":
+        p["kc"], p["vc"] = p["kc"].transpose(1, 2).contiguous(), p["vc"].transpose(1, 2).contiguous()
+    slots = _slots_of_page_table(p, 16)
+    assert slots.tolist() == [16, 3, -1, 31, 9]
+
+    def call(**addressing):
+        args = dict(num_q_heads=bc.Nq, num_kv_heads=bc.Nkv, head_dim=bc.D, q_gamma=p["qw"], k_gamma=p["kw"],
+                    cos_sin_cache=p["csc"], positions=p["pos"], k_scale=p["scale"], v_scale=p["scale"],
+                    cache_layout=layout)
+        kc, vc = p["kc"].clone(), p["vc"].clone()
+        if kind == "numpy":
+            to_np = lambda x: x.numpy() if x.dtype not in (torch.bfloat16, torch.float8_e4m3fn) else \
+                qkvfuse.TypedArray(x.view(torch.uint16 if x.dtype == torch.bfloat16 else torch.uint8).numpy(),
+                                   str(x.dtype)[6:])  # noqa: E731
+            ncache = [to_np(kc), to_np(vc)]
+            o = qkvfuse.run(to_np(p["qkv"]), k_cache=ncache[0], v_cache=ncache[1],
+                            **{k: to_np(v) for k, v in dict(args, **addressing).items() if isinstance(v, torch.Tensor)},
+                            **{k: v for k, v in args.items() if not isinstance(v, torch.Tensor)})
+            return [torch.from_numpy(_np_bits(o.q)), torch.from_numpy(_np_bits(ncache[0])),
+                    torch.from_numpy(_np_bits(ncache[1]))]
+        o = qkvfuse.run(p["qkv"], k_cache=kc, v_cache=vc, **args, **addressing)
+        return [o.q.view(torch.uint16), kc.view(torch.uint8), vc.view(torch.uint8)]
+
+    ref = call(slot_mapping=slots)
+    table = dict(kv_indptr=p["kv_indptr"], kv_indices=p["kv_indices"], batch_indices=p["batch_indices"],
+                 kv_positions=p["kv_positions"])
+    try:
+        got = call(**table)
+    except qkvfuse.QkvfuseError as e:
+        assert isinstance(e, qkvfuse.UnsupportedError) and e.message.startswith("cache_addressing"), e
+        pytest.xfail("the library does not serve page-table addressing: %s" % e.message)
+    for a, b in zip(ref, got):
+        assert torch.equal(a, b)
+
+
+def _np_bits(x):
+    return x.storage if isinstance(x, qkvfuse.TypedArray) else x
 
 
 # ---- opcheck ---------------------------------------------------------------------------------

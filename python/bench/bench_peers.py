@@ -142,9 +142,9 @@ def flashinfer_rows(fi, preset, T, dtype, mode, min_time, rotate):
                     key=torch.randn(T, Nkv * D, generator=gen).to(dev, dtype))
     inst = Instances(rope_copy, T * (Nq + Nkv) * D * es * 2, rotate)
     for name, peer, ours in (
-            ("rope", fi.rope.apply_rope_with_cos_sin_cache, compat.apply_rope_with_cos_sin_cache),
+            ("rope", fi.rope.apply_rope_with_cos_sin_cache, compat.flashinfer.apply_rope_with_cos_sin_cache),
             ("rope_inplace", fi.rope.apply_rope_with_cos_sin_cache_inplace,
-             compat.apply_rope_with_cos_sin_cache_inplace)):
+             compat.flashinfer.apply_rope_with_cos_sin_cache_inplace)):
         def call(x, f=peer):
             return f(x["positions"], x["query"], x["key"], D, csc, True)
 
@@ -168,11 +168,10 @@ def flashinfer_rows(fi, preset, T, dtype, mode, min_time, rotate):
             return f(x["q"], x["k"], None, None, x["v"], csc, x["pos_ids"], x["caches"], x["kv_indices"],
                      x["kv_indptr"], x["batch"], x["pos"], is_neox=True, quantize_dtype=torch.float8_e4m3fn,
                      quant_scale_q=1.0, quant_scale_kv=1.0, page_size=PAGE, kv_layout=layout)
-        rows.append(("rope_fp8_paged_" + layout,
-                     time_calls(lambda x: fp8_call(x, fi.rope.rope_quantize_fp8_append_paged_kv_cache), inst, mode,
-                                min_time),
-                     time_calls(lambda x: fp8_call(x, compat.rope_quantize_fp8_append_paged_kv_cache), inst, mode,
-                                min_time)))
+        peer_fn = fi.rope.rope_quantize_fp8_append_paged_kv_cache
+        ours_fn = compat.flashinfer.rope_quantize_fp8_append_paged_kv_cache
+        rows.append(("rope_fp8_paged_" + layout, time_calls(lambda x: fp8_call(x, peer_fn), inst, mode, min_time),
+                     time_calls(lambda x: fp8_call(x, ours_fn), inst, mode, min_time)))
     return rows
 
 
@@ -193,7 +192,7 @@ def vllm_rows(ops, preset, T, dtype, mode, min_time, rotate):
         ops.fused_qk_norm_rope(x["qkv"], Nq, Nkv, Nkv, D, 1e-6, w, w, csc, True, x["pos"])
 
     def ours(x):
-        compat.fused_qk_norm_rope(x["qkv"], Nq, Nkv, Nkv, D, 1e-6, w, w, csc, True, x["pos"])
+        compat.vllm.fused_qk_norm_rope(x["qkv"], Nq, Nkv, Nkv, D, 1e-6, w, w, csc, True, x["pos"])
     return [("fused_qk_norm_rope", time_calls(peer, inst, mode, min_time), time_calls(ours, inst, mode, min_time))]
 
 

@@ -780,8 +780,19 @@ at::ScalarType q_dtype(Str q_quant, at::ScalarType dt) {
 
 // Before the binding allocates q (and k, v) from the head counts: they must
 // give the main input's row width, as the library will require.
+// Whether a separate q is [..., Nq, D] (its last dim split), by the
+// library's rule: [T, Nq*D] / [B, S, Nq*D] first (core.heads_split).
+bool heads_split(const Tensor &main, const char *main_name, const CoreOptions &o) {
+  if (std::strcmp(main_name, "q") != 0) return false;
+  const auto s = main.sym_sizes();
+  const size_t nd = s.size();
+  if (nd >= 2 && nd <= 3 && s[nd - 1] == o.num_q_heads * o.head_dim) return false;
+  return nd >= 3 && nd <= 4 && s[nd - 1] == o.head_dim && s[nd - 2] == o.num_q_heads;
+}
+
 void check_core_widths(const Tensor &main, const char *main_name, const CoreOptions &o) {
   const int64_t nq = o.num_q_heads, nkv = o.num_kv_heads, hd = o.head_dim;
+  if (heads_split(main, main_name, o)) return;
   if (std::strcmp(main_name, "qkv") == 0) {
     unsigned __int128 total = 0;
     if (nq >= 0 && nkv >= 0 && hd >= 0) total = (static_cast<unsigned __int128>(nq) + 2 * static_cast<unsigned __int128>(nkv)) * static_cast<unsigned __int128>(hd);
@@ -805,14 +816,21 @@ std::vector<Sym> lead_dims(c10::ArrayRef<Sym> sizes) {
 
 // q, k, v of the functional core operator: [.., Nq*D] and [.., Nkv*D] (k, v
 // empty unless asked for); sizes symbolic under torch.compile's fake tensors.
-std::tuple<Tensor, Tensor, Tensor> core_alloc(const Tensor &main, const CoreOptions &o, at::ScalarType dt,
-                                             at::ScalarType qdt, bool return_k, bool return_v) {
+std::tuple<Tensor, Tensor, Tensor> core_alloc(const Tensor &main, const char *main_name, const CoreOptions &o,
+                                             at::ScalarType dt, at::ScalarType qdt, bool return_k, bool return_v) {
+  const bool split = heads_split(main, main_name, o);  // outputs [..., N, D] after a q of that form
   auto lead = lead_dims(main.sym_sizes());
+  if (split) lead.pop_back();
   auto opts = dense_on(main);
   auto qs = lead;
-  qs.emplace_back(o.num_q_heads * o.head_dim);
   auto kvs = lead;
-  kvs.emplace_back(o.num_kv_heads * o.head_dim);
+  if (split) {
+    qs.emplace_back(o.num_q_heads), qs.emplace_back(o.head_dim);
+    kvs.emplace_back(o.num_kv_heads), kvs.emplace_back(o.head_dim);
+  } else {
+    qs.emplace_back(o.num_q_heads * o.head_dim);
+    kvs.emplace_back(o.num_kv_heads * o.head_dim);
+  }
   const std::vector<c10::SymInt> empty{c10::SymInt(0)};
   Tensor q = at::empty_symint(qs, opts.dtype(qdt));
   Tensor k = at::empty_symint(return_k ? kvs : empty, opts.dtype(dt));
@@ -864,7 +882,7 @@ std::tuple<Tensor, Tensor, Tensor> run(
   const auto plan = plans().get(core_desc(o, in, main));  // a bad configuration first, before any allocation
   check_core_widths(main, main_name, o);
   const at::ScalarType dt = out_dtype.has_value() ? *out_dtype : default_out_dtype(main, in);
-  auto out = core_alloc(main, o, dt, q_dtype(q_quant, dt), return_k, return_v);
+  auto out = core_alloc(main, main_name, o, dt, q_dtype(q_quant, dt), return_k, return_v);
   core_call(plan.get(), in, main, main_name, std::get<0>(out),
             return_k ? OptTensor(std::get<1>(out)) : OptTensor(), return_v ? OptTensor(std::get<2>(out)) : OptTensor(),
             error_flags);
@@ -924,7 +942,7 @@ std::tuple<Tensor, Tensor, Tensor> run_meta(
   const Tensor &main = core_main(in, &main_name);
   check_core_widths(main, main_name, o);
   const at::ScalarType dt = out_dtype.has_value() ? *out_dtype : default_out_dtype(main, in);
-  return core_alloc(main, o, dt, q_dtype(q_quant, dt), return_k, return_v);
+  return core_alloc(main, main_name, o, dt, q_dtype(q_quant, dt), return_k, return_v);
 }
 
 void run_out_meta(const OptTensor &qkv, const OptTensor &weight_scale, const OptTensor &act_scale,

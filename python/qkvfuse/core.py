@@ -293,10 +293,30 @@ _BACKEND_CHOICES = tuple(_capi.BACKEND)
 Q_QUANT_CHOICES = tuple(_capi.Q_QUANT)
 
 
+def heads_split(shape, num_q_heads, head_dim):
+    """Whether a separate q of this shape is [..., Nq, D] (its last dim
+    split), by the library's rule: [T, Nq*D] / [B, S, Nq*D] first."""
+    nd = len(shape)
+    if 2 <= nd <= 3 and shape[-1] == num_q_heads * head_dim:
+        return False
+    return 3 <= nd <= 4 and shape[-1] == head_dim and shape[-2] == num_q_heads
+
+
+def out_shapes(x, name, num_q_heads, num_kv_heads, head_dim):
+    """The shapes of the q and k/v outputs the binding allocates: the input's
+    token dims, then Nq*D (Nkv*D), or Nq, D (Nkv, D) after a q of that form."""
+    shape = tuple(x.shape)  # torch's symbolic sizes stay symbolic under torch.compile
+    if name != "qkv" and heads_split(shape, num_q_heads, head_dim):
+        return shape[:-2] + (num_q_heads, head_dim), shape[:-2] + (num_kv_heads, head_dim)
+    return shape[:-1] + (num_q_heads * head_dim,), shape[:-1] + (num_kv_heads * head_dim,)
+
+
 def check_out_widths(x, num_q_heads, num_kv_heads, head_dim, name="qkv"):
     """Before the binding allocates q/k/v outputs from the head counts: they
     must give the input's row width, as the library will require, so that no
     allocation is larger than the input (x: qkv, or the separate q)."""
+    if name != "qkv" and heads_split(tuple(x.shape), num_q_heads, head_dim):
+        return
     if name == "qkv":
         _check.output_sizes((("num_q_heads", num_q_heads), ("num_kv_heads", num_kv_heads), ("head_dim", head_dim)),
                             "(num_q_heads + 2 * num_kv_heads) * head_dim",
@@ -394,7 +414,9 @@ def run(qkv=None, *, num_q_heads: int, num_kv_heads: int, head_dim: int,
       ``weight_scale`` [H] (and optional ``act_scale`` [T], ``bias`` [H]).
       Or, instead of one packed qkv, separate ``q`` [T, Nq*D], ``k`` and
       ``v`` [T, Nkv*D] (one dtype, each with its own row stride; views into
-      a packed buffer are fine; ``v`` may be omitted when nothing reads it).
+      a packed buffer are fine; ``v`` may be omitted when nothing reads it);
+      each may also be [..., N, D] (as models hold them), and the outputs
+      this function allocates then take that form too.
     - RMSNorm per head, on when its gamma is given: ``q_gamma`` / ``k_gamma``
       [D], optional ``q_beta`` / ``k_beta`` [D]; ``eps`` (1e-6);
       ``gamma_offset`` uses (1 + gamma).
@@ -485,14 +507,14 @@ def run(qkv=None, *, num_q_heads: int, num_kv_heads: int, head_dim: int,
                 and width == (num_q_heads * head_dim if qkv is None else (num_q_heads + 2 * num_kv_heads) * head_dim)
                 and (q_out is None or type(q_out) in _NP_TYPES) and (k_out is None or type(k_out) in _NP_TYPES)
                 and (v_out is None or type(v_out) in _NP_TYPES)):
-            lead = main.shape[:-1]
+            q_shape, kv_shape = out_shapes(main, "qkv" if qkv is not None else "q", num_q_heads, num_kv_heads,
+                                           head_dim)
             if q_out is None:
-                q_out = _arrays.empty_like_kind(main, lead + (num_q_heads * head_dim,), _Q_DTYPES.get(q_quant, dt),
-                                                "q_out")
+                q_out = _arrays.empty_like_kind(main, q_shape, _Q_DTYPES.get(q_quant, dt), "q_out")
             if k_out is None and return_k:
-                k_out = _arrays.empty_like_kind(main, lead + (num_kv_heads * head_dim,), dt, "k_out")
+                k_out = _arrays.empty_like_kind(main, kv_shape, dt, "k_out")
             if v_out is None and return_v:
-                v_out = _arrays.empty_like_kind(main, lead + (num_kv_heads * head_dim,), dt, "v_out")
+                v_out = _arrays.empty_like_kind(main, kv_shape, dt, "v_out")
             status = _npfast.run(plan, (qkv, weight_scale, act_scale, bias, q_gamma, k_gamma, q_beta, k_beta,
                                         positions, cos_sin_cache, cos, sin, slot_mapping, k_scale, v_scale, k_offset,
                                         v_offset, q_out, k_out, v_out, k_cache, v_cache, q, k, v, q_scale, kv_indptr,
@@ -534,15 +556,15 @@ def run(qkv=None, *, num_q_heads: int, num_kv_heads: int, head_dim: int,
             _np_plans.clear()
         _np_plans[fast_key] = plan
     nq, nkv, hd = options[0], options[1], options[2]
-    lead = _arrays.shape_of(main)[:-1]
     if q_out is None or (k_out is None and return_k) or (v_out is None and return_v):
         check_out_widths(main, nq, nkv, hd, main_name)
+    q_shape, kv_shape = out_shapes(main, main_name, nq, nkv, hd)
     if q_out is None:
-        q_out = _arrays.empty_like_kind(main, lead + (nq * hd,), q_dt, "q_out")
+        q_out = _arrays.empty_like_kind(main, q_shape, q_dt, "q_out")
     if k_out is None and return_k:
-        k_out = _arrays.empty_like_kind(main, lead + (nkv * hd,), dt, "k_out")
+        k_out = _arrays.empty_like_kind(main, kv_shape, dt, "k_out")
     if v_out is None and return_v:
-        v_out = _arrays.empty_like_kind(main, lead + (nkv * hd,), dt, "v_out")
+        v_out = _arrays.empty_like_kind(main, kv_shape, dt, "v_out")
     run_raw(plan, dict(ins, q_out=q_out, k_out=k_out, v_out=v_out, k_cache=k_cache, v_cache=v_cache), error_flags)
     return Outputs(q_out, k_out, v_out)
 

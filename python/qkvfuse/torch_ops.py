@@ -188,9 +188,8 @@ def _default_dtype(main, cos_sin_cache, cos):
 
 def _core_alloc(main, main_name, nq, nkv, hd, out_dtype, q_quant, return_k, return_v):
     core.check_out_widths(main, nq, nkv, hd, main_name)
-    lead = tuple(main.shape[:-1])
-    q = torch.empty(lead + (nq * hd,), dtype=_Q_DTYPES.get(q_quant, out_dtype), device=main.device)
-    kv_shape = lead + (nkv * hd,)
+    q_shape, kv_shape = core.out_shapes(main, main_name, nq, nkv, hd)
+    q = torch.empty(q_shape, dtype=_Q_DTYPES.get(q_quant, out_dtype), device=main.device)
     k = torch.empty(kv_shape if return_k else _EMPTY, dtype=out_dtype, device=main.device)
     v = torch.empty(kv_shape if return_v else _EMPTY, dtype=out_dtype, device=main.device)
     return q, k, v
@@ -298,13 +297,13 @@ def run(options, ins: dict, k_cache, v_cache, q_out, k_out, v_out, out_dtype, re
     nq, nkv, hd = opts[0], opts[1], opts[2]
     if q_out is None or (k_out is None and return_k) or (v_out is None and return_v):
         core.check_out_widths(main, nq, nkv, hd, main_name)
-    lead = tuple(main.shape[:-1])
+    q_shape, kv_shape = core.out_shapes(main, main_name, nq, nkv, hd)
     if q_out is None:
-        q_out = torch.empty(lead + (nq * hd,), dtype=_Q_DTYPES.get(q_quant, dt), device=main.device)
+        q_out = torch.empty(q_shape, dtype=_Q_DTYPES.get(q_quant, dt), device=main.device)
     if k_out is None and return_k:
-        k_out = torch.empty(lead + (nkv * hd,), dtype=dt, device=main.device)
+        k_out = torch.empty(kv_shape, dtype=dt, device=main.device)
     if v_out is None and return_v:
-        v_out = torch.empty(lead + (nkv * hd,), dtype=dt, device=main.device)
+        v_out = torch.empty(kv_shape, dtype=dt, device=main.device)
     _call(ops.run_out, *args, q_out, k_out, v_out, k_cache, v_cache, error_flags, *opts, *v2)
     return core.Outputs(q_out, k_out, v_out)
 

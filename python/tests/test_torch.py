@@ -172,3 +172,23 @@ def test_builder_torch():
     assert np.array_equal(a.view(torch.int16).numpy().view(np.uint16), b.storage)
     c = qkvfuse.build_cos_sin_cache(64, 32, device="cpu", scaling={"type": "linear", "factor": 2.0})
     assert c.dtype == torch.float32 and not torch.equal(c, a.float())
+
+
+@pytest.mark.parametrize("lead", [(6,), (2, 3)])
+def test_separate_inputs_with_heads_split_allocate_that_form(lead):
+    """q, k, v given as [..., N, D] (as models hold them before the
+    attention transpose): the allocated outputs keep that form and hold the
+    packed call's values."""
+    p = small_problem()
+    Nq, Nkv, D = p["Nq"], p["Nkv"], p["D"]
+    qkv = p["qkv"].reshape(lead + (-1,))
+    q = qkv[..., :Nq * D].unflatten(-1, (Nq, D))
+    k = qkv[..., Nq * D:(Nq + Nkv) * D].unflatten(-1, (Nkv, D))
+    v = qkv[..., (Nq + Nkv) * D:].unflatten(-1, (Nkv, D))
+    kw = dict(num_q_heads=Nq, num_kv_heads=Nkv, head_dim=D, q_gamma=p["qw"], k_gamma=p["kw"],
+              cos_sin_cache=p["csc"], positions=p["pos"].reshape(lead), return_k=True, return_v=True)
+    want = qkvfuse.run(qkv, **kw)
+    got = qkvfuse.run(q=q, k=k, v=v, **kw)
+    assert got.q.shape == lead + (Nq, D) and got.k.shape == lead + (Nkv, D) and got.v.shape == lead + (Nkv, D)
+    for a, b in zip(got, want):
+        assert torch.equal(a.flatten(-2).view(torch.int16), b.view(torch.int16))

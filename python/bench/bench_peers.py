@@ -19,9 +19,7 @@ The FlashInfer wheels the GPU machine lacks: scripts/peer-wheels.sh.
 import argparse
 import json
 import os
-import statistics
 import sys
-import time
 
 import torch
 
@@ -32,6 +30,7 @@ except ImportError:
     sys.path.insert(0, os.path.join(HERE, ".."))
     import qkvfuse
 from qkvfuse import compat  # noqa: E402
+from bench_torch import time_calls  # noqa: E402
 
 PRESETS = {  # name: (Nq, Nkv, D)
     "qwen3-8b": (32, 8, 128),
@@ -49,57 +48,21 @@ def _import(name):
 
 
 class Instances:
-    """K copies of one call's tensors (rotated past L2); build(i) makes copy i."""
+    """K copies of one call's tensors (rotated past L2) for T tokens; build(i)
+    makes copy i. Timed by bench_torch.time_calls, as its problems are."""
 
-    def __init__(self, build, per_copy_bytes, rotate_bytes):
+    def __init__(self, T, build, per_copy_bytes, rotate_bytes):
+        self.T = T
         self.K = max(1, min(64, int(rotate_bytes // max(per_copy_bytes, 1)) + 1))
         self.items = [build(i) for i in range(self.K)]
 
 
-def time_calls(call, inst, mode, min_time):
-    """Median microseconds per call; NaN when the call fails (reported)."""
-    K = inst.K
-    try:
-        for _ in range(3):
-            for i in range(K):
-                call(inst.items[i])
-        torch.cuda.synchronize()
-        if mode == "graph":
-            s = torch.cuda.Stream()
-            s.wait_stream(torch.cuda.current_stream())
-            with torch.cuda.stream(s):
-                for i in range(K):
-                    call(inst.items[i])
-            torch.cuda.current_stream().wait_stream(s)
-            graph = torch.cuda.CUDAGraph()
-            with torch.cuda.graph(graph):
-                for i in range(K):
-                    call(inst.items[i])
-
-            def one_round():
-                graph.replay()
-        else:
-            def one_round():
-                for i in range(K):
-                    call(inst.items[i])
-        t0 = time.perf_counter()
-        one_round()
-        torch.cuda.synchronize()
-        rounds = max(1, int(min_time / 5 / max(time.perf_counter() - t0, 1e-6)))
-        samples = []
-        for _ in range(5):
-            a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-            a.record()
-            for _ in range(rounds):
-                one_round()
-            b.record()
-            b.synchronize()
-            samples.append(a.elapsed_time(b) * 1e3 / (rounds * K))
-        return statistics.median(samples)
-    except Exception as e:  # noqa: BLE001 - keep the other rows
-        print("  failed: %s: %s" % (type(e).__name__, str(e).splitlines()[0][:200] if str(e) else ""),
-              file=sys.stderr)
-        return float("nan")
+def timed(call, inst, mode, min_time):
+    """bench_torch.time_calls of call(tensors of copy i), named as the call."""
+    def run(p, i):
+        return call(p.items[i])
+    run.__name__ = getattr(call, "__name__", "call")
+    return time_calls(run, inst, mode, min_time)
 
 
 def cos_sin_cache(max_pos, R, dtype, device):
@@ -140,7 +103,7 @@ def flashinfer_rows(fi, preset, T, dtype, mode, min_time, rotate):
         return dict(positions=torch.randint(0, 65536, (T,), generator=gen).to(dev),
                     query=torch.randn(T, Nq * D, generator=gen).to(dev, dtype),
                     key=torch.randn(T, Nkv * D, generator=gen).to(dev, dtype))
-    inst = Instances(rope_copy, T * (Nq + Nkv) * D * es * 2, rotate)
+    inst = Instances(T, rope_copy, T * (Nq + Nkv) * D * es * 2, rotate)
     for name, peer, ours in (
             ("rope", fi.rope.apply_rope_with_cos_sin_cache, compat.flashinfer.apply_rope_with_cos_sin_cache),
             ("rope_inplace", fi.rope.apply_rope_with_cos_sin_cache_inplace,
@@ -150,7 +113,7 @@ def flashinfer_rows(fi, preset, T, dtype, mode, min_time, rotate):
 
         def call_ours(x, f=ours):
             return f(x["positions"], x["query"], x["key"], D, csc, True)
-        rows.append((name, time_calls(call, inst, mode, min_time), time_calls(call_ours, inst, mode, min_time)))
+        rows.append((name, timed(call, inst, mode, min_time), timed(call_ours, inst, mode, min_time)))
 
     for layout in ("NHD", "HND"):
         def fp8_copy(_):
@@ -162,7 +125,7 @@ def flashinfer_rows(fi, preset, T, dtype, mode, min_time, rotate):
                         pos_ids=pos.clone(), caches=(torch.zeros(shape, dtype=torch.float8_e4m3fn, device=dev),
                                                      torch.zeros(shape, dtype=torch.float8_e4m3fn, device=dev)),
                         kv_indices=kv_indices, kv_indptr=kv_indptr, batch=batch, pos=pos)
-        inst = Instances(fp8_copy, T * (Nq + 2 * Nkv) * D * (es + 1), rotate)
+        inst = Instances(T, fp8_copy, T * (Nq + 2 * Nkv) * D * (es + 1), rotate)
 
         def fp8_call(x, f):
             return f(x["q"], x["k"], None, None, x["v"], csc, x["pos_ids"], x["caches"], x["kv_indices"],
@@ -170,8 +133,8 @@ def flashinfer_rows(fi, preset, T, dtype, mode, min_time, rotate):
                      quant_scale_q=1.0, quant_scale_kv=1.0, page_size=PAGE, kv_layout=layout)
         peer_fn = fi.rope.rope_quantize_fp8_append_paged_kv_cache
         ours_fn = compat.flashinfer.rope_quantize_fp8_append_paged_kv_cache
-        rows.append(("rope_fp8_paged_" + layout, time_calls(lambda x: fp8_call(x, peer_fn), inst, mode, min_time),
-                     time_calls(lambda x: fp8_call(x, ours_fn), inst, mode, min_time)))
+        rows.append(("rope_fp8_paged_" + layout, timed(lambda x: fp8_call(x, peer_fn), inst, mode, min_time),
+                     timed(lambda x: fp8_call(x, ours_fn), inst, mode, min_time)))
     return rows
 
 
@@ -186,14 +149,14 @@ def vllm_rows(ops, preset, T, dtype, mode, min_time, rotate):
     def copy(_):
         return dict(qkv=torch.randn(T, (Nq + 2 * Nkv) * D, generator=gen).to(dev, dtype),
                     pos=torch.randint(0, 65536, (T,), generator=gen).to(dev))
-    inst = Instances(copy, T * (Nq + 2 * Nkv) * D * es, rotate)
+    inst = Instances(T, copy, T * (Nq + 2 * Nkv) * D * es, rotate)
 
     def peer(x):
         ops.fused_qk_norm_rope(x["qkv"], Nq, Nkv, Nkv, D, 1e-6, w, w, csc, True, x["pos"])
 
     def ours(x):
         compat.vllm.fused_qk_norm_rope(x["qkv"], Nq, Nkv, Nkv, D, 1e-6, w, w, csc, True, x["pos"])
-    return [("fused_qk_norm_rope", time_calls(peer, inst, mode, min_time), time_calls(ours, inst, mode, min_time))]
+    return [("fused_qk_norm_rope", timed(peer, inst, mode, min_time), timed(ours, inst, mode, min_time))]
 
 
 def main():

@@ -80,26 +80,35 @@ static inline float qf_e4m3_to_f32(uint8_t b) {
   return sign ? -v : v;
 }
 
-static inline uint8_t qf_f32_to_e4m3(float f) {
+/* The quantizer's OCP fp8 codes: a format of `mbits` mantissa bits and
+ * exponent bias `bias`, whose largest finite value is `maxval` (code
+ * `maxcode`); round to nearest even, saturating to +-maxval (Inf included),
+ * NaN -> 0x7F | sign. The formats' functions below pass constants, so each
+ * compiles to its own code. */
+static inline uint8_t qf_f32_to_fp8(float f, int mbits, int bias, float maxval, uint32_t maxcode) {
+  const int drop = 23 - mbits;
   uint32_t u = qf_f32_bits(f);
   uint8_t sign = (uint8_t)((u >> 24) & 0x80u);
   float a = fabsf(f);
   if (isnan(f)) return (uint8_t)(sign | 0x7fu);
-  if (a >= 448.0f) return (uint8_t)(sign | 0x7eu); /* saturate (inf included) */
-  if (a < 0.015625f) {
-    /* below the smallest normal 2^-6: subnormal steps of 2^-9, RNE */
-    float r = rintf(a * 512.0f); /* exact scaling, then round to nearest even */
-    return (uint8_t)(sign | (uint8_t)r); /* r == 8 gives 0x08 = 2^-6, the smallest normal */
+  if (a >= maxval) return (uint8_t)(sign | maxcode); /* saturate (inf included) */
+  if (a < 1.0f / (float)(1u << (bias - 1))) {
+    /* below the smallest normal 2^(1-bias): subnormal steps of 2^(1-bias-mbits), RNE */
+    float r = rintf(a * (float)(1u << (bias - 1 + mbits))); /* exact scaling, then round to nearest even */
+    return (uint8_t)(sign | (uint8_t)r); /* r == 2^mbits gives the smallest normal's code */
   }
-  /* normal: keep 3 mantissa bits of the float32, RNE on the 20 dropped bits */
+  /* normal: keep mbits mantissa bits of the float32, RNE on the dropped bits */
   uint32_t au = qf_f32_bits(a);
-  uint32_t exp = ((au >> 23) & 0xffu) - 127u + 7u; /* 1..15 */
+  uint32_t exp = ((au >> 23) & 0xffu) - 127u + (uint32_t)bias;
   uint32_t m = (exp << 23) | (au & 0x7fffffu);
-  m += 0x7ffffu + ((m >> 20) & 1u);
-  uint32_t r = m >> 20; /* exponent and mantissa, may carry into the exponent */
-  if (r > 0x7eu) r = 0x7eu; /* 464 and above would round to the NaN code: saturate (a < 448 never does) */
+  m += ((1u << (drop - 1)) - 1u) + ((m >> drop) & 1u);
+  uint32_t r = m >> drop; /* exponent and mantissa, may carry into the exponent */
+  if (r > maxcode) r = maxcode; /* rounding past the largest finite (the NaN code for e4m3): saturate */
   return (uint8_t)(sign | r);
 }
+
+/* e4m3fn: saturating to +-448. */
+static inline uint8_t qf_f32_to_e4m3(float f) { return qf_f32_to_fp8(f, 3, 7, 448.0f, 0x7eu); }
 
 /* OCP float8 e5m2: 1 sign, 5 exponent (bias 15), 2 mantissa; Inf = S.11111.00, NaN = S.11111.xx (xx != 0). */
 static inline float qf_e5m2_to_f32(uint8_t b) {
@@ -107,29 +116,9 @@ static inline float qf_e5m2_to_f32(uint8_t b) {
   return qf_f16_to_f32((uint16_t)((uint16_t)b << 8));
 }
 
-/* The quantizer's e5m2: round to nearest even, saturating to +-57344 (Inf
- * included: CUDA's __NV_SATFINITE, as vLLM's fp8_e5m2 cache), NaN -> 0x7F |
- * sign. */
-static inline uint8_t qf_f32_to_e5m2(float f) {
-  uint32_t u = qf_f32_bits(f);
-  uint8_t sign = (uint8_t)((u >> 24) & 0x80u);
-  float a = fabsf(f);
-  if (isnan(f)) return (uint8_t)(sign | 0x7fu);
-  if (a >= 57344.0f) return (uint8_t)(sign | 0x7bu); /* saturate (inf included) */
-  if (a < 6.103515625e-05f) {
-    /* below the smallest normal 2^-14: subnormal steps of 2^-16, RNE */
-    float r = rintf(a * 65536.0f);       /* exact scaling, then round to nearest even */
-    return (uint8_t)(sign | (uint8_t)r); /* r == 4 gives 0x04 = 2^-14, the smallest normal */
-  }
-  /* normal: keep 2 mantissa bits of the float32, RNE on the 21 dropped bits */
-  uint32_t au = qf_f32_bits(a);
-  uint32_t exp = ((au >> 23) & 0xffu) - 127u + 15u; /* 1..30 */
-  uint32_t m = (exp << 23) | (au & 0x7fffffu);
-  m += 0xfffffu + ((m >> 21) & 1u);
-  uint32_t r = m >> 21; /* exponent and mantissa, may carry into the exponent */
-  if (r > 0x7bu) r = 0x7bu; /* only a >= 57344 could round past the largest finite; kept for safety */
-  return (uint8_t)(sign | r);
-}
+/* The quantizer's e5m2: saturating to +-57344 (Inf included: CUDA's
+ * __NV_SATFINITE, as vLLM's fp8_e5m2 cache), NaN -> 0x7F | sign. */
+static inline uint8_t qf_f32_to_e5m2(float f) { return qf_f32_to_fp8(f, 2, 15, 57344.0f, 0x7bu); }
 
 /* int8: sat8(rint(v)); NaN -> 0 (documented in qkvfuse.h). */
 static inline int8_t qf_f32_to_int8_sat(float v) {

@@ -71,25 +71,32 @@ static inline void qv_store_int8(int8_t *p, qv v, qv s, qv off, int asym) {
   _mm_storel_epi64((__m128i *)p, _mm_packs_epi16(w, w));
 }
 
-static inline __m256i qv_e4m3_codes(qv q) {
+/* fp8 codes of q (not NaN) in each lane: qf_f32_to_fp8 of a format of mbits
+ * mantissa bits, bias `bias`, largest finite maxval (code maxcode); the
+ * formats' callers pass constants. */
+static inline __m256i qv_fp8_codes(qv q, int mbits, int bias, float maxval, int maxcode) {
+  const int drop = 23 - mbits;
   const __m256i u = _mm256_castps_si256(q);
   const __m256i sign = _mm256_and_si256(_mm256_srli_epi32(u, 24), _mm256_set1_epi32(0x80));
   const __m256i au = _mm256_and_si256(u, _mm256_set1_epi32(0x7fffffff));
   const qv a = _mm256_castsi256_ps(au);
-  const __m256i big = _mm256_castps_si256(_mm256_cmp_ps(a, _mm256_set1_ps(448.0f), _CMP_GE_OQ));
-  const __m256i small = _mm256_castps_si256(_mm256_cmp_ps(a, _mm256_set1_ps(0.015625f), _CMP_LT_OQ));
-  __m256i m = _mm256_sub_epi32(au, _mm256_set1_epi32(120 << 23));
-  m = _mm256_add_epi32(m, _mm256_add_epi32(_mm256_set1_epi32(0x7ffff),
-                                           _mm256_and_si256(_mm256_srli_epi32(m, 20), _mm256_set1_epi32(1))));
-  __m256i r = _mm256_min_epu32(_mm256_srli_epi32(m, 20), _mm256_set1_epi32(0x7e));
-  r = _mm256_blendv_epi8(r, _mm256_cvtps_epi32(_mm256_mul_ps(a, _mm256_set1_ps(512.0f))), small);
-  r = _mm256_blendv_epi8(r, _mm256_set1_epi32(0x7e), big);
+  const __m256i big = _mm256_castps_si256(_mm256_cmp_ps(a, _mm256_set1_ps(maxval), _CMP_GE_OQ));
+  const __m256i small =
+      _mm256_castps_si256(_mm256_cmp_ps(a, _mm256_set1_ps(1.0f / (float)(1u << (bias - 1))), _CMP_LT_OQ));
+  __m256i m = _mm256_sub_epi32(au, _mm256_set1_epi32((127 - bias) << 23));
+  m = _mm256_add_epi32(m, _mm256_add_epi32(_mm256_set1_epi32((1 << (drop - 1)) - 1),
+                                           _mm256_and_si256(_mm256_srli_epi32(m, drop), _mm256_set1_epi32(1))));
+  __m256i r = _mm256_min_epu32(_mm256_srli_epi32(m, drop), _mm256_set1_epi32(maxcode));
+  r = _mm256_blendv_epi8(r, _mm256_cvtps_epi32(_mm256_mul_ps(a, _mm256_set1_ps((float)(1u << (bias - 1 + mbits))))),
+                         small);
+  r = _mm256_blendv_epi8(r, _mm256_set1_epi32(maxcode), big);
   return _mm256_or_si256(r, sign);
 }
 
-static inline void qv_store_e4m3(uint8_t *p, qv v, qv s) {
+/* fp8 of that format: NaN -> the NaN 0x7F of v's sign, else fp8(v / s) */
+static inline void qv_store_fp8(uint8_t *p, qv v, qv s, int mbits, int bias, float maxval, int maxcode) {
   const __m256i nan = _mm256_castps_si256(_mm256_cmp_ps(v, v, _CMP_UNORD_Q));
-  __m256i r = qv_e4m3_codes(_mm256_div_ps(v, s));
+  __m256i r = qv_fp8_codes(_mm256_div_ps(v, s), mbits, bias, maxval, maxcode);
   const __m256i nan_code =
       _mm256_or_si256(_mm256_set1_epi32(0x7f),
                       _mm256_and_si256(_mm256_srli_epi32(_mm256_castps_si256(v), 24), _mm256_set1_epi32(0x80)));
@@ -98,32 +105,8 @@ static inline void qv_store_e4m3(uint8_t *p, qv v, qv s) {
   _mm_storel_epi64((__m128i *)p, _mm_packus_epi16(w, w));
 }
 
-static inline __m256i qv_e5m2_codes(qv q) {
-  const __m256i u = _mm256_castps_si256(q);
-  const __m256i sign = _mm256_and_si256(_mm256_srli_epi32(u, 24), _mm256_set1_epi32(0x80));
-  const __m256i au = _mm256_and_si256(u, _mm256_set1_epi32(0x7fffffff));
-  const qv a = _mm256_castsi256_ps(au);
-  const __m256i big = _mm256_castps_si256(_mm256_cmp_ps(a, _mm256_set1_ps(57344.0f), _CMP_GE_OQ));
-  const __m256i small = _mm256_castps_si256(_mm256_cmp_ps(a, _mm256_set1_ps(6.103515625e-05f), _CMP_LT_OQ));
-  __m256i m = _mm256_sub_epi32(au, _mm256_set1_epi32(112 << 23));
-  m = _mm256_add_epi32(m, _mm256_add_epi32(_mm256_set1_epi32(0xfffff),
-                                           _mm256_and_si256(_mm256_srli_epi32(m, 21), _mm256_set1_epi32(1))));
-  __m256i r = _mm256_min_epu32(_mm256_srli_epi32(m, 21), _mm256_set1_epi32(0x7b));
-  r = _mm256_blendv_epi8(r, _mm256_cvtps_epi32(_mm256_mul_ps(a, _mm256_set1_ps(65536.0f))), small);
-  r = _mm256_blendv_epi8(r, _mm256_set1_epi32(0x7b), big);
-  return _mm256_or_si256(r, sign);
-}
-
-static inline void qv_store_e5m2(uint8_t *p, qv v, qv s) {
-  const __m256i nan = _mm256_castps_si256(_mm256_cmp_ps(v, v, _CMP_UNORD_Q));
-  __m256i r = qv_e5m2_codes(_mm256_div_ps(v, s));
-  const __m256i nan_code =
-      _mm256_or_si256(_mm256_set1_epi32(0x7f),
-                      _mm256_and_si256(_mm256_srli_epi32(_mm256_castps_si256(v), 24), _mm256_set1_epi32(0x80)));
-  r = _mm256_blendv_epi8(r, nan_code, nan);
-  const __m128i w = _mm_packus_epi32(_mm256_castsi256_si128(r), _mm256_extracti128_si256(r, 1));
-  _mm_storel_epi64((__m128i *)p, _mm_packus_epi16(w, w));
-}
+static inline void qv_store_e4m3(uint8_t *p, qv v, qv s) { qv_store_fp8(p, v, s, 3, 7, 448.0f, 0x7e); }
+static inline void qv_store_e5m2(uint8_t *p, qv v, qv s) { qv_store_fp8(p, v, s, 2, 15, 57344.0f, 0x7b); }
 
 /* ---- RMSNorm's sum of squares, heads in lanes: as simd_avx512.h, 8 x 8 ---- */
 static inline void qv_transpose(qv *r) {

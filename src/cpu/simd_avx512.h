@@ -114,29 +114,33 @@ static inline void qv_store_int8(int8_t *p, qv v, qv s, qv off, int asym) {
   _mm_storeu_si128((__m128i *)p, _mm512_cvtepi32_epi8(i));
 }
 
-/* e4m3fn codes of q (not NaN) in each lane: qf_f32_to_e4m3 */
-static inline __m512i qv_e4m3_codes(qv q) {
+/* fp8 codes of q (not NaN) in each lane: qf_f32_to_fp8 of a format of mbits
+ * mantissa bits, bias `bias`, largest finite maxval (code maxcode); the
+ * formats' callers pass constants. */
+static inline __m512i qv_fp8_codes(qv q, int mbits, int bias, float maxval, int maxcode) {
+  const int drop = 23 - mbits;
   const __m512i u = _mm512_castps_si512(q);
   const __m512i sign = _mm512_and_si512(_mm512_srli_epi32(u, 24), _mm512_set1_epi32(0x80));
   const __m512i au = _mm512_and_si512(u, _mm512_set1_epi32(0x7fffffff));
   const qv a = _mm512_castsi512_ps(au);
-  const __mmask16 big = _mm512_cmp_ps_mask(a, _mm512_set1_ps(448.0f), _CMP_GE_OQ);
-  const __mmask16 small = _mm512_cmp_ps_mask(a, _mm512_set1_ps(0.015625f), _CMP_LT_OQ);
-  /* normal: rebias the exponent (a >= 2^-6 has exponent field >= 121) and round 20 bits */
-  __m512i m = _mm512_sub_epi32(au, _mm512_set1_epi32(120 << 23));
-  m = _mm512_add_epi32(m, _mm512_add_epi32(_mm512_set1_epi32(0x7ffff),
-                                           _mm512_and_si512(_mm512_srli_epi32(m, 20), _mm512_set1_epi32(1))));
-  __m512i r = _mm512_min_epu32(_mm512_srli_epi32(m, 20), _mm512_set1_epi32(0x7e));
-  /* subnormal: steps of 2^-9, nearest even */
-  r = _mm512_mask_mov_epi32(r, small, _mm512_cvtps_epi32(_mm512_mul_ps(a, _mm512_set1_ps(512.0f))));
-  r = _mm512_mask_mov_epi32(r, big, _mm512_set1_epi32(0x7e));
+  const __mmask16 big = _mm512_cmp_ps_mask(a, _mm512_set1_ps(maxval), _CMP_GE_OQ);
+  const __mmask16 small = _mm512_cmp_ps_mask(a, _mm512_set1_ps(1.0f / (float)(1u << (bias - 1))), _CMP_LT_OQ);
+  /* normal: rebias the exponent (a normal's exponent field is >= 128 - bias) and round the dropped bits */
+  __m512i m = _mm512_sub_epi32(au, _mm512_set1_epi32((127 - bias) << 23));
+  m = _mm512_add_epi32(m, _mm512_add_epi32(_mm512_set1_epi32((1 << (drop - 1)) - 1),
+                                           _mm512_and_si512(_mm512_srli_epi32(m, drop), _mm512_set1_epi32(1))));
+  __m512i r = _mm512_min_epu32(_mm512_srli_epi32(m, drop), _mm512_set1_epi32(maxcode));
+  /* subnormal: steps of 2^(1-bias-mbits), nearest even */
+  r = _mm512_mask_mov_epi32(r, small,
+                            _mm512_cvtps_epi32(_mm512_mul_ps(a, _mm512_set1_ps((float)(1u << (bias - 1 + mbits))))));
+  r = _mm512_mask_mov_epi32(r, big, _mm512_set1_epi32(maxcode));
   return _mm512_or_si512(r, sign);
 }
 
-/* fp8 e4m3fn: NaN -> the NaN of v's sign, else e4m3(v / s) */
-static inline void qv_store_e4m3(uint8_t *p, qv v, qv s) {
+/* fp8 of that format: NaN -> the NaN 0x7F of v's sign, else fp8(v / s) */
+static inline void qv_store_fp8(uint8_t *p, qv v, qv s, int mbits, int bias, float maxval, int maxcode) {
   const __mmask16 nan = _mm512_cmp_ps_mask(v, v, _CMP_UNORD_Q);
-  __m512i r = qv_e4m3_codes(_mm512_div_ps(v, s));
+  __m512i r = qv_fp8_codes(_mm512_div_ps(v, s), mbits, bias, maxval, maxcode);
   const __m512i nan_code =
       _mm512_or_si512(_mm512_set1_epi32(0x7f),
                       _mm512_and_si512(_mm512_srli_epi32(_mm512_castps_si512(v), 24), _mm512_set1_epi32(0x80)));
@@ -144,35 +148,9 @@ static inline void qv_store_e4m3(uint8_t *p, qv v, qv s) {
   _mm_storeu_si128((__m128i *)p, _mm512_cvtepi32_epi8(r));
 }
 
-/* e5m2 codes of q (not NaN) in each lane: qf_f32_to_e5m2 */
-static inline __m512i qv_e5m2_codes(qv q) {
-  const __m512i u = _mm512_castps_si512(q);
-  const __m512i sign = _mm512_and_si512(_mm512_srli_epi32(u, 24), _mm512_set1_epi32(0x80));
-  const __m512i au = _mm512_and_si512(u, _mm512_set1_epi32(0x7fffffff));
-  const qv a = _mm512_castsi512_ps(au);
-  const __mmask16 big = _mm512_cmp_ps_mask(a, _mm512_set1_ps(57344.0f), _CMP_GE_OQ);
-  const __mmask16 small = _mm512_cmp_ps_mask(a, _mm512_set1_ps(6.103515625e-05f), _CMP_LT_OQ);
-  /* normal: rebias the exponent (a >= 2^-14 has exponent field >= 113) and round 21 bits */
-  __m512i m = _mm512_sub_epi32(au, _mm512_set1_epi32(112 << 23));
-  m = _mm512_add_epi32(m, _mm512_add_epi32(_mm512_set1_epi32(0xfffff),
-                                           _mm512_and_si512(_mm512_srli_epi32(m, 21), _mm512_set1_epi32(1))));
-  __m512i r = _mm512_min_epu32(_mm512_srli_epi32(m, 21), _mm512_set1_epi32(0x7b));
-  /* subnormal: steps of 2^-16, nearest even */
-  r = _mm512_mask_mov_epi32(r, small, _mm512_cvtps_epi32(_mm512_mul_ps(a, _mm512_set1_ps(65536.0f))));
-  r = _mm512_mask_mov_epi32(r, big, _mm512_set1_epi32(0x7b));
-  return _mm512_or_si512(r, sign);
-}
-
-/* fp8 e5m2: NaN -> the NaN 0x7F of v's sign, else e5m2(v / s) */
-static inline void qv_store_e5m2(uint8_t *p, qv v, qv s) {
-  const __mmask16 nan = _mm512_cmp_ps_mask(v, v, _CMP_UNORD_Q);
-  __m512i r = qv_e5m2_codes(_mm512_div_ps(v, s));
-  const __m512i nan_code =
-      _mm512_or_si512(_mm512_set1_epi32(0x7f),
-                      _mm512_and_si512(_mm512_srli_epi32(_mm512_castps_si512(v), 24), _mm512_set1_epi32(0x80)));
-  r = _mm512_mask_mov_epi32(r, nan, nan_code);
-  _mm_storeu_si128((__m128i *)p, _mm512_cvtepi32_epi8(r));
-}
+/* fp8 e4m3fn and e5m2 */
+static inline void qv_store_e4m3(uint8_t *p, qv v, qv s) { qv_store_fp8(p, v, s, 3, 7, 448.0f, 0x7e); }
+static inline void qv_store_e5m2(uint8_t *p, qv v, qv s) { qv_store_fp8(p, v, s, 2, 15, 57344.0f, 0x7b); }
 
 /* ---- RMSNorm's sum of squares, heads in lanes ---- */
 /* In place: r[g] holds 16 consecutive 32-bit elements of head g; afterwards

@@ -465,15 +465,16 @@ def run(qkv=None, *, num_q_heads: int, num_kv_heads: int, head_dim: int,
     # The torch path without outputs given: straight to the operator, whose
     # kernel checks everything; any failure (a value the schema refuses
     # included) goes the checked way below, which names the argument.
-    if (ops is not None and isinstance(qkv if qkv is not None else q, _TorchTensor) and q_out is None
-            and k_out is None and v_out is None and rope_scaling is None and type(num_q_heads) is int
+    # every option a plain value of its type: what the fast paths take as given
+    plain = (rope_scaling is None and type(num_q_heads) is int
             and type(num_kv_heads) is int and type(head_dim) is int
             and (rotary_dim is None or type(rotary_dim) is int and rotary_dim >= 0) and type(rope) is str
             and type(rope_style) is str and type(rope_theta) is float and type(eps) is float
             and type(gamma_offset) is bool and type(cache_layout) is str and type(k_quant) is str
             and type(v_quant) is str and type(rounding) is str and type(backend) is str and type(num_threads) is int
-            and type(return_k) is bool and type(return_v) is bool and type(q_quant) is str
-            and (out_dtype is None or isinstance(out_dtype, _TorchDtype))):
+            and type(return_k) is bool and type(return_v) is bool and type(q_quant) is str)
+    if (plain and ops is not None and isinstance(qkv if qkv is not None else q, _TorchTensor) and q_out is None
+            and k_out is None and v_out is None and (out_dtype is None or isinstance(out_dtype, _TorchDtype))):
         try:
             o = ops.run(qkv, weight_scale, act_scale, bias, q_gamma, k_gamma, q_beta, k_beta, positions,
                         cos_sin_cache, cos, sin, slot_mapping, k_scale, v_scale, k_offset, v_offset, k_cache, v_cache,
@@ -484,13 +485,7 @@ def run(qkv=None, *, num_q_heads: int, num_kv_heads: int, head_dim: int,
             return Outputs(o[0], o[1] if return_k else None, o[2] if return_v else None)
         except Exception:  # noqa: BLE001 - reported by the checked path
             pass
-    elif (type(qkv if qkv is not None else q) in _NP_TYPES and rope_scaling is None and type(num_q_heads) is int
-            and type(num_kv_heads) is int and type(head_dim) is int
-            and (rotary_dim is None or type(rotary_dim) is int and rotary_dim >= 0) and type(rope) is str
-            and type(rope_style) is str and type(rope_theta) is float and type(eps) is float
-            and type(gamma_offset) is bool and type(cache_layout) is str and type(k_quant) is str
-            and type(v_quant) is str and type(rounding) is str and type(backend) is str and type(num_threads) is int
-            and type(return_k) is bool and type(return_v) is bool and type(q_quant) is str
+    elif (plain and type(qkv if qkv is not None else q) in _NP_TYPES
             and (out_dtype is None or type(out_dtype) is str and out_dtype in _capi.DTYPE)):
         key = (num_q_heads, num_kv_heads, head_dim, -1 if rotary_dim is None else rotary_dim, rope, rope_style,
                rope_theta, eps, gamma_offset, cache_layout, k_quant, v_quant, rounding, backend, num_threads, q_quant,

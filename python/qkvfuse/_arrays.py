@@ -160,6 +160,20 @@ def check_tensor(x, name, required=False):
     return x
 
 
+def contiguous_where_unused(shape, strides):
+    """strides with the contiguous stride at size-1 dims (and every dim of an
+    empty tensor), whatever the array says: no element is reached through
+    them, and the library checks strides as given."""
+    strides = list(strides)
+    empty = 0 in shape
+    inner = 1
+    for k in range(len(shape) - 1, -1, -1):
+        if shape[k] == 1 or empty:
+            strides[k] = inner
+        inner *= max(shape[k], 1)
+    return strides
+
+
 def describe(x, name, *, writable=False, keep=None) -> _capi.Tensor:
     """A qkvfuse_tensor for x (NumPy array, TypedArray or torch tensor).
 
@@ -225,16 +239,8 @@ def describe(x, name, *, writable=False, keep=None) -> _capi.Tensor:
     if ndim > _capi.MAX_DIMS:
         _fail(errors.ShapeError, errors.QKVFUSE_ERROR_SHAPE, name,
               "at most %d dims; got %d" % (_capi.MAX_DIMS, ndim))
-    # size-1 dims (and every dim of an empty tensor): the contiguous stride,
-    # whatever the array says
     if 1 in shape or 0 in shape:
-        strides = list(strides)
-        empty = 0 in shape
-        inner = 1
-        for k in range(ndim - 1, -1, -1):
-            if shape[k] == 1 or empty:
-                strides[k] = inner
-            inner *= max(shape[k], 1)
+        strides = contiguous_where_unused(shape, strides)
     t = _capi.Tensor(ptr or None, code, dev_type, dev_id, ndim, _I64x6(*shape), _I64x6(*strides))
     if keep is not None:
         keep.append(x)

@@ -115,14 +115,8 @@ def _pack_torch(buf, off, x, device):
     if nd > _capi.MAX_DIMS:
         return False
     strides = x.stride()
-    if 1 in shape or 0 in shape:  # size-1 dims (and every dim of an empty tensor): the contiguous stride
-        strides = list(strides)
-        empty = 0 in shape
-        inner = 1
-        for k in range(nd - 1, -1, -1):
-            if shape[k] == 1 or empty:
-                strides[k] = inner
-            inner *= max(shape[k], 1)
+    if 1 in shape or 0 in shape:
+        strides = _arrays.contiguous_where_unused(shape, strides)
     _HEAD.pack_into(buf, off, x.data_ptr(), code, device[0], device[1], nd)
     _DIMS[nd].pack_into(buf, off + _DIMS_AT, *shape)
     _DIMS[nd].pack_into(buf, off + _STRIDES_AT, *strides)
@@ -163,13 +157,7 @@ def _pack(buf, off, x, writable, device):
             if shape[k] > 1:
                 return False
     if 1 in shape or 0 in shape or any(s < 0 for s in strides):
-        # size-1 dims (and every dim of an empty array): the contiguous stride
-        empty = 0 in shape
-        inner = 1
-        for k in range(nd - 1, -1, -1):
-            if shape[k] == 1 or empty:
-                strides[k] = inner
-            inner *= max(shape[k], 1)
+        strides = _arrays.contiguous_where_unused(shape, strides)
     ptr = _address(arr) if arr.size else (arr.__array_interface__["data"][0] or 0)
     _HEAD.pack_into(buf, off, ptr, code, _CPU, 0, nd)
     _DIMS[nd].pack_into(buf, off + _DIMS_AT, *shape)

@@ -1436,14 +1436,7 @@ TORCH_LIBRARY(qkvfuse, m) {
 }
 
 TORCH_LIBRARY_IMPL(qkvfuse, CPU, m) {
-  m.impl("run", TORCH_FN(qkvfuse_ext::run));
-  m.impl("run_out", TORCH_FN(qkvfuse_ext::run_out));
-  m.impl("split_qkv_rmsnorm_rope", TORCH_FN(qkvfuse_ext::split_qkv_rmsnorm_rope));
-  m.impl("split_qkv_rmsnorm_rope_out", TORCH_FN(qkvfuse_ext::split_qkv_rmsnorm_rope_out));
-  m.impl("qkv_rmsnorm_rope_cache", TORCH_FN(qkvfuse_ext::qkv_rmsnorm_rope_cache));
-  m.impl("qkv_rmsnorm_rope_cache_out", TORCH_FN(qkvfuse_ext::qkv_rmsnorm_rope_cache_out));
-  m.impl("dequant_rope_quant_kvcache", TORCH_FN(qkvfuse_ext::dequant_rope_quant_kvcache));
-  m.impl("dequant_rope_quant_kvcache_out", TORCH_FN(qkvfuse_ext::dequant_rope_quant_kvcache_out));
+  QKVFUSE_TORCH_KERNELS(m);
 }
 
 TORCH_LIBRARY_IMPL(qkvfuse, Meta, m) {
@@ -1460,13 +1453,6 @@ TORCH_LIBRARY_IMPL(qkvfuse, Meta, m) {
 // Every other backend (sparse layouts, other devices, CUDA in a build without
 // the CUDA part): the same kernels, which name the tensor they cannot take.
 TORCH_LIBRARY_IMPL(qkvfuse, CompositeExplicitAutograd, m) {
-  m.impl("run", TORCH_FN(qkvfuse_ext::run));
-  m.impl("run_out", TORCH_FN(qkvfuse_ext::run_out));
-  m.impl("split_qkv_rmsnorm_rope", TORCH_FN(qkvfuse_ext::split_qkv_rmsnorm_rope));
-  m.impl("split_qkv_rmsnorm_rope_out", TORCH_FN(qkvfuse_ext::split_qkv_rmsnorm_rope_out));
-  m.impl("qkv_rmsnorm_rope_cache", TORCH_FN(qkvfuse_ext::qkv_rmsnorm_rope_cache));
-  m.impl("qkv_rmsnorm_rope_cache_out", TORCH_FN(qkvfuse_ext::qkv_rmsnorm_rope_cache_out));
-  m.impl("dequant_rope_quant_kvcache", TORCH_FN(qkvfuse_ext::dequant_rope_quant_kvcache));
-  m.impl("dequant_rope_quant_kvcache_out", TORCH_FN(qkvfuse_ext::dequant_rope_quant_kvcache_out));
+  QKVFUSE_TORCH_KERNELS(m);
   m.impl("build_cos_sin_cache", TORCH_FN(qkvfuse_ext::build_cos_sin_cache));
 }

@@ -93,3 +93,17 @@ void dequant_rope_quant_kvcache_out(const Tensor &x, const Tensor &cos, const Te
                                     const OptTensor &v_out, const OptTensor &error_flags);
 
 }  // namespace qkvfuse_ext
+
+// The device kernels of every operator but the table builder: one list for
+// each dispatch key that runs them (CPU, CUDA, and the catch-all).
+#define QKVFUSE_TORCH_KERNELS(m)                                                                              \
+  do {                                                                                                        \
+    (m).impl("run", TORCH_FN(qkvfuse_ext::run));                                                              \
+    (m).impl("run_out", TORCH_FN(qkvfuse_ext::run_out));                                                      \
+    (m).impl("split_qkv_rmsnorm_rope", TORCH_FN(qkvfuse_ext::split_qkv_rmsnorm_rope));                        \
+    (m).impl("split_qkv_rmsnorm_rope_out", TORCH_FN(qkvfuse_ext::split_qkv_rmsnorm_rope_out));                \
+    (m).impl("qkv_rmsnorm_rope_cache", TORCH_FN(qkvfuse_ext::qkv_rmsnorm_rope_cache));                        \
+    (m).impl("qkv_rmsnorm_rope_cache_out", TORCH_FN(qkvfuse_ext::qkv_rmsnorm_rope_cache_out));                \
+    (m).impl("dequant_rope_quant_kvcache", TORCH_FN(qkvfuse_ext::dequant_rope_quant_kvcache));                \
+    (m).impl("dequant_rope_quant_kvcache_out", TORCH_FN(qkvfuse_ext::dequant_rope_quant_kvcache_out));        \
+  } while (0)

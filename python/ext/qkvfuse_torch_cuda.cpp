@@ -18,12 +18,5 @@ void *current_stream(c10::DeviceIndex device) { return c10::cuda::getCurrentCUDA
 }  // namespace
 
 TORCH_LIBRARY_IMPL(qkvfuse, CUDA, m) {
-  m.impl("run", TORCH_FN(qkvfuse_ext::run));
-  m.impl("run_out", TORCH_FN(qkvfuse_ext::run_out));
-  m.impl("split_qkv_rmsnorm_rope", TORCH_FN(qkvfuse_ext::split_qkv_rmsnorm_rope));
-  m.impl("split_qkv_rmsnorm_rope_out", TORCH_FN(qkvfuse_ext::split_qkv_rmsnorm_rope_out));
-  m.impl("qkv_rmsnorm_rope_cache", TORCH_FN(qkvfuse_ext::qkv_rmsnorm_rope_cache));
-  m.impl("qkv_rmsnorm_rope_cache_out", TORCH_FN(qkvfuse_ext::qkv_rmsnorm_rope_cache_out));
-  m.impl("dequant_rope_quant_kvcache", TORCH_FN(qkvfuse_ext::dequant_rope_quant_kvcache));
-  m.impl("dequant_rope_quant_kvcache_out", TORCH_FN(qkvfuse_ext::dequant_rope_quant_kvcache_out));
+  QKVFUSE_TORCH_KERNELS(m);
 }

@@ -393,7 +393,8 @@ typedef struct qkvfuse_args {
   const qkvfuse_tensor *sin;         /* [T, R], same dtype as cos */
 
   /* cache */
-  const qkvfuse_tensor *slot_mapping;/* [T] int32/int64 (paged, paged_hnd, nz) or [B] (contiguous); -1 skips */
+  const qkvfuse_tensor *slot_mapping;/* [T] int32/int64 (paged, paged_hnd, nz) or [B] (contiguous); -1 skips;
+                                        NULL with page-table addressing (the page table below) */
   const qkvfuse_tensor *k_scale;     /* float32, [1], [Nkv] or [Nkv, D]; iff desc.k_quant != NONE; nonzero,
                                         finite */
   const qkvfuse_tensor *v_scale;     /* float32, [1], [Nkv] or [Nkv, D]; iff desc.v_quant != NONE */

@@ -22,7 +22,7 @@ static void rotated_heads(const qf_cpu_call *c, int64_t t, int64_t ahead, int64_
   for (int64_t h0 = 0; h0 < count; h0 += QV_W) {
     const int n = count - h0 < QV_W ? (int)(count - h0) : QV_W;
     for (int g = 0; g < n; g++) {
-      prefetch_input(p, c->es_in, ahead, (first + h0 + g) * D, D);
+      prefetch_ahead(&p->in[is_k], c->es_in, ahead, (h0 + g) * D, D, 0);
       prefetch_ahead(out, es_out, ahead, (h0 + g) * D, D, 1);
       if (next_dest) prefetch_cache_head(p, &p->k_cache, c->es_k_cache, h0 + g, nb, nr);
       input_cols(p, t, (first + h0 + g) * D, D, xg + g * D);
@@ -72,7 +72,7 @@ static void kv_heads(const qf_cpu_call *c, int64_t t, int64_t ahead, const float
   const int next_dest = dest_ahead(p, ahead, &nb, &nr);
   float x[HEAD_MAX];
   for (int64_t h = 0; h < p->Nkv; h++) {
-    prefetch_input(p, c->es_in, ahead, (p->Nq + p->Nkv + h) * D, D);
+    prefetch_ahead(&p->in[2], c->es_in, ahead, h * D, D, 0);
     prefetch_ahead(&p->v_out, c->es_v_out, ahead, h * D, D, 1);
     if (next_dest) prefetch_cache_head(p, &p->v_cache, c->es_v_cache, h, nb, nr);
     input_cols(p, t, (p->Nq + p->Nkv + h) * D, D, x);

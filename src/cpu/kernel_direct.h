@@ -147,8 +147,8 @@ static void head_direct(const qf_cpu_call *c, const void *src, qkvfuse_dtype dt,
 static void group_heads_direct(const qf_cpu_call *c, const head_group *gr, int64_t t, int64_t ahead, int norm,
                                const float *cos_r, const float *sin_r, int have_dest, int64_t block, int64_t row) {
   const qf_problem *p = c->p;
-  const int64_t D = p->D, first = gr->is_k ? p->Nq : 0;
-  const qf_mat *out = gr->is_k ? &p->k_out : &p->q_out;
+  const int64_t D = p->D;
+  const qf_mat *in = &p->in[gr->is_k], *out = gr->is_k ? &p->k_out : &p->q_out;
   const size_t es_out = gr->is_k ? c->es_k_out : c->es_q_out;
   char *dst = out->data ? row_ptr(out, t, es_out) : NULL;
   int64_t nb = 0, nr = 0;
@@ -156,7 +156,7 @@ static void group_heads_direct(const qf_cpu_call *c, const head_group *gr, int64
   float o[HEAD_MAX];
   for (int g = 0; g < gr->n; g++) {
     const int64_t h = gr->h0 + g;
-    prefetch_input(p, c->es_in, ahead, (first + h) * D, D);
+    prefetch_ahead(in, c->es_in, ahead, h * D, D, 0);
     prefetch_ahead(out, es_out, ahead, h * D, D, 1);
     if (next_dest) prefetch_cache_head(p, &p->k_cache, c->es_k_cache, h, nb, nr);
     head_direct(c, gr->src[g], p->in[0].dtype, norm, norm ? gr->inv[g] : 0.0f, gr->is_k ? c->k_gamma : c->q_gamma,

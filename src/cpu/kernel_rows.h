@@ -152,26 +152,34 @@ static void quant_row(void *dst, qkvfuse_dtype dt, qkvfuse_quant_mode mode, cons
 #if QV_W > 1
   uint8_t *q = (uint8_t *)dst; /* int8 and fp8: one byte per element */
   const float *s = (const float *)scale->data, *o = offset->data ? (const float *)offset->data : s;
-  const int per_channel = scale->n != 1 && group == 1, asym = mode == QKVFUSE_QUANT_INT8_ASYM;
-  while (i < n) {
-    /* [i, e): per channel, or channels of one scale element (all of them per
-       tensor, one kv head's per head), so that a vector has one scale */
-    int64_t e = n, k = 0;
-    if (scale->n != 1 && !per_channel) {
-      k = (ch0 + i) / group;
-      if ((k + 1) * group - ch0 < e) e = (k + 1) * group - ch0;
+  const int asym = mode == QKVFUSE_QUANT_INT8_ASYM;
+  if (scale->n != 1 && group == 1) { /* per channel: a vector of scales */
+    s += ch0, o += ch0;
+    if (mode == QKVFUSE_QUANT_FP8_E4M3)
+      for (; i + QV_W <= n; i += QV_W) qv_store_e4m3(q + i, qv_loadu(x + i), qv_loadu(s + i));
+    else if (mode == QKVFUSE_QUANT_FP8_E5M2)
+      for (; i + QV_W <= n; i += QV_W) qv_store_e5m2(q + i, qv_loadu(x + i), qv_loadu(s + i));
+    else
+      for (; i + QV_W <= n; i += QV_W)
+        qv_store_int8((int8_t *)q + i, qv_loadu(x + i), qv_loadu(s + i), qv_loadu(o + i), asym);
+  } else {
+    while (i < n) {
+      /* [i, e): the channels of one scale element (all of them per tensor,
+         one kv head's per head), so that a vector has one scale */
+      int64_t e = n, k = 0;
+      if (scale->n != 1) {
+        k = (ch0 + i) / group;
+        if ((k + 1) * group - ch0 < e) e = (k + 1) * group - ch0;
+      }
+      const qv s1 = qv_set1(s[k]), o1 = qv_set1(o[k]);
+      if (mode == QKVFUSE_QUANT_FP8_E4M3)
+        for (; i + QV_W <= e; i += QV_W) qv_store_e4m3(q + i, qv_loadu(x + i), s1);
+      else if (mode == QKVFUSE_QUANT_FP8_E5M2)
+        for (; i + QV_W <= e; i += QV_W) qv_store_e5m2(q + i, qv_loadu(x + i), s1);
+      else
+        for (; i + QV_W <= e; i += QV_W) qv_store_int8((int8_t *)q + i, qv_loadu(x + i), s1, o1, asym);
+      for (; i < e; i++) qf_stage_quant_store(dst, dt, i, x[i], mode, scale, offset, ch0 + i, group);
     }
-    const qv s1 = qv_set1(s[k]), o1 = qv_set1(o[k]);
-    if (mode == QKVFUSE_QUANT_FP8_E4M3) {
-      for (; i + QV_W <= e; i += QV_W) qv_store_e4m3(q + i, qv_loadu(x + i), per_channel ? qv_loadu(s + ch0 + i) : s1);
-    } else if (mode == QKVFUSE_QUANT_FP8_E5M2) {
-      for (; i + QV_W <= e; i += QV_W) qv_store_e5m2(q + i, qv_loadu(x + i), per_channel ? qv_loadu(s + ch0 + i) : s1);
-    } else {
-      for (; i + QV_W <= e; i += QV_W)
-        qv_store_int8((int8_t *)q + i, qv_loadu(x + i), per_channel ? qv_loadu(s + ch0 + i) : s1,
-                      per_channel ? qv_loadu(o + ch0 + i) : o1, asym);
-    }
-    for (; i < e; i++) qf_stage_quant_store(dst, dt, i, x[i], mode, scale, offset, ch0 + i, group);
   }
 #endif
   for (; i < n; i++) qf_stage_quant_store(dst, dt, i, x[i], mode, scale, offset, ch0 + i, group);

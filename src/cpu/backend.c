@@ -2,14 +2,13 @@
 /* The CPU backend's driver: plan (ISA and threads) and run (tokens to
  * threads). The kernels (kernels.h) do the math.
  *
- * Threads over tokens, dynamically: threads claim chunks of tokens from a
- * shared counter and do every head of each, so a slower core takes fewer.
+ * Threads over tokens, dynamically: threads claim token runs from a shared
+ * counter and do every head of each, so a slower core takes fewer.
  * With a paged, paged_hnd or nz cache, the k and v heads (k_out, v_out and
  * the cache rows) of a token go instead to the thread that owns the token's
  * cache slot (a hash of slot / 16; the slot is block * block_size + row of
  * qf_token_dest, from slot_mapping or the page table alike), which does them
- * after its chunks in
- * increasing token order: all writes to one slot come from one thread in
+ * after its token runs in increasing token order: all writes to one slot come from one thread in
  * token order, so with duplicate slots the later token wins, as on the
  * reference (docs/API.md). No reduction is ever split across threads, so the
  * result does not depend on the thread count or the schedule. */
@@ -28,7 +27,7 @@
 /* Below this many input elements per thread, a thread costs more than it saves. */
 #define QF_CPU_MIN_ELEMS_PER_THREAD (1 << 15)
 /* Tokens per claim of the dynamic schedule (fewer when T is small). */
-#define QF_CPU_CHUNK_TOKENS 16
+#define QF_CPU_RUN_TOKENS 16
 
 static const char *const backend_names[QF_CPU_ISA_COUNT] = {"cpu-scalar", "cpu-avx2", "cpu-avx512", "cpu-avx512bf16"};
 
@@ -67,7 +66,7 @@ typedef struct cpu_job {
   const qf_cpu_kernels *k;
   qf_cpu_call call;
   int by_slot;        /* with several threads, k/v of tokens with a paged/nz slot go to the slot's owner */
-  int64_t chunk;      /* tokens per claim of the dynamic schedule */
+  int64_t run;        /* tokens per claim of the dynamic schedule */
   atomic_llong claim; /* the first token not yet claimed */
 } cpu_job;
 
@@ -81,15 +80,15 @@ static int slot_owner(const qf_problem *p, int64_t block, int64_t row, int n) {
   return (int)(key % (uint64_t)n);
 }
 
-/* Claim the next chunk: [*c0, *c1), empty at the end. */
+/* Claim the next token run: [*c0, *c1), empty at the end. */
 static void claim(cpu_job *j, int64_t *c0, int64_t *c1) {
   const int64_t T = j->call.p->T;
-  *c0 = (int64_t)atomic_fetch_add(&j->claim, (long long)j->chunk);
+  *c0 = (int64_t)atomic_fetch_add(&j->claim, (long long)j->run);
   if (*c0 > T) *c0 = T;
-  *c1 = *c0 + j->chunk < T ? *c0 + j->chunk : T;
+  *c1 = *c0 + j->run < T ? *c0 + j->run : T;
 }
 
-/* Phase 1, dynamic: chunks of tokens claimed from a shared counter, so a
+/* Phase 1, dynamic: token runs claimed from a shared counter, so a
  * thread that runs slower (a busy core) takes fewer. Every head of each
  * token, or with by_slot only the q heads (and k/v of skipped tokens). */
 static void run_claimed(cpu_job *j, int by_slot) {
@@ -99,7 +98,7 @@ static void run_claimed(cpu_job *j, int by_slot) {
   int64_t c0, c1, n0, n1;
   claim(j, &c0, &c1);
   while (c0 < c1) {
-    claim(j, &n0, &n1); /* one chunk ahead, so the prefetch crosses chunk boundaries */
+    claim(j, &n0, &n1); /* one run ahead, so the prefetch crosses run boundaries */
     for (int64_t t = c0; t < c1; t++) {
       int64_t ahead = t + QF_CPU_PREFETCH_TOKENS;
       if (ahead >= c1) ahead = n0 + (ahead - c1) < n1 ? n0 + (ahead - c1) : -1;
@@ -155,9 +154,9 @@ static qkvfuse_status cpu_run(const qkvfuse_plan *plan, const qf_problem *p, voi
   if (n > by_work) n = by_work > 1 ? by_work : 1;
   /* the contiguous layout cannot have duplicate destinations: no slot owners */
   j.by_slot = p->k_cache.data && p->desc->cache_layout != QKVFUSE_CACHE_CONTIGUOUS;
-  j.chunk = p->T / (4 * n);
-  if (j.chunk > QF_CPU_CHUNK_TOKENS) j.chunk = QF_CPU_CHUNK_TOKENS;
-  if (j.chunk < 1) j.chunk = 1;
+  j.run = p->T / (4 * n);
+  if (j.run > QF_CPU_RUN_TOKENS) j.run = QF_CPU_RUN_TOKENS;
+  if (j.run < 1) j.run = 1;
   atomic_init(&j.claim, 0);
   qf_pool_run(cpu_worker, &j, (int)n);
   return QKVFUSE_SUCCESS;

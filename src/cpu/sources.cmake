@@ -1,5 +1,5 @@
 # SPDX-License-Identifier: Apache-2.0
-# The optimized CPU backend (issue 4): included by the top-level CMakeLists.txt
+# The optimized CPU backend: included by the top-level CMakeLists.txt
 # before the library is created. The driver (isa.c, backend.c, pool.c) and the
 # portable kernels build with the project's flags; each ISA's kernels get their
 # own instruction-set flags and are only called after a run-time CPUID check,

@@ -9,11 +9,13 @@
 # the build's python3 had torch) scripts/gpu-check.sh built (BUILD, default
 # build-gpu) and the machine's torch, numpy and pytest (no network needed).
 #
-#   scripts/gpu-python.sh [test] [example] [bench] [peers]   (default: all four)
+#   scripts/gpu-python.sh [test] [example] [bench] [peers] [transformers]   (default: all five)
 #
 # peers: python/bench/bench_peers.py, qkvfuse.compat against the peers' own
 # calls; the FlashInfer wheels travel in .whl/ (scripts/peer-wheels.sh) and
-# are installed into /tmp/qkvfuse-peer-site first.
+# are installed into /tmp/qkvfuse-peer-site first. transformers:
+# python/bench/bench_transformers.py, a transformers model's forward patched
+# by qkvfuse.integrations.transformers against unpatched (eager, compile).
 #
 # Logs and plots go under $OUT (default /tmp/qkvfuse-gpu-python); a summary
 # goes to stdout and $OUT/summary.txt. Each part runs on its own (one failing
@@ -28,7 +30,7 @@ BUILD=${BUILD:-build-gpu}
 PY=${PYTHON:-python3}
 mkdir -p "$OUT"
 steps=("$@")
-[ ${#steps[@]} -eq 0 ] && steps=(test example bench peers)
+[ ${#steps[@]} -eq 0 ] && steps=(test example bench peers transformers)
 has() { local s; for s in "${steps[@]}"; do [ "$s" = "$1" ] && return 0; done; return 1; }
 note() { echo "== $*" | tee -a "$OUT/summary.txt"; }
 status=0
@@ -138,6 +140,17 @@ if has peers; then
   note "bench_peers rc=$rc"
   cat "$OUT/bench-peers.txt"
   grep -v "^ *$" "$OUT/bench-peers.err" | tail -8
+  [ $rc -ne 0 ] && status=1
+fi
+if has transformers; then
+  set -x
+  timeout "${BENCH_TIMEOUT:-900}" "$PY" python/bench/bench_transformers.py --json-out "$OUT/bench-transformers.jsonl" \
+    >"$OUT/bench-transformers.txt" 2>"$OUT/bench-transformers.err"
+  rc=$?
+  { set +x; } 2>/dev/null
+  note "bench_transformers rc=$rc"
+  cat "$OUT/bench-transformers.txt"
+  grep -v "^ *$" "$OUT/bench-transformers.err" | tail -8
   [ $rc -ne 0 ] && status=1
 fi
 note "done: status $status; logs in $OUT"

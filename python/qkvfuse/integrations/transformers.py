@@ -1,0 +1,255 @@
+# SPDX-License-Identifier: Apache-2.0
+"""Hugging Face transformers models with their attention prologue in one
+qkvfuse call.
+
+    from qkvfuse.integrations import transformers as qkvfuse_tf
+    qkvfuse_tf.patch(model)      # every attention layer it can serve
+    model.generate(...)          # transformers' own code, prologue fused
+    qkvfuse_tf.unpatch(model)
+
+What changes in a patched layer: the per-head q/k RMSNorm (where the model
+has one) and RoPE become one ``torch.ops.qkvfuse.run`` call on the
+projections' outputs. The RoPE uses the cos and sin the model's rotary
+embedding computed for this forward, so the model's own rope type,
+scaling, partial rotary factor and position ids hold as they are.
+Everything else (projections, caches, masks, attention implementations,
+``generate()``) stays transformers' code.
+
+How: in the modeling module of a patched family, ``apply_rotary_pos_emb``
+is wrapped; a patched layer's ``q_norm``/``k_norm`` pass their input
+through, and while the layer's forward runs, the wrapped function does the
+norm and RoPE of that layer in one call. Outside a patched layer the
+wrapper calls the original. A call qkvfuse cannot take (autograd needs
+the graph, rows that are not evenly strided) runs the original norm and
+RoPE, so results never depend on that choice beyond rounding.
+
+A model whose layers cannot be served is left unpatched, with a warning
+that names the reason.
+"""
+from __future__ import annotations
+
+import importlib
+import sys
+import warnings
+import weakref
+
+import torch
+
+from .. import _binding
+
+__all__ = ["FAMILIES", "patch", "unpatch", "patched_layers"]
+
+# attention class -> (modeling module, rope style, norm weights with a (1 + w) offset)
+FAMILIES = {
+    "LlamaAttention": ("llama", "neox", False),
+    "MistralAttention": ("mistral", "neox", False),
+    "Qwen2Attention": ("qwen2", "neox", False),
+    "Qwen3Attention": ("qwen3", "neox", False),
+    "Gemma2Attention": ("gemma2", "neox", True),
+    "Gemma3Attention": ("gemma3", "neox", True),
+    "Phi3Attention": ("phi3", "neox", False),
+    "Glm4Attention": ("glm4", "interleaved", False),
+}
+_DTYPES = (torch.float32, torch.float16, torch.bfloat16)
+_MAX_HEAD_DIM = 512
+_NO_SCALING = [1.0, 0.0, 1.0, 4.0, 32.0, 1.0, 1.0, 1.0]
+
+_active = [None]   # the patched attention layer whose forward is running
+_originals = {}    # modeling module name -> its own apply_rotary_pos_emb
+_layers = weakref.WeakSet()  # every patched layer
+
+
+def _modeling(family):
+    return importlib.import_module("transformers.models.%s.modeling_%s" % (family, family))
+
+
+def _norm_eps(norm):
+    for name in ("variance_epsilon", "eps"):
+        if hasattr(norm, name):
+            return float(getattr(norm, name))
+    return None
+
+
+def _unservable(layer, family_entry):
+    """Why this layer cannot be patched (a sentence), or None."""
+    family, _, _ = family_entry
+    head_dim = getattr(layer, "head_dim", None)
+    if not isinstance(head_dim, int) or head_dim <= 0:
+        return "its head_dim is not a positive int"
+    if head_dim % 2 or head_dim > _MAX_HEAD_DIM:
+        return "head_dim %d is not even or above %d" % (head_dim, _MAX_HEAD_DIM)
+    norms = [getattr(layer, n, None) for n in ("q_norm", "k_norm")]
+    if (norms[0] is None) != (norms[1] is None):
+        return "it normalizes only one of q and k"
+    for n in norms:
+        if n is not None and (getattr(n, "weight", None) is None or n.weight.shape != (head_dim,)
+                              or _norm_eps(n) is None):
+            return "its q/k norm is not a per-head RMSNorm with a [head_dim] weight and an eps"
+    try:
+        mod = _modeling(family)
+    except ImportError as e:
+        return "transformers.models.%s cannot be imported (%s)" % (family, e)
+    if not callable(getattr(mod, "apply_rotary_pos_emb", None)):
+        return "transformers.models.%s has no apply_rotary_pos_emb" % family
+    if _binding.OPS is None:
+        return "the torch.ops.qkvfuse operators are not registered"
+    return None
+
+
+def _pass_through(self, x):
+    return x
+
+
+def _forward_of(layer):
+    own = type(layer).forward
+
+    def forward(*args, **kwargs):
+        outer = _active[0]
+        _active[0] = layer
+        try:
+            return own(layer, *args, **kwargs)
+        finally:
+            _active[0] = outer
+    return forward
+
+
+def _token_rows(x):
+    """x [B, S, N, D] as qkvfuse reads it: tokens as rows of one stride with
+    contiguous heads ([B, N, D] or [S, N, D] when S or B is 1), or None."""
+    b, s, n, d = x.shape
+    if s == 1 or b == 1:
+        x = x[:, 0] if s == 1 else x[0]
+    elif x.stride(0) != s * x.stride(1):
+        return None
+    return x if x.stride(-1) == 1 and (n == 1 or x.stride(-2) == d) else None
+
+
+def _original_norm_rope(layer, original, q, k, cos, sin, args, kwargs):
+    if getattr(layer, "q_norm", None) is not None:
+        q = type(layer.q_norm).forward(layer.q_norm, q)
+        k = type(layer.k_norm).forward(layer.k_norm, k)
+    return original(q, k, cos, sin, *args, **kwargs)
+
+
+def _fused(layer, style, offset, q, k, cos, sin):
+    """Norm + RoPE of q, k [B, N, S, D] with cos, sin [B, S, R] (the
+    family's own full-length tables) in one qkvfuse call; None when qkvfuse
+    cannot take the call."""
+    if (q.dim() != 4 or k.dim() != 4 or cos.dim() != 3 or q.dtype not in _DTYPES or k.dtype != q.dtype
+            or cos.dtype not in _DTYPES or sin.dtype != cos.dtype or q.device != cos.device
+            or (torch.is_grad_enabled() and (q.requires_grad or k.requires_grad))):
+        return None
+    qs, ks = q.transpose(1, 2), k.transpose(1, 2)  # [B, S, N, D], the projections' own rows
+    b, s, nq, d = qs.shape
+    nkv = ks.shape[2]
+    r = cos.shape[-1]
+    if (ks.shape[0] != b or ks.shape[1] != s or ks.shape[3] != d or cos.shape[0] not in (1, b)
+            or cos.shape[1] != s or r % 2 or r > d):
+        return None
+    qs, ks = _token_rows(qs), _token_rows(ks)
+    if qs is None or ks is None:
+        return None
+    if style == "interleaved":  # the family's table is (cos_0 .. cos_{R/2-1}) twice; pairs (2i, 2i+1)
+        cos = cos[..., : r // 2].repeat_interleave(2, dim=-1)
+        sin = sin[..., : r // 2].repeat_interleave(2, dim=-1)
+    if cos.shape[0] != b:  # one table row per token, so a batch shares it by a copy
+        cos, sin = cos.expand(b, s, r).contiguous(), sin.expand(b, s, r).contiguous()
+    cos, sin = cos.reshape(b * s, r), sin.reshape(b * s, r)
+    norm = getattr(layer, "q_norm", None) is not None
+    qg = layer.q_norm.weight if norm else None
+    kg = layer.k_norm.weight if norm else None
+    eps = _norm_eps(layer.q_norm) if norm else 1e-6
+    if norm and (_norm_eps(layer.k_norm) != eps or qg.device != q.device):
+        return None
+    out = _binding.OPS.run(
+        None, None, None, None, qg, kg, None, None, None, None, cos, sin, None, None, None, None, None, None, None,
+        None, nq, nkv, d, r, "cos_sin", style, 10000.0, "none", _NO_SCALING, eps, bool(offset), "auto", "auto",
+        "auto", "fused", "auto", 0, q.dtype, True, False, qs, ks, None, None, "none", None, None, None, None)
+    return out[0].view(b, s, nq, d).transpose(1, 2), out[1].view(b, s, nkv, d).transpose(1, 2)
+
+
+def _wrap_rope(family, style, offset):
+    mod = _modeling(family)
+    key = mod.__name__
+    if key in _originals:
+        return
+    original = mod.apply_rotary_pos_emb
+
+    def apply_rotary_pos_emb(q, k, cos, sin, *args, **kwargs):
+        layer = _active[0]
+        if layer is None or layer not in _layers:
+            return original(q, k, cos, sin, *args, **kwargs)
+        entry = FAMILIES[type(layer).__name__]
+        res = None
+        if not args and not kwargs:  # the models call it with the default unsqueeze_dim
+            res = _fused(layer, entry[1], entry[2], q, k, cos, sin)
+        if res is None:
+            res = _original_norm_rope(layer, original, q, k, cos, sin, args, kwargs)
+        return res
+
+    apply_rotary_pos_emb.__wrapped__ = original
+    _originals[key] = original
+    mod.apply_rotary_pos_emb = apply_rotary_pos_emb
+
+
+def _unwrap_unused():
+    live = {FAMILIES[type(l).__name__][0] for l in _layers}
+    for key in list(_originals):
+        family = key.rsplit("_", 1)[-1]
+        if family not in live:
+            sys.modules[key].apply_rotary_pos_emb = _originals.pop(key)
+
+
+def patch(model, *, warn: bool = True) -> list:
+    """Route the attention prologue of every layer of ``model`` that
+    qkvfuse can serve through one qkvfuse call. Returns the patched
+    layers' names; a layer it cannot serve stays as it was, with a
+    warning naming the reason (``warn=False``: silent). Idempotent."""
+    done = []
+    for name, layer in model.named_modules():
+        entry = FAMILIES.get(type(layer).__name__)
+        if entry is None:
+            if type(layer).__name__.endswith("Attention") and warn:
+                warnings.warn("qkvfuse: %s (%s) left unpatched: no qkvfuse patch for this attention class"
+                              % (name, type(layer).__name__), stacklevel=2)
+            continue
+        if layer in _layers:
+            done.append(name)
+            continue
+        why = _unservable(layer, entry)
+        if why is not None:
+            if warn:
+                warnings.warn("qkvfuse: %s (%s) left unpatched: %s" % (name, type(layer).__name__, why),
+                              stacklevel=2)
+            continue
+        _wrap_rope(*entry)
+        layer.forward = _forward_of(layer)
+        for n in ("q_norm", "k_norm"):
+            norm = getattr(layer, n, None)
+            if norm is not None:
+                norm.forward = _pass_through.__get__(norm)
+        _layers.add(layer)
+        done.append(name)
+    return done
+
+
+def unpatch(model) -> list:
+    """Undo :func:`patch` on every patched layer of ``model``; returns their names."""
+    undone = []
+    for name, layer in model.named_modules():
+        if layer not in _layers:
+            continue
+        _layers.discard(layer)
+        del layer.forward
+        for n in ("q_norm", "k_norm"):
+            norm = getattr(layer, n, None)
+            if norm is not None and "forward" in norm.__dict__:
+                del norm.forward
+        undone.append(name)
+    _unwrap_unused()
+    return undone
+
+
+def patched_layers(model) -> list:
+    """The names of the layers of ``model`` that :func:`patch` patched."""
+    return [name for name, layer in model.named_modules() if layer in _layers]

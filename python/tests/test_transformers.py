@@ -1,0 +1,226 @@
+# SPDX-License-Identifier: Apache-2.0
+"""qkvfuse.integrations.transformers on transformers' own model classes:
+for each family, a 2-layer model with GQA and the family's head dim and
+rope settings, built from a config in code (no downloads) with random
+weights, run patched and unpatched:
+
+- every attention layer is patched, and the patched forward calls the
+  qkvfuse operator once per layer (counted, so a silent fallback fails);
+- logits of a 64-token prefill and of 16 greedy decode steps (through
+  transformers' cache) differ between patched and unpatched by no more
+  than the unpatched model's own float32-vs-bf16 spread on the same input;
+- the greedy tokens are identical (in bf16 the paths may part only at a
+  near tie: top two logits within twice the spread), and so is
+  generate()'s output in float32;
+- unpatch restores the original functions exactly (bit-identical logits);
+- a patched model runs under torch.compile with the operator in its graph
+  (and under aot_eager, whose tracing runs the operators' fake kernels).
+
+float32 and bfloat16; CPU, and CUDA where present. Skipped without
+transformers."""
+import pytest
+
+torch = pytest.importorskip("torch")
+transformers = pytest.importorskip("transformers")
+
+from conftest import cuda_ok  # noqa: E402
+from qkvfuse import _binding  # noqa: E402
+from qkvfuse.integrations import transformers as qt  # noqa: E402
+
+COMMON = dict(vocab_size=256, num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2,
+              max_position_embeddings=512, intermediate_size=256, pad_token_id=0)
+
+
+def _configs():
+    """family -> (config class, model class, config arguments): each family's head dim and rope settings."""
+    t = transformers
+    out = {
+        "llama": ("LlamaConfig", "LlamaForCausalLM",
+                  dict(hidden_size=192, head_dim=128, rope_theta=500000.0,
+                       rope_scaling=dict(rope_type="llama3", factor=8.0, low_freq_factor=1.0,
+                                         high_freq_factor=4.0, original_max_position_embeddings=128))),
+        "mistral": ("MistralConfig", "MistralForCausalLM", dict(hidden_size=192, head_dim=128, rope_theta=1e6)),
+        "qwen2": ("Qwen2Config", "Qwen2ForCausalLM", dict(hidden_size=256, rope_theta=1e6)),  # qkv bias, D 64
+        "qwen3": ("Qwen3Config", "Qwen3ForCausalLM", dict(hidden_size=192, head_dim=128, rope_theta=1e6)),
+        "gemma2": ("Gemma2Config", "Gemma2ForCausalLM",
+                   dict(hidden_size=192, head_dim=256, query_pre_attn_scalar=256, sliding_window=32)),
+        "gemma3": ("Gemma3TextConfig", "Gemma3ForCausalLM",
+                   dict(hidden_size=192, head_dim=256, query_pre_attn_scalar=256, sliding_window=32,
+                        layer_types=["sliding_attention", "full_attention"])),
+        "phi3": ("Phi3Config", "Phi3ForCausalLM", dict(hidden_size=384, partial_rotary_factor=0.5)),  # D 96, R 48
+        "glm4": ("Glm4Config", "Glm4ForCausalLM", dict(hidden_size=192, head_dim=128, partial_rotary_factor=0.5)),
+    }
+    return {k: v for k, v in out.items() if hasattr(t, v[0]) and hasattr(t, v[1])}
+
+
+CONFIGS = _configs()
+DEVICES = ["cpu"] + (["cuda"] if cuda_ok() else [])
+
+
+def _model(family, dtype, device):
+    cfg_name, model_name, kw = CONFIGS[family]
+    cfg = getattr(transformers, cfg_name)(**COMMON, **kw)
+    cfg._attn_implementation = "eager"
+    torch.manual_seed(1234)
+    m = getattr(transformers, model_name)(cfg).eval()
+    with torch.no_grad():  # norm weights away from their initial ones, so that a lost norm shows
+        for mod in m.modules():
+            for n in ("q_norm", "k_norm"):
+                norm = getattr(mod, n, None)
+                if norm is not None:
+                    norm.weight.uniform_(-0.5, 0.5) if type(mod).__name__.startswith("Gemma") \
+                        else norm.weight.uniform_(0.5, 1.5)
+    return m.to(device=device, dtype=dtype)
+
+
+class _Counting:
+    """Stands in for _binding.OPS, counting calls of the run operator."""
+
+    def __init__(self, ops):
+        self._ops, self.calls = ops, 0
+
+    def __getattr__(self, name):
+        return getattr(self._ops, name)
+
+    def run(self, *a):
+        self.calls += 1
+        return self._ops.run(*a)
+
+
+def _greedy(m, ids, steps):
+    """Logits of the prefill and of each greedy step (through the model's cache), and the tokens."""
+    out = m(ids, use_cache=True)
+    logits, cache, toks = [out.logits[:, -1]], out.past_key_values, []
+    nxt = out.logits[:, -1].argmax(-1, keepdim=True)
+    for _ in range(steps):
+        toks.append(nxt)
+        out = m(nxt, past_key_values=cache, use_cache=True)
+        cache = out.past_key_values
+        logits.append(out.logits[:, -1])
+        nxt = out.logits[:, -1].argmax(-1, keepdim=True)
+    return out, torch.stack(logits).float(), torch.cat(toks, 1), m(ids).logits.float()
+
+
+def _same_greedy_path(tok1, tok0, dec0, spread, family):
+    """The patched greedy tokens equal the unpatched ones, except that the
+    paths may part at a step whose unpatched top two logits are within
+    twice the float32-vs-bf16 spread (a tie at bf16's precision)."""
+    for row in range(tok0.shape[0]):
+        differ = (tok1[row] != tok0[row]).nonzero()
+        if len(differ):
+            i = int(differ[0])
+            top = dec0[i, row].topk(2).values
+            assert (top[0] - top[1]).item() <= 2 * spread, (family, row, i, (top[0] - top[1]).item(), spread)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("family", sorted(CONFIGS))
+def test_family_patched_matches_unpatched(family, device, monkeypatch):
+    counting = _Counting(_binding.OPS)
+    monkeypatch.setattr(_binding, "OPS", counting)
+    ids = torch.randint(0, COMMON["vocab_size"], (2, 64), generator=torch.Generator().manual_seed(7)).to(device)
+    with torch.no_grad():
+        m32 = _model(family, torch.float32, device)
+        _, dec32, tok32, pre32 = _greedy(m32, ids, 16)
+        for dtype in (torch.float32, torch.bfloat16):
+            m = m32 if dtype == torch.float32 else _model(family, dtype, device)
+            _, dec0, tok0, pre0 = _greedy(m, ids, 16)
+            spread = max((pre0 - pre32).abs().max().item(), (dec0 - dec32).abs().max().item())
+            names = qt.patch(m)
+            n_attn = sum(1 for x in m.modules() if type(x).__name__ in qt.FAMILIES)
+            assert len(names) == n_attn == COMMON["num_hidden_layers"], names
+            counting.calls = 0
+            _, dec1, tok1, pre1 = _greedy(m, ids, 16)
+            # prefill + 16 steps + the full-sequence forward: one call per layer each
+            assert counting.calls == 18 * n_attn, counting.calls
+            gen1 = m.generate(ids[:1, :16], max_new_tokens=12, do_sample=False)
+            diff = max((pre1 - pre0).abs().max().item(), (dec1 - dec0).abs().max().item())
+            err1 = max((pre1 - pre32).abs().max().item(), (dec1 - dec32).abs().max().item())
+            if dtype == torch.float32:
+                assert diff <= 1e-4 * max(1.0, pre0.abs().max().item()), (family, diff)
+                assert torch.equal(tok1, tok0), family
+            else:
+                # as close to the float32 model as the unpatched bf16 model is (to a quarter of it),
+                # so within twice its spread of the unpatched bf16 logits
+                assert err1 <= 1.25 * spread and diff <= 2 * spread, (family, diff, err1, spread)
+                _same_greedy_path(tok1, tok0, dec0, spread, family)
+            assert qt.unpatch(m) == names and qt.patched_layers(m) == []
+            gen0 = m.generate(ids[:1, :16], max_new_tokens=12, do_sample=False)
+            assert gen1.shape == gen0.shape and torch.equal(gen1[:, :16], ids[:1, :16])
+            if dtype == torch.float32:
+                assert torch.equal(gen1, gen0), family
+            _, dec2, _, pre2 = _greedy(m, ids, 16)
+            assert torch.equal(pre2, pre0) and torch.equal(dec2, dec0)
+
+
+def test_patch_is_idempotent_and_leaves_other_models_alone():
+    family = sorted(CONFIGS)[0]
+    a, b = _model(family, torch.float32, "cpu"), _model(family, torch.float32, "cpu")
+    ids = torch.randint(0, COMMON["vocab_size"], (1, 8), generator=torch.Generator().manual_seed(3))
+    with torch.no_grad():
+        ref = b(ids).logits
+        assert qt.patch(a) == qt.patch(a)
+        counting = _Counting(_binding.OPS)
+        old, _binding.OPS = _binding.OPS, counting
+        try:
+            assert torch.equal(b(ids).logits, ref)  # b is not patched: the original code, no qkvfuse call
+            assert counting.calls == 0
+            a(ids)
+            assert counting.calls == COMMON["num_hidden_layers"]
+        finally:
+            _binding.OPS = old
+        qt.unpatch(a)
+
+
+def test_unservable_layer_is_left_with_a_warning():
+    family = "qwen3" if "qwen3" in CONFIGS else sorted(CONFIGS)[0]
+    m = _model(family, torch.float32, "cpu")
+    layer = m.model.layers[0].self_attn
+    layer.head_dim = 1024  # above the operator's limit
+    with pytest.warns(UserWarning, match=r"layers\.0\.self_attn .*left unpatched: head_dim 1024"):
+        names = qt.patch(m)
+    assert names == ["model.layers.1.self_attn"]
+    qt.unpatch(m)
+
+
+def test_autograd_runs_the_original_code():
+    family = "qwen3" if "qwen3" in CONFIGS else sorted(CONFIGS)[0]
+    m = _model(family, torch.float32, "cpu")
+    ids = torch.randint(0, COMMON["vocab_size"], (1, 8), generator=torch.Generator().manual_seed(5))
+    ref = m(ids).logits
+    qt.patch(m)
+    counting = _Counting(_binding.OPS)
+    old, _binding.OPS = _binding.OPS, counting
+    try:
+        out = m(ids).logits
+        out.sum().backward()  # the graph exists: the prologue ran transformers' own ops
+        assert counting.calls == 0
+        assert torch.allclose(out, ref, atol=1e-6)
+    finally:
+        _binding.OPS = old
+        qt.unpatch(m)
+
+
+def test_patched_model_compiles():
+    family = "qwen3" if "qwen3" in CONFIGS else sorted(CONFIGS)[0]
+    m = _model(family, torch.float32, "cpu")
+    ids = torch.randint(0, COMMON["vocab_size"], (2, 16), generator=torch.Generator().manual_seed(9))
+    with torch.no_grad():
+        ref = m(ids).logits
+        qt.patch(m)
+        try:
+            torch._dynamo.reset()
+            seen = []
+
+            def backend(gm, example_inputs):  # the traced graphs hold the qkvfuse operator
+                seen.extend(str(n.target) for n in gm.graph.nodes if n.op == "call_function" and "qkvfuse" in str(n.target))
+                return gm.forward
+            out = torch.compile(m, backend=backend)(ids).logits
+            assert len(seen) == COMMON["num_hidden_layers"], seen
+            torch._dynamo.reset()
+            out2 = torch.compile(m, backend="aot_eager")(ids).logits
+        finally:
+            qt.unpatch(m)
+            torch._dynamo.reset()
+    assert torch.allclose(out, ref, atol=1e-4), (out - ref).abs().max().item()
+    assert torch.allclose(out2, ref, atol=1e-4), (out2 - ref).abs().max().item()

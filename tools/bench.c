@@ -14,6 +14,7 @@
 #include "device.h"
 #include "json.h"
 #include "measure.h"
+#include "table.h"
 #include "tensors.h"
 
 #define MAX_TOKEN_COUNTS 32
@@ -90,6 +91,7 @@ typedef struct bench_options {
   const char *json_out; /* --json-out FILE */
   FILE *json_file;      /* its stream, open while the cases run */
   int reference;        /* also time the reference backend */
+  cli_table *table;     /* the rows, printed once all are measured (without --json) */
 } bench_options;
 
 /* ---- the three subjects ----------------------------------------------------------- */
@@ -150,31 +152,36 @@ static size_t rotate_bytes_of(const bench_case *c) { return (size_t)c->instances
 
 static size_t copy_rotate_bytes_of(const bench_case *c) { return (size_t)c->copy_instances * 2 * c->copy_stride; }
 
-static void print_header(int reference) {
-  printf("%-7s %-11s %7s %-8s %-9s %3s %9s %9s %10s %7s %7s %6s %10s %7s", "op", "preset", "tokens", "dtype",
-         "backend", "thr", "MB", "rot MB", "fused us", "GB/s", "copy", "%copy", "unfused us", "speedup");
-  printf(reference ? " %11s %7s\n" : "\n", "ref us", "vs ref");
-}
+/* The table's columns; the last two with --reference only. */
+static const char *const table_headers[] = {"op",       "preset", "tokens", "dtype", "backend", "thr",
+                                            "MB",       "rot MB", "fused us", "GB/s", "copy",  "%copy",
+                                            "unfused us", "speedup", "ref us", "vs ref"};
+static const char table_align[] = "llrllrrrrrrrrrrr";
 
-static void print_row(const bench_case *c, const bench_row *r) {
-  char unfused[24], speedup[24];
+static void table_row(cli_table *t, const bench_case *c, const bench_row *r) {
+  cli_table_cell(t, "%s", bench_op_name(c->spec.op));
+  cli_table_cell(t, "%s", c->spec.preset->name);
+  cli_table_cell(t, "%" PRId64, c->spec.tokens);
+  cli_table_cell(t, "%s", qkvfuse_dtype_name(c->spec.dtype));
+  cli_table_cell(t, "%s", qkvfuse_plan_backend_name(c->plan));
+  cli_table_cell(t, "%d", c->spec.threads);
+  cli_table_cell(t, "%.3f", (double)c->bytes / 1e6);
+  cli_table_cell(t, "%.3f", (double)rotate_bytes_of(c) / 1e6);
+  cli_table_cell(t, "%.2f", r->us);
+  cli_table_cell(t, "%.2f", gbps(c->bytes, r->us));
+  cli_table_cell(t, "%.2f", gbps(c->bytes, r->copy_us));
+  cli_table_cell(t, "%.0f%%", 100.0 * r->copy_us / r->us);
   if (isnan(r->unfused_us)) {
-    snprintf(unfused, sizeof unfused, "n/a");
-    snprintf(speedup, sizeof speedup, "n/a");
+    cli_table_cell(t, "n/a");
+    cli_table_cell(t, "n/a");
   } else {
-    snprintf(unfused, sizeof unfused, "%.2f", r->unfused_us);
-    snprintf(speedup, sizeof speedup, "%.2fx", r->unfused_us / r->us);
+    cli_table_cell(t, "%.2f", r->unfused_us);
+    cli_table_cell(t, "%.2fx", r->unfused_us / r->us);
   }
-  printf("%-7s %-11s %7" PRId64 " %-8s %-9s %3d %9.3f %9.3f %10.2f %7.2f %7.2f %5.0f%% %10s %7s",
-         bench_op_name(c->spec.op), c->spec.preset->name, c->spec.tokens, qkvfuse_dtype_name(c->spec.dtype),
-         qkvfuse_plan_backend_name(c->plan), c->spec.threads, (double)c->bytes / 1e6,
-         (double)rotate_bytes_of(c) / 1e6, r->us, gbps(c->bytes, r->us), gbps(c->bytes, r->copy_us),
-         100.0 * r->copy_us / r->us, unfused, speedup);
-  if (isnan(r->ref_us))
-    printf("\n");
-  else
-    printf(" %11.2f %6.2fx\n", r->ref_us, r->ref_us / r->us);
-  fflush(stdout);
+  if (t->columns > 14) {
+    cli_table_cell(t, "%.2f", r->ref_us);
+    cli_table_cell(t, "%.2fx", r->ref_us / r->us);
+  }
 }
 
 static void print_json(FILE *f, const bench_case *c, const bench_row *r) {
@@ -248,7 +255,7 @@ static int bench_one(const bench_options *o, const cli_device *dev, const bench_
     if (o->json)
       print_json(stdout, &c, &r);
     else
-      print_row(&c, &r);
+      table_row(o->table, &c, &r);
     if (o->json_file) print_json(o->json_file, &c, &r);
   }
   bench_case_free(&c);
@@ -403,8 +410,10 @@ int cli_bench(int argc, char **argv) {
            dev->name, o.threads, o.threads == 1 ? "" : "s", o.min_time, (double)rotate_bytes / 1e6,
            o.rotate_mb > 0 ? "--rotate-mb" : "twice the last-level cache",
            o.page_slots ? "pages (consecutive tokens per page)" : "tokens (a random slot each)");
-    print_header(o.reference);
   }
+  cli_table table;
+  cli_table_init(&table, o.reference ? 16 : 14, table_headers, table_align); /* the rows of every case */
+  o.table = &table;
   for (int i = 0; i < npresets; i++) {
     const cli_preset *ps = &presets[i];
     if (o.only && ps != o.only) continue;
@@ -422,7 +431,8 @@ int cli_bench(int argc, char **argv) {
         failures += bench_one(&o, dev, &spec, rotate_bytes);
       }
   }
-  if (!o.json)
+  if (!o.json) {
+    if (cli_table_print(&table, stdout) != 0) failures++;
     printf(
         "\nMB: bytes one call moves (inputs read once + outputs written once). rot MB: memory the calls cycle\n"
         "through. GB/s = MB / time. copy: GB/s of a memcpy of MB/2 (same read + write traffic). %%copy: copy\n"
@@ -430,6 +440,8 @@ int cli_bench(int argc, char **argv) {
         "%s",
         o.reference ? "ref us: the scalar reference backend (single-threaded) on the same tensors. vs ref: ref / fused.\n"
                     : "");
+  }
+  cli_table_free(&table);
   if (o.json_file) { /* a write that failed during the run, or the last flush */
     const int lost = ferror(o.json_file);
     const int closed = fclose(o.json_file) == 0, close_err = closed ? 0 : errno; /* errno: the close's failure only */

@@ -9,6 +9,7 @@
 #include "commands.h"
 #include "demo.h"
 #include "json.h"
+#include "table.h"
 #include "tensors.h"
 
 void cli_demo_usage(FILE *f) {
@@ -57,24 +58,31 @@ static void print_json(const demo_result *r) {
   cli_json_end(&j);
 }
 
-static void print_table(const demo_result *rows, int n) {
-  const char *fmt = "%-26s %-11s %-6s %6s %-8s %-9s %-11s %-26s %7s  %s\n";
-  printf(fmt, "op", "preset", "device", "tokens", "dtype", "backend", "norm", "cache", "max err", "result");
+static int print_table(const demo_result *rows, int n) {
+  static const char *const headers[] = {"op",      "preset", "device", "tokens",  "dtype",
+                                        "backend", "norm",   "cache",  "max err", "result"};
+  cli_table t;
+  cli_table_init(&t, 10, headers, "lllrllllrl");
   for (int i = 0; i < n; i++) {
     const demo_result *r = &rows[i];
-    char tokens[24], err[24];
-    snprintf(tokens, sizeof tokens, "%" PRId64, r->tokens);
+    cli_table_cell(&t, "%s", r->op);
+    cli_table_cell(&t, "%s", r->preset);
+    cli_table_cell(&t, "%s", r->device);
+    cli_table_cell(&t, "%" PRId64, r->tokens);
+    cli_table_cell(&t, "%s", qkvfuse_dtype_name(r->dtype));
+    cli_table_cell(&t, "%s", r->backend);
+    cli_table_cell(&t, "%s", r->norm);
+    cli_table_cell(&t, "%s", r->cache);
     if (r->skipped)
-      snprintf(err, sizeof err, "-");
+      cli_table_cell(&t, "-");
     else if (isfinite(r->max_err))
-      snprintf(err, sizeof err, "%g", r->max_err);
+      cli_table_cell(&t, "%g", r->max_err);
     else
-      snprintf(err, sizeof err, "inf");
-    printf(fmt, r->op, r->preset, r->device, tokens, qkvfuse_dtype_name(r->dtype), r->backend, r->norm, r->cache, err,
-           r->skipped ? "skip"
-           : r->ok    ? "ok"
-                      : "FAIL");
+      cli_table_cell(&t, "inf");
+    cli_table_cell(&t, "%s", r->skipped ? "skip" : r->ok ? "ok" : "FAIL");
   }
+  const int lost = cli_table_print(&t, stdout);
+  cli_table_free(&t);
   printf(
       "\nmax err: largest difference from the reference over all outputs, in steps of each output's dtype\n"
       "(ulps for floats, integer steps for int8). norm: model = the model's own q/k RMSNorm; synthetic =\n"
@@ -86,6 +94,7 @@ static void print_table(const demo_result *rows, int n) {
     if (!header++) printf("\nnotes:\n");
     printf("  %s / %s: %s\n", rows[i].op, rows[i].preset, rows[i].note);
   }
+  return lost;
 }
 
 /* The device --device names: auto is cuda when this build has CUDA and a
@@ -178,7 +187,7 @@ int cli_demo(int argc, char **argv) {
     n += 3;
   }
   if (!json) {
-    print_table(rows, n);
+    if (print_table(rows, n) != 0) failed++;
     printf("\n%d checks: %d passed, %d skipped, %d failed\n", n, n - failed - skipped, skipped, failed);
   }
   return failed ? 1 : 0;

@@ -206,3 +206,97 @@ if(EXISTS /dev/full) # every write fails (ENOSPC): exit 1, not a silent empty fi
     message(FATAL_ERROR "qkvfuse bench --json-out /dev/full: no message naming the file and the failure:\n${out_err}")
   endif()
 endif()
+
+# A table in `text`: its header is the line that starts with the first of
+# `headers`, its rows follow up to a blank line. Each column is aligned as
+# `aligns` says (one l or r per header): in every row, a left-aligned cell
+# starts where its header starts and a right-aligned one ends where its
+# header ends, a blank or the line's edge beside it.
+function(check_table what text headers aligns)
+  string(REPLACE ";" "," text "${text}")
+  string(REPLACE "\n" ";" lines "${text}")
+  list(GET headers 0 first)
+  set(state find)
+  set(nrows 0)
+  foreach(line IN LISTS lines)
+    if(state STREQUAL "find")
+      if(line MATCHES "^${first} ")
+        set(state rows)
+        set(header "${line}")
+        # each header's first and one-past-last offsets, searched left to right
+        set(starts "")
+        set(ends "")
+        set(pos 0)
+        foreach(h IN LISTS headers)
+          string(SUBSTRING "${line}" ${pos} -1 rest)
+          string(FIND "${rest}" "${h}" at)
+          if(at LESS 0)
+            message(FATAL_ERROR "${what}: no header '${h}' in: ${line}")
+          endif()
+          string(LENGTH "${h}" hlen)
+          math(EXPR start "${pos} + ${at}")
+          math(EXPR pos "${start} + ${hlen}")
+          list(APPEND starts ${start})
+          list(APPEND ends ${pos})
+        endforeach()
+      endif()
+      continue()
+    endif()
+    if(line STREQUAL "")
+      break()
+    endif()
+    math(EXPR nrows "${nrows} + 1")
+    string(LENGTH "${line}" len)
+    set(col 0)
+    foreach(h IN LISTS headers)
+      list(GET starts ${col} start)
+      list(GET ends ${col} end)
+      string(SUBSTRING "${aligns}" ${col} 1 align)
+      if(align STREQUAL "l")
+        set(at ${start})
+        math(EXPR beside "${start} - 1")
+      else()
+        math(EXPR at "${end} - 1")
+        set(beside ${end})
+      endif()
+      set(cell_char " ")
+      if(at LESS len)
+        string(SUBSTRING "${line}" ${at} 1 cell_char)
+      endif()
+      set(beside_char " ")
+      if(beside GREATER_EQUAL 0 AND beside LESS len)
+        string(SUBSTRING "${line}" ${beside} 1 beside_char)
+      endif()
+      if(cell_char STREQUAL " " OR NOT beside_char STREQUAL " ")
+        message(FATAL_ERROR "${what}: column '${h}' (aligned ${align}) is not in line with its header:\n"
+                            "  ${header}\n  ${line}") # indented: CMake keeps the blanks
+      endif()
+      math(EXPR col "${col} + 1")
+    endforeach()
+  endforeach()
+  if(nrows LESS 2)
+    message(FATAL_ERROR "${what}: ${nrows} table rows in:\n${text}")
+  endif()
+  message(STATUS "${what}: ${nrows} table rows in line with the header")
+endfunction()
+
+# The bench table with a backend name longer than its header (the scalar ISA,
+# forced), preset names and numbers of several widths, and the reference
+# columns: every column stays in line.
+execute_process(COMMAND ${CMAKE_COMMAND} -E env QKVFUSE_CPU_ISA=scalar
+                        ${QKVFUSE_CLI} bench --backend cpu --op split,cache --tokens 1,64 --min-time 0.001
+                        --rotate-mb 0.001 --reference
+  RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
+if(NOT rc EQUAL 0 OR NOT out MATCHES "\nsplit +gemma-3-12b +64 +bfloat16 +cpu-scalar ")
+  message(FATAL_ERROR "qkvfuse bench (scalar ISA): exit ${rc}, or no cpu-scalar row of gemma-3-12b:\n${out}\n${err}")
+endif()
+check_table("qkvfuse bench table" "${out}"
+  "op;preset;tokens;dtype;backend;thr;MB;rot MB;fused us;GB/s;copy;%copy;unfused us;speedup;ref us;vs ref"
+  "llrllrrrrrrrrrrr")
+execute_process(COMMAND ${CMAKE_COMMAND} -E env QKVFUSE_CPU_ISA=scalar ${QKVFUSE_CLI} demo --device cpu --tokens 8
+  RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
+if(NOT rc EQUAL 0 OR NOT out MATCHES " cpu-scalar ")
+  message(FATAL_ERROR "qkvfuse demo (scalar ISA): exit ${rc}, or no cpu-scalar row:\n${out}\n${err}")
+endif()
+check_table("qkvfuse demo table" "${out}" "op;preset;device;tokens;dtype;backend;norm;cache;max err;result"
+  "lllrllllrl")

@@ -1,54 +1,107 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* Option parsing (see args.h). */
+#define _GNU_SOURCE /* getopt_long */
 #include "args.h"
 
 #include <errno.h>
+#include <getopt.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-cli_args cli_args_make(int argc, char **argv) {
-  cli_args a = {argc, argv, 1, NULL, 0};
-  return a;
+/* getopt_long's val of options[i]; above every char, so that no short option collides */
+#define OPTION_VAL(i) (256 + (i))
+
+cli_parser cli_parser_make(const char *command, int argc, char **argv, const cli_option *options, int count) {
+  cli_parser p = {command, argc, argv, options, count < CLI_MAX_OPTIONS ? count : CLI_MAX_OPTIONS};
+  /* 0: a full reset of getopt's state in glibc, musl and the BSDs (before
+   * any other parse, 1 would do; 0 also forgets a previous one) */
+  optind = 0;
+  opterr = 0;
+  return p;
 }
 
-int cli_args_more(const cli_args *a) { return a->i < a->argc; }
-
-const char *cli_args_current(const cli_args *a) { return a->i < a->argc ? a->argv[a->i] : ""; }
-
-int cli_args_flag(cli_args *a, const char *name) {
-  if (a->i >= a->argc || strcmp(a->argv[a->i], name) != 0) return 0;
-  a->i++;
-  return 1;
+/* "--help" is every command's, besides its table. */
+static const char *option_name(const cli_parser *p, int val) {
+  return val == 'h' ? "help" : p->options[val - OPTION_VAL(0)].name;
 }
 
-int cli_args_option(cli_args *a, const char *name) {
-  if (a->i >= a->argc) return 0;
-  const char *arg = a->argv[a->i];
-  const size_t n = strlen(name);
-  if (strncmp(arg, name, n) != 0) return 0;
-  if (arg[n] == '=') {
-    a->value = arg + n + 1;
-    a->i++;
-    return 1;
+/* A long option that getopt_long refused without naming it: ambiguous (a
+ * prefix of two or more names) or unknown. */
+static int long_option_error(const cli_parser *p, const char *arg) {
+  const char *name = arg + 2, *eq = strchr(name, '=');
+  const size_t len = eq ? (size_t)(eq - name) : strlen(name);
+  char matches[256] = "";
+  int n = 0;
+  for (int i = -1; i < p->count; i++) {
+    const char *full = i < 0 ? "help" : p->options[i].name;
+    if (len == 0 || strncmp(full, name, len) != 0) continue;
+    const size_t used = strlen(matches);
+    snprintf(matches + used, sizeof matches - used, "%s--%s", n ? ", " : "", full);
+    n++;
   }
-  if (arg[n] != '\0') return 0;
-  if (a->i + 1 >= a->argc) {
-    a->missing_value = 1;
-    a->value = NULL;
-    a->i++;
-    return 1;
+  if (n < 2) return cli_usage_error(p->command, "unknown option", arg);
+  char msg[300];
+  snprintf(msg, sizeof msg, "ambiguous option (%s)", matches);
+  return cli_usage_error(p->command, msg, arg);
+}
+
+int cli_next_option(cli_parser *p, const char **value) {
+  *value = NULL;
+  const int next = optind > 0 ? optind : 1; /* the argument getopt_long looks at next */
+  if (next < p->argc) {
+    /* -h is the only short option: any other "-x..." is one unknown option,
+     * named whole (getopt_long would name its first letter only) */
+    const char *arg = p->argv[next];
+    if (arg[0] == '-' && arg[1] != '\0' && arg[1] != '-' && strcmp(arg, "-h") != 0)
+      return cli_usage_error(p->command, "unknown option", arg), CLI_OPT_ERROR;
   }
-  a->value = a->argv[a->i + 1];
-  a->i += 2;
-  return 1;
+  struct option longopts[CLI_MAX_OPTIONS + 2];
+  for (int i = 0; i < p->count; i++)
+    longopts[i] = (struct option){p->options[i].name, p->options[i].has_value ? required_argument : no_argument,
+                                  NULL, OPTION_VAL(i)};
+  longopts[p->count] = (struct option){"help", no_argument, NULL, 'h'};
+  longopts[p->count + 1] = (struct option){NULL, 0, NULL, 0};
+  /* "+": stop at the first argument that is no option (it is refused below);
+   * ":": a missing value is answered ':' rather than '?' */
+  const int c = getopt_long(p->argc, p->argv, "+:h", longopts, NULL);
+  if (c == -1) {
+    if (optind < p->argc) return cli_usage_error(p->command, "unexpected argument", p->argv[optind]), CLI_OPT_ERROR;
+    return CLI_OPT_END;
+  }
+  if (c == 'h') return CLI_OPT_HELP;
+  if (c >= OPTION_VAL(0) && c < OPTION_VAL(p->count)) {
+    *value = optarg;
+    return c - OPTION_VAL(0);
+  }
+  if (c == ':' && optopt >= OPTION_VAL(0) && optopt < OPTION_VAL(p->count)) /* optopt: the option lacking its value */
+    return cli_option_error(p, optopt - OPTION_VAL(0), NULL), CLI_OPT_ERROR;
+  /* '?': the refused argument is the one just consumed */
+  const char *arg = p->argv[optind - 1];
+  if (optopt == 'h' || (optopt >= OPTION_VAL(0) && optopt < OPTION_VAL(p->count))) {
+    char msg[80];
+    snprintf(msg, sizeof msg, "--%s takes no value", option_name(p, optopt));
+    return cli_usage_error(p->command, msg, arg), CLI_OPT_ERROR;
+  }
+  if (optopt != 0) {
+    char opt[3] = {'-', (char)optopt, '\0'};
+    return cli_usage_error(p->command, "unknown option", opt), CLI_OPT_ERROR;
+  }
+  return long_option_error(p, arg), CLI_OPT_ERROR;
+}
+
+int cli_option_error(const cli_parser *p, int index, const char *value) {
+  char msg[320];
+  snprintf(msg, sizeof msg, "--%s needs %s", p->options[index].name, p->options[index].needs);
+  return cli_usage_error(p->command, msg, value);
 }
 
 int cli_usage_error(const char *command, const char *msg, const char *arg) {
   const char *sp = command ? " " : "", *cmd = command ? command : "";
-  fprintf(stderr, "qkvfuse%s%s: %s%s%s\nsee 'qkvfuse%s%s --help'\n", sp, cmd, msg, arg ? ": " : "", arg ? arg : "",
-          sp, cmd);
+  const char *shown = arg && arg[0] == '\0' ? "''" : arg; /* an empty value, visibly */
+  fprintf(stderr, "qkvfuse%s%s: %s%s%s\nsee 'qkvfuse%s%s --help'\n", sp, cmd, msg, arg ? ": " : "",
+          shown ? shown : "", sp, cmd);
   return 2;
 }
 

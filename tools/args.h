@@ -1,30 +1,47 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* Command-line option parsing shared by the commands: "--name value" or
- * "--name=value", strict number parsing, comma-separated lists. */
+/* Command-line option parsing shared by the commands: getopt_long over a
+ * command's option table ("--name value" and "--name=value"), one-line usage
+ * errors, strict number parsing, comma-separated lists. */
 #ifndef QKVFUSE_TOOLS_ARGS_H
 #define QKVFUSE_TOOLS_ARGS_H
 
 #include <stdint.h>
 
-typedef struct cli_args {
+/* One long option of a command. */
+typedef struct cli_option {
+  const char *name;  /* without the dashes: "tokens" */
+  int has_value;     /* 1: takes a value ("--tokens 8", "--tokens=8") */
+  const char *needs; /* what the value must be, for "--NAME needs NEEDS[: VALUE]" */
+} cli_option;
+
+#define CLI_MAX_OPTIONS 24
+
+/* A command's parse of its own argv (argv[0] is the command name). */
+typedef struct cli_parser {
+  const char *command; /* "bench", "demo", ...: the prefix of its messages */
   int argc;
   char **argv;
-  int i;             /* the argument being looked at */
-  const char *value; /* the value of the last matched option */
-  int missing_value; /* set when an option that takes a value had none */
-} cli_args;
+  const cli_option *options;
+  int count;
+} cli_parser;
 
-/* Start after the command name (argv[0] is the command). */
-cli_args cli_args_make(int argc, char **argv);
-/* 1 while arguments remain. */
-int cli_args_more(const cli_args *a);
-/* 1 (and advance) if the current argument is the flag `name` ("--json"). */
-int cli_args_flag(cli_args *a, const char *name);
-/* 1 (and advance, a->value set) if the current argument is option `name`
- * with a value; sets a->missing_value when the value is absent. */
-int cli_args_option(cli_args *a, const char *name);
-/* The current argument (for "unknown option" messages). */
-const char *cli_args_current(const cli_args *a);
+enum {
+  CLI_OPT_END = -1,   /* no options remain (and no other argument) */
+  CLI_OPT_HELP = -2,  /* --help or -h */
+  CLI_OPT_ERROR = -3, /* a usage error, already printed: exit 2 */
+};
+
+/* Start parsing argv with getopt_long (it resets getopt's state). */
+cli_parser cli_parser_make(const char *command, int argc, char **argv, const cli_option *options, int count);
+
+/* The next option: its index in options (*value: its value, or NULL when it
+ * takes none), CLI_OPT_END, CLI_OPT_HELP, or CLI_OPT_ERROR after a one-line
+ * usage error for an unknown or ambiguous option, a missing value, a value
+ * given to an option that takes none, or an argument that is no option. */
+int cli_next_option(cli_parser *p, const char **value);
+
+/* The usage error "--NAME needs NEEDS[: value]" of option `index`. @return 2. */
+int cli_option_error(const cli_parser *p, int index, const char *value);
 
 /* A usage error: one line on stderr, "qkvfuse <command>: <msg>[: <arg>]",
  * and a hint to the command's --help (the help itself is not printed, so

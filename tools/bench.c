@@ -14,6 +14,7 @@
 #include "device.h"
 #include "json.h"
 #include "measure.h"
+#include "table.h"
 #include "tensors.h"
 
 #define MAX_TOKEN_COUNTS 32
@@ -90,6 +91,7 @@ typedef struct bench_options {
   const char *json_out; /* --json-out FILE */
   FILE *json_file;      /* its stream, open while the cases run */
   int reference;        /* also time the reference backend */
+  cli_table *table;     /* the rows, printed once all are measured (without --json) */
 } bench_options;
 
 /* ---- the three subjects ----------------------------------------------------------- */
@@ -150,31 +152,36 @@ static size_t rotate_bytes_of(const bench_case *c) { return (size_t)c->instances
 
 static size_t copy_rotate_bytes_of(const bench_case *c) { return (size_t)c->copy_instances * 2 * c->copy_stride; }
 
-static void print_header(int reference) {
-  printf("%-7s %-11s %7s %-8s %-9s %3s %9s %9s %10s %7s %7s %6s %10s %7s", "op", "preset", "tokens", "dtype",
-         "backend", "thr", "MB", "rot MB", "fused us", "GB/s", "copy", "%copy", "unfused us", "speedup");
-  printf(reference ? " %11s %7s\n" : "\n", "ref us", "vs ref");
-}
+/* The table's columns; the last two with --reference only. */
+static const char *const table_headers[] = {"op",       "preset", "tokens", "dtype", "backend", "thr",
+                                            "MB",       "rot MB", "fused us", "GB/s", "copy",  "%copy",
+                                            "unfused us", "speedup", "ref us", "vs ref"};
+static const char table_align[] = "llrllrrrrrrrrrrr";
 
-static void print_row(const bench_case *c, const bench_row *r) {
-  char unfused[24], speedup[24];
+static void table_row(cli_table *t, const bench_case *c, const bench_row *r) {
+  cli_table_cell(t, "%s", bench_op_name(c->spec.op));
+  cli_table_cell(t, "%s", c->spec.preset->name);
+  cli_table_cell(t, "%" PRId64, c->spec.tokens);
+  cli_table_cell(t, "%s", qkvfuse_dtype_name(c->spec.dtype));
+  cli_table_cell(t, "%s", qkvfuse_plan_backend_name(c->plan));
+  cli_table_cell(t, "%d", c->spec.threads);
+  cli_table_cell(t, "%.3f", (double)c->bytes / 1e6);
+  cli_table_cell(t, "%.3f", (double)rotate_bytes_of(c) / 1e6);
+  cli_table_cell(t, "%.2f", r->us);
+  cli_table_cell(t, "%.2f", gbps(c->bytes, r->us));
+  cli_table_cell(t, "%.2f", gbps(c->bytes, r->copy_us));
+  cli_table_cell(t, "%.0f%%", 100.0 * r->copy_us / r->us);
   if (isnan(r->unfused_us)) {
-    snprintf(unfused, sizeof unfused, "n/a");
-    snprintf(speedup, sizeof speedup, "n/a");
+    cli_table_cell(t, "n/a");
+    cli_table_cell(t, "n/a");
   } else {
-    snprintf(unfused, sizeof unfused, "%.2f", r->unfused_us);
-    snprintf(speedup, sizeof speedup, "%.2fx", r->unfused_us / r->us);
+    cli_table_cell(t, "%.2f", r->unfused_us);
+    cli_table_cell(t, "%.2fx", r->unfused_us / r->us);
   }
-  printf("%-7s %-11s %7" PRId64 " %-8s %-9s %3d %9.3f %9.3f %10.2f %7.2f %7.2f %5.0f%% %10s %7s",
-         bench_op_name(c->spec.op), c->spec.preset->name, c->spec.tokens, qkvfuse_dtype_name(c->spec.dtype),
-         qkvfuse_plan_backend_name(c->plan), c->spec.threads, (double)c->bytes / 1e6,
-         (double)rotate_bytes_of(c) / 1e6, r->us, gbps(c->bytes, r->us), gbps(c->bytes, r->copy_us),
-         100.0 * r->copy_us / r->us, unfused, speedup);
-  if (isnan(r->ref_us))
-    printf("\n");
-  else
-    printf(" %11.2f %6.2fx\n", r->ref_us, r->ref_us / r->us);
-  fflush(stdout);
+  if (t->columns > 14) {
+    cli_table_cell(t, "%.2f", r->ref_us);
+    cli_table_cell(t, "%.2fx", r->ref_us / r->us);
+  }
 }
 
 static void print_json(FILE *f, const bench_case *c, const bench_row *r) {
@@ -248,16 +255,16 @@ static int bench_one(const bench_options *o, const cli_device *dev, const bench_
     if (o->json)
       print_json(stdout, &c, &r);
     else
-      print_row(&c, &r);
+      table_row(o->table, &c, &r);
     if (o->json_file) print_json(o->json_file, &c, &r);
   }
   bench_case_free(&c);
   return failed;
 }
 
-/* --device cuda on a build or machine without one, and unknown devices. */
-static int device_unavailable(const char *name) {
-  if (strcmp(name, "cuda") != 0) return usage_error("unknown device (cpu or cuda)", name);
+/* --device cuda on a build or machine without one (the parser takes no other
+ * name that the device table can lack). */
+static int device_unavailable(void) {
   qkvfuse_desc d = QKVFUSE_DESC_INIT;
   d.num_q_heads = d.num_kv_heads = 1;
   d.head_dim = 128;
@@ -274,6 +281,25 @@ static int device_unavailable(const char *name) {
   return 1;
 }
 
+enum {
+  OPT_JSON,
+  OPT_JSON_OUT,
+  OPT_REFERENCE,
+  OPT_PRESET,
+  OPT_TOKENS,
+  OPT_OP,
+  OPT_DTYPE,
+  OPT_BACKEND,
+  OPT_THREADS,
+  OPT_DEVICE,
+  OPT_MIN_TIME,
+  OPT_ROTATE_MB,
+  OPT_SLOTS,
+  OPT_SEED,
+  OPT_COUNT
+};
+
+/* @return 0, or -1 with *exit_code set: 0 after --help, 2 after a usage error. */
 static int parse_options(int argc, char **argv, bench_options *o, int *exit_code) {
   memset(o, 0, sizeof *o);
   o->nops = BENCH_OP_COUNT;
@@ -284,80 +310,109 @@ static int parse_options(int argc, char **argv, bench_options *o, int *exit_code
   o->device = "cpu";
   o->min_time = 0.2;
   o->seed = 1;
-  cli_args a = cli_args_make(argc, argv);
-  while (cli_args_more(&a)) {
+  char presets_needed[300], ops_needed[200], unknown_op[200], unknown_preset[300];
+  snprintf(presets_needed, sizeof presets_needed, "a preset name (the presets: %s)", cli_preset_names());
+  snprintf(ops_needed, sizeof ops_needed, "a comma-separated list of variants (the variants: %s)", bench_op_names());
+  snprintf(unknown_op, sizeof unknown_op, "--op: unknown variant (the variants: %s)", bench_op_names());
+  snprintf(unknown_preset, sizeof unknown_preset, "--preset: unknown preset (the presets: %s)", cli_preset_names());
+  const cli_option options[OPT_COUNT] = {
+      [OPT_JSON] = {"json", 0, NULL},
+      [OPT_JSON_OUT] = {"json-out", 1, "a file name"},
+      [OPT_REFERENCE] = {"reference", 0, NULL},
+      [OPT_PRESET] = {"preset", 1, presets_needed},
+      [OPT_TOKENS] = {"tokens", 1, "a comma-separated list of integers in 1..1048576"},
+      [OPT_OP] = {"op", 1, ops_needed},
+      [OPT_DTYPE] = {"dtype", 1, "bfloat16, float16 or float32"},
+      [OPT_BACKEND] = {"backend", 1, "auto, reference, cpu or cuda"},
+      [OPT_THREADS] = {"threads", 1, "an integer in 1..256"},
+      [OPT_DEVICE] = {"device", 1, "cpu or cuda"},
+      [OPT_MIN_TIME] = {"min-time", 1, "seconds in 0.001..60"},
+      [OPT_ROTATE_MB] = {"rotate-mb", 1, "a number of MB > 0 and <= 1000000"},
+      [OPT_SLOTS] = {"slots", 1, "tokens or pages"},
+      [OPT_SEED] = {"seed", 1, "a non-negative integer"},
+  };
+  cli_parser p = cli_parser_make("bench", argc, argv, options, OPT_COUNT);
+  for (;;) {
+    const char *value;
+    const int opt = cli_next_option(&p, &value);
     int64_t v;
-    if (cli_args_flag(&a, "--help") || cli_args_flag(&a, "-h")) {
+    if (opt == CLI_OPT_END) break;
+    if (opt == CLI_OPT_HELP) {
       cli_bench_usage(stdout);
       return *exit_code = 0, -1;
-    } else if (cli_args_flag(&a, "--json")) {
+    }
+    if (opt == CLI_OPT_ERROR) return *exit_code = 2, -1;
+    int bad = 0; /* the value is not what the option needs */
+    switch (opt) {
+    case OPT_JSON:
       o->json = 1;
-    } else if (cli_args_option(&a, "--json-out")) {
-      if (a.missing_value || a.value[0] == '\0') return *exit_code = usage_error("--json-out needs a file name", NULL), -1;
-      o->json_out = a.value;
-    } else if (cli_args_flag(&a, "--reference")) {
+      break;
+    case OPT_JSON_OUT:
+      bad = value[0] == '\0';
+      o->json_out = value;
+      break;
+    case OPT_REFERENCE:
       o->reference = 1;
-    } else if (cli_args_option(&a, "--preset")) {
-      if (a.missing_value || (o->only = cli_preset_find(a.value)) == NULL)
-        return *exit_code = usage_error("unknown preset", a.value), -1;
-    } else if (cli_args_option(&a, "--tokens")) {
-      if (a.missing_value || cli_parse_i64_list(a.value, 1, 1 << 20, o->tokens, MAX_TOKEN_COUNTS, &o->ntokens) != 0)
-        return *exit_code = usage_error("--tokens needs a comma-separated list of integers in 1..1048576", a.value), -1;
-    } else if (cli_args_option(&a, "--op")) {
-      char list[64], unknown[160];
-      snprintf(unknown, sizeof unknown, "--op: unknown variant (the variants: %s)", bench_op_names());
-      if (a.missing_value) return *exit_code = usage_error(unknown, "(no value)"), -1;
-      if (strlen(a.value) >= sizeof list) return *exit_code = usage_error("--op: list too long", a.value), -1;
-      strcpy(list, a.value);
+      break;
+    case OPT_PRESET:
+      if ((o->only = cli_preset_find(value)) == NULL) return *exit_code = usage_error(unknown_preset, value), -1;
+      break;
+    case OPT_TOKENS:
+      bad = cli_parse_i64_list(value, 1, 1 << 20, o->tokens, MAX_TOKEN_COUNTS, &o->ntokens) != 0;
+      break;
+    case OPT_OP: {
+      char list[64];
+      if (strlen(value) >= sizeof list) return *exit_code = usage_error("--op: list too long", value), -1;
+      strcpy(list, value);
       o->nops = 0;
-      for (char *p = list, *comma; p; p = comma ? comma + 1 : NULL) {
-        if ((comma = strchr(p, ','))) *comma = '\0';
-        const int op = bench_op_parse(p);
-        if (op < 0) return *exit_code = usage_error(unknown, p), -1;
+      for (char *q = list, *comma; q; q = comma ? comma + 1 : NULL) {
+        if ((comma = strchr(q, ','))) *comma = '\0';
+        const int op = bench_op_parse(q);
+        if (op < 0) return *exit_code = usage_error(unknown_op, q), -1;
         for (int k = 0; k < o->nops; k++)
-          if (o->ops[k] == op) return *exit_code = usage_error("--op: variant given twice", p), -1;
+          if (o->ops[k] == op) return *exit_code = usage_error("--op: variant given twice", q), -1;
         o->ops[o->nops++] = op;
       }
-    } else if (cli_args_option(&a, "--dtype")) {
-      if (a.missing_value || (o->dtype = cli_float_dtype_parse(a.value)) == QKVFUSE_DTYPE_NONE)
-        return *exit_code = usage_error("--dtype needs bfloat16, float16 or float32", a.value), -1;
-    } else if (cli_args_option(&a, "--backend")) {
-      if (a.missing_value) return *exit_code = usage_error("--backend needs auto, reference, cpu or cuda", NULL), -1;
-      if (strcmp(a.value, "auto") == 0)
+      break;
+    }
+    case OPT_DTYPE:
+      bad = (o->dtype = cli_float_dtype_parse(value)) == QKVFUSE_DTYPE_NONE;
+      break;
+    case OPT_BACKEND:
+      if (strcmp(value, "auto") == 0)
         o->backend = QKVFUSE_BACKEND_AUTO;
-      else if (strcmp(a.value, "reference") == 0)
+      else if (strcmp(value, "reference") == 0)
         o->backend = QKVFUSE_BACKEND_REFERENCE;
-      else if (strcmp(a.value, "cpu") == 0)
+      else if (strcmp(value, "cpu") == 0)
         o->backend = QKVFUSE_BACKEND_CPU;
-      else if (strcmp(a.value, "cuda") == 0)
+      else if (strcmp(value, "cuda") == 0)
         o->backend = QKVFUSE_BACKEND_CUDA;
       else
-        return *exit_code = usage_error("--backend needs auto, reference, cpu or cuda", a.value), -1;
-    } else if (cli_args_option(&a, "--threads")) {
-      if (a.missing_value || cli_parse_i64(a.value, 1, 256, &v) != 0)
-        return *exit_code = usage_error("--threads needs an integer in 1..256", a.value), -1;
-      o->threads = (int)v;
-    } else if (cli_args_option(&a, "--device")) {
-      if (a.missing_value) return *exit_code = usage_error("--device needs a device name (cpu)", NULL), -1;
-      o->device = a.value;
-    } else if (cli_args_option(&a, "--min-time")) {
-      if (a.missing_value || cli_parse_double(a.value, 0.001, 60.0, &o->min_time) != 0)
-        return *exit_code = usage_error("--min-time needs seconds in 0.001..60", a.value), -1;
-    } else if (cli_args_option(&a, "--rotate-mb")) {
+        bad = 1;
+      break;
+    case OPT_THREADS:
+      if (!(bad = cli_parse_i64(value, 1, 256, &v) != 0)) o->threads = (int)v;
+      break;
+    case OPT_DEVICE:
+      bad = strcmp(value, "cpu") != 0 && strcmp(value, "cuda") != 0;
+      o->device = value;
+      break;
+    case OPT_MIN_TIME:
+      bad = cli_parse_double(value, 0.001, 60.0, &o->min_time) != 0;
+      break;
+    case OPT_ROTATE_MB:
       /* 0 stands for "not given" (the default span): a 0 given is refused, not read as the default */
-      if (a.missing_value || cli_parse_double(a.value, 0.0, 1e6, &o->rotate_mb) != 0 || !(o->rotate_mb > 0))
-        return *exit_code = usage_error("--rotate-mb needs a number of MB > 0 and <= 1000000", a.value), -1;
-    } else if (cli_args_option(&a, "--slots")) {
-      if (a.missing_value || (strcmp(a.value, "tokens") != 0 && strcmp(a.value, "pages") != 0))
-        return *exit_code = usage_error("--slots needs tokens or pages", a.value), -1;
-      o->page_slots = strcmp(a.value, "pages") == 0;
-    } else if (cli_args_option(&a, "--seed")) {
-      if (a.missing_value || cli_parse_i64(a.value, 0, INT64_MAX, &v) != 0)
-        return *exit_code = usage_error("--seed needs a non-negative integer", a.value), -1;
-      o->seed = (uint64_t)v;
-    } else {
-      return *exit_code = usage_error("unknown option", cli_args_current(&a)), -1;
+      bad = cli_parse_double(value, 0.0, 1e6, &o->rotate_mb) != 0 || !(o->rotate_mb > 0);
+      break;
+    case OPT_SLOTS:
+      bad = strcmp(value, "tokens") != 0 && strcmp(value, "pages") != 0;
+      o->page_slots = strcmp(value, "pages") == 0;
+      break;
+    case OPT_SEED:
+      if (!(bad = cli_parse_i64(value, 0, INT64_MAX, &v) != 0)) o->seed = (uint64_t)v;
+      break;
     }
+    if (bad) return *exit_code = cli_option_error(&p, opt, value), -1;
   }
   if (o->ntokens == 0) { /* no --tokens: decode to prefill sizes, the GPU's up to a long prompt */
     static const int64_t cpu_tokens[] = {1, 16, 512, 4096}, cuda_tokens[] = {1, 8, 64, 512, 4096, 32768};
@@ -373,7 +428,7 @@ int cli_bench(int argc, char **argv) {
   int code = 0;
   if (parse_options(argc, argv, &o, &code) != 0) return code;
   const cli_device *dev = cli_device_find(o.device);
-  if (dev == NULL) return device_unavailable(o.device);
+  if (dev == NULL) return device_unavailable();
   const size_t rotate_bytes = o.rotate_mb > 0 ? (size_t)(o.rotate_mb * 1e6) : 2 * dev->llc_bytes();
   if (o.reference && dev->type != QKVFUSE_DEVICE_CPU) return usage_error("--reference needs --device cpu", NULL);
 
@@ -403,8 +458,10 @@ int cli_bench(int argc, char **argv) {
            dev->name, o.threads, o.threads == 1 ? "" : "s", o.min_time, (double)rotate_bytes / 1e6,
            o.rotate_mb > 0 ? "--rotate-mb" : "twice the last-level cache",
            o.page_slots ? "pages (consecutive tokens per page)" : "tokens (a random slot each)");
-    print_header(o.reference);
   }
+  cli_table table;
+  cli_table_init(&table, o.reference ? 16 : 14, table_headers, table_align); /* the rows of every case */
+  o.table = &table;
   for (int i = 0; i < npresets; i++) {
     const cli_preset *ps = &presets[i];
     if (o.only && ps != o.only) continue;
@@ -422,7 +479,8 @@ int cli_bench(int argc, char **argv) {
         failures += bench_one(&o, dev, &spec, rotate_bytes);
       }
   }
-  if (!o.json)
+  if (!o.json) {
+    if (cli_table_print(&table, stdout) != 0) failures++;
     printf(
         "\nMB: bytes one call moves (inputs read once + outputs written once). rot MB: memory the calls cycle\n"
         "through. GB/s = MB / time. copy: GB/s of a memcpy of MB/2 (same read + write traffic). %%copy: copy\n"
@@ -430,6 +488,8 @@ int cli_bench(int argc, char **argv) {
         "%s",
         o.reference ? "ref us: the scalar reference backend (single-threaded) on the same tensors. vs ref: ref / fused.\n"
                     : "");
+  }
+  cli_table_free(&table);
   if (o.json_file) { /* a write that failed during the run, or the last flush */
     const int lost = ferror(o.json_file);
     const int closed = fclose(o.json_file) == 0, close_err = closed ? 0 : errno; /* errno: the close's failure only */

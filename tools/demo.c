@@ -9,6 +9,7 @@
 #include "commands.h"
 #include "demo.h"
 #include "json.h"
+#include "table.h"
 #include "tensors.h"
 
 void cli_demo_usage(FILE *f) {
@@ -57,24 +58,31 @@ static void print_json(const demo_result *r) {
   cli_json_end(&j);
 }
 
-static void print_table(const demo_result *rows, int n) {
-  const char *fmt = "%-26s %-11s %-6s %6s %-8s %-9s %-11s %-26s %7s  %s\n";
-  printf(fmt, "op", "preset", "device", "tokens", "dtype", "backend", "norm", "cache", "max err", "result");
+static int print_table(const demo_result *rows, int n) {
+  static const char *const headers[] = {"op",      "preset", "device", "tokens",  "dtype",
+                                        "backend", "norm",   "cache",  "max err", "result"};
+  cli_table t;
+  cli_table_init(&t, 10, headers, "lllrllllrl");
   for (int i = 0; i < n; i++) {
     const demo_result *r = &rows[i];
-    char tokens[24], err[24];
-    snprintf(tokens, sizeof tokens, "%" PRId64, r->tokens);
+    cli_table_cell(&t, "%s", r->op);
+    cli_table_cell(&t, "%s", r->preset);
+    cli_table_cell(&t, "%s", r->device);
+    cli_table_cell(&t, "%" PRId64, r->tokens);
+    cli_table_cell(&t, "%s", qkvfuse_dtype_name(r->dtype));
+    cli_table_cell(&t, "%s", r->backend);
+    cli_table_cell(&t, "%s", r->norm);
+    cli_table_cell(&t, "%s", r->cache);
     if (r->skipped)
-      snprintf(err, sizeof err, "-");
+      cli_table_cell(&t, "-");
     else if (isfinite(r->max_err))
-      snprintf(err, sizeof err, "%g", r->max_err);
+      cli_table_cell(&t, "%g", r->max_err);
     else
-      snprintf(err, sizeof err, "inf");
-    printf(fmt, r->op, r->preset, r->device, tokens, qkvfuse_dtype_name(r->dtype), r->backend, r->norm, r->cache, err,
-           r->skipped ? "skip"
-           : r->ok    ? "ok"
-                      : "FAIL");
+      cli_table_cell(&t, "inf");
+    cli_table_cell(&t, "%s", r->skipped ? "skip" : r->ok ? "ok" : "FAIL");
   }
+  const int lost = cli_table_print(&t, stdout);
+  cli_table_free(&t);
   printf(
       "\nmax err: largest difference from the reference over all outputs, in steps of each output's dtype\n"
       "(ulps for floats, integer steps for int8). norm: model = the model's own q/k RMSNorm; synthetic =\n"
@@ -86,20 +94,17 @@ static void print_table(const demo_result *rows, int n) {
     if (!header++) printf("\nnotes:\n");
     printf("  %s / %s: %s\n", rows[i].op, rows[i].preset, rows[i].note);
   }
+  return lost;
 }
 
-/* The device --device names: auto is cuda when this build has CUDA and a
- * GPU is usable, else cpu. NULL (message printed, *exit_code set) when it
- * names no device or cuda is not usable here. */
+/* The device --device names (auto, cpu or cuda: the parser took no other):
+ * auto is cuda when this build has CUDA and a GPU is usable, else cpu. NULL
+ * (message printed, *exit_code set) when cuda is not usable here. */
 static const cli_device *choose_device(const char *name, int *exit_code) {
   const cli_device *dev = NULL;
   if (strcmp(name, "auto") == 0) {
     dev = cli_device_cuda();
     return dev ? dev : cli_device_find("cpu");
-  }
-  if (strcmp(name, "cpu") != 0 && strcmp(name, "cuda") != 0) {
-    *exit_code = usage_error("--device needs auto, cpu or cuda", name);
-    return NULL;
   }
   if ((dev = cli_device_find(name)) != NULL) return dev;
   /* The library says why it has no CUDA plan (a build without CUDA, no
@@ -121,37 +126,58 @@ static const cli_device *choose_device(const char *name, int *exit_code) {
   return NULL;
 }
 
+enum { OPT_JSON, OPT_DEVICE, OPT_PRESET, OPT_TOKENS, OPT_SEED, OPT_DTYPE, OPT_COUNT };
+
 int cli_demo(int argc, char **argv) {
   demo_config cfg = {.tokens = 64, .seed = 1, .dtype = QKVFUSE_DTYPE_BFLOAT16};
   const cli_preset *only = NULL;
   const char *device = "auto";
   int json = 0;
-  cli_args a = cli_args_make(argc, argv);
-  while (cli_args_more(&a)) {
+  char presets_needed[300], unknown_preset[300];
+  snprintf(presets_needed, sizeof presets_needed, "a preset name (the presets: %s)", cli_preset_names());
+  snprintf(unknown_preset, sizeof unknown_preset, "--preset: unknown preset (the presets: %s)", cli_preset_names());
+  const cli_option options[OPT_COUNT] = {
+      [OPT_JSON] = {"json", 0, NULL},
+      [OPT_DEVICE] = {"device", 1, "auto, cpu or cuda"},
+      [OPT_PRESET] = {"preset", 1, presets_needed},
+      [OPT_TOKENS] = {"tokens", 1, "an integer in 1..65536"},
+      [OPT_SEED] = {"seed", 1, "a non-negative integer"},
+      [OPT_DTYPE] = {"dtype", 1, "bfloat16, float16 or float32"},
+  };
+  cli_parser p = cli_parser_make("demo", argc, argv, options, OPT_COUNT);
+  for (;;) {
+    const char *value;
+    const int opt = cli_next_option(&p, &value);
     int64_t v;
-    if (cli_args_flag(&a, "--help") || cli_args_flag(&a, "-h")) {
+    if (opt == CLI_OPT_END) break;
+    if (opt == CLI_OPT_HELP) {
       cli_demo_usage(stdout);
       return 0;
-    } else if (cli_args_flag(&a, "--json")) {
-      json = 1;
-    } else if (cli_args_option(&a, "--device")) {
-      if (a.missing_value) return usage_error("--device needs auto, cpu or cuda", NULL);
-      device = a.value;
-    } else if (cli_args_option(&a, "--preset")) {
-      if (a.missing_value || (only = cli_preset_find(a.value)) == NULL) return usage_error("unknown preset", a.value);
-    } else if (cli_args_option(&a, "--tokens")) {
-      if (a.missing_value || cli_parse_i64(a.value, 1, 65536, &cfg.tokens) != 0)
-        return usage_error("--tokens needs an integer in 1..65536", a.value);
-    } else if (cli_args_option(&a, "--seed")) {
-      if (a.missing_value || cli_parse_i64(a.value, 0, INT64_MAX, &v) != 0)
-        return usage_error("--seed needs a non-negative integer", a.value);
-      cfg.seed = (uint64_t)v;
-    } else if (cli_args_option(&a, "--dtype")) {
-      if (a.missing_value || (cfg.dtype = cli_float_dtype_parse(a.value)) == QKVFUSE_DTYPE_NONE)
-        return usage_error("--dtype needs bfloat16, float16 or float32", a.value);
-    } else {
-      return usage_error("unknown option", cli_args_current(&a));
     }
+    if (opt == CLI_OPT_ERROR) return 2;
+    int bad = 0; /* the value is not what the option needs */
+    switch (opt) {
+    case OPT_JSON:
+      json = 1;
+      break;
+    case OPT_DEVICE:
+      bad = strcmp(value, "auto") != 0 && strcmp(value, "cpu") != 0 && strcmp(value, "cuda") != 0;
+      device = value;
+      break;
+    case OPT_PRESET:
+      if ((only = cli_preset_find(value)) == NULL) return usage_error(unknown_preset, value);
+      break;
+    case OPT_TOKENS:
+      bad = cli_parse_i64(value, 1, 65536, &cfg.tokens) != 0;
+      break;
+    case OPT_SEED:
+      if (!(bad = cli_parse_i64(value, 0, INT64_MAX, &v) != 0)) cfg.seed = (uint64_t)v;
+      break;
+    case OPT_DTYPE:
+      bad = (cfg.dtype = cli_float_dtype_parse(value)) == QKVFUSE_DTYPE_NONE;
+      break;
+    }
+    if (bad) return cli_option_error(&p, opt, value);
   }
   int exit_code = 0;
   if ((cfg.dev = choose_device(device, &exit_code)) == NULL) return exit_code;
@@ -178,7 +204,7 @@ int cli_demo(int argc, char **argv) {
     n += 3;
   }
   if (!json) {
-    print_table(rows, n);
+    if (print_table(rows, n) != 0) failed++;
     printf("\n%d checks: %d passed, %d skipped, %d failed\n", n, n - failed - skipped, skipped, failed);
   }
   return failed ? 1 : 0;

@@ -1,5 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* qkvfuse: the command-line tool. Dispatches to a command. */
+/* qkvfuse: the command-line tool. Dispatches to a command, which parses its
+ * own options. */
 #include <stdio.h>
 #include <string.h>
 
@@ -23,17 +24,22 @@ static void usage(FILE *f) {
           "Run 'qkvfuse <command> --help' for a command's options.\n");
 }
 
-static int version(int argc, char **argv) {
-  if (argc > 1) {
-    if (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0) {
-      printf(
+static void version_usage(FILE *f) {
+  fprintf(f,
           "usage: qkvfuse version\n\nPrints the version of the CLI and of the linked library, what the library\n"
           "was built with (qkvfuse_build_info: CUDA version and architectures, CPU ISA levels), and the\n"
           "backend that the auto backend picks on the CPU.\n");
-      return 0;
-    }
-    return cli_usage_error("version", "unknown option", argv[1]);
+}
+
+static int version(int argc, char **argv) {
+  const char *value;
+  cli_parser p = cli_parser_make("version", argc, argv, NULL, 0);
+  const int opt = cli_next_option(&p, &value);
+  if (opt == CLI_OPT_HELP) {
+    version_usage(stdout);
+    return 0;
   }
+  if (opt != CLI_OPT_END) return 2; /* the parser has no option of its own to return: an error */
   const unsigned v = qkvfuse_version_number();
   printf("qkvfuse %d.%d.%d (library %u.%u.%u)\n", QKVFUSE_VERSION_MAJOR, QKVFUSE_VERSION_MINOR, QKVFUSE_VERSION_PATCH,
          v / 10000, v / 100 % 100, v % 100);
@@ -60,10 +66,12 @@ int main(int argc, char **argv) {
   if (argc < 2) return cli_usage_error(NULL, "a command is needed (demo, bench, version or help)", NULL);
   const char *cmd = argv[1];
   if (strcmp(cmd, "--help") == 0 || strcmp(cmd, "-h") == 0) {
+    if (argc > 2) return cli_usage_error(NULL, "unexpected argument", argv[2]);
     usage(stdout);
     return 0;
   }
   if (strcmp(cmd, "help") == 0) {
+    if (argc > 3) return cli_usage_error(NULL, "help: unexpected argument", argv[3]);
     if (argc == 2)
       usage(stdout);
     else if (strcmp(argv[2], "demo") == 0)
@@ -71,7 +79,7 @@ int main(int argc, char **argv) {
     else if (strcmp(argv[2], "bench") == 0)
       cli_bench_usage(stdout);
     else if (strcmp(argv[2], "version") == 0)
-      printf("usage: qkvfuse version\n");
+      version_usage(stdout);
     else
       return cli_usage_error(NULL, "help: unknown command", argv[2]);
     return 0;
@@ -79,5 +87,6 @@ int main(int argc, char **argv) {
   if (strcmp(cmd, "--version") == 0 || strcmp(cmd, "version") == 0) return version(argc - 1, argv + 1);
   if (strcmp(cmd, "demo") == 0) return cli_demo(argc - 1, argv + 1);
   if (strcmp(cmd, "bench") == 0) return cli_bench(argc - 1, argv + 1);
+  if (cmd[0] == '-' && cmd[1] != '\0') return cli_usage_error(NULL, "unknown option", cmd);
   return cli_usage_error(NULL, "unknown command", cmd);
 }

@@ -580,17 +580,19 @@ QKVFUSE_API qkvfuse_status qkvfuse_qkv_rmsnorm_rope_cache(
  * @param scale_v        like scale_k
  * @param offset_k       like scale_k, or NULL (symmetric)
  * @param offset_v       like scale_k, or NULL
- * @param weight_scale   [H] float32; required iff x is int32
- * @param activation_scale [B*S] float32 or NULL; int32 x only
- * @param bias           [H] float32/float16/bfloat16/int32 or NULL; int32 x only
+ * @param weight_scale   [H] float32; required when x is int32; with float x ignored (not read or
+ *                       checked: the seed says it has no effect), so it may be given or NULL
+ * @param activation_scale [B*S] float32 or NULL; with float x ignored, as weight_scale
+ * @param bias           [H] float32/float16/bfloat16/int32 or NULL; with float x ignored, as weight_scale
  * @param size_splits    {Nq*D, Nkv*D, Nkv*D}
  * @param quant_mode     "static" (NULL means it)
  * @param layout         "BSND" (NULL means it)
  * @param kv_output      1: write k_out and v_out (which must then be given)
  * @param cache_mode     "contiguous" (NULL means it) or "page"
  * @param q_out          [B, S, Nq, D] or [B, Nq, D] (any collapsible view of [T, Nq*D]); dtype of cos
- * @param k_out          [T, Nkv*D] or NULL when kv_output is 0
- * @param v_out          [T, Nkv*D] or NULL when kv_output is 0
+ * @param k_out          [T, Nkv*D]; when kv_output is 0 ignored (not read, checked or written), so
+ *                       NULL or the seed's zero-element kOut
+ * @param v_out          [T, Nkv*D]; when kv_output is 0 ignored, as k_out
  */
 QKVFUSE_API qkvfuse_status qkvfuse_dequant_rope_quant_kvcache(
     const qkvfuse_tensor *x, const qkvfuse_tensor *cos, const qkvfuse_tensor *sin,

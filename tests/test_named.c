@@ -28,6 +28,7 @@ typedef struct named_ctx {
   const int64_t *qkv_size_p, *head_nums_p, *size_splits_p;
   const qkvfuse_tensor *q_before; /* OP_CACHE: q_out_before_quant */
   const qkvfuse_tensor *k_extra, *v_extra; /* outputs passed although the flag is 0 */
+  const qkvfuse_tensor *ignored;  /* OP_DEQUANT, float x: passed as weight_scale, activation_scale and bias */
   int drop_k_out, drop_v_out;     /* pass NULL for k/v outputs although the flag is 1 */
 } named_ctx;
 
@@ -52,8 +53,10 @@ static qkvfuse_status run_named(tk_case *c, const qkvfuse_args *a, qkvfuse_backe
                                             x->flag, a->error_flags, c->dev->stream);
     default:
       return qkvfuse_dequant_rope_quant_kvcache(a->qkv, a->cos, a->sin, a->k_cache, a->v_cache, a->slot_mapping,
-                                                a->k_scale, a->v_scale, a->k_offset, a->v_offset, a->weight_scale,
-                                                a->act_scale, a->bias, x->size_splits_p, x->quant_mode, x->layout,
+                                                a->k_scale, a->v_scale, a->k_offset, a->v_offset,
+                                                x->ignored ? x->ignored : a->weight_scale,
+                                                x->ignored ? x->ignored : a->act_scale,
+                                                x->ignored ? x->ignored : a->bias, x->size_splits_p, x->quant_mode, x->layout,
                                                 x->flag, x->cache_mode, a->q_out, ko, vo, a->error_flags,
                                                 c->dev->stream);
   }
@@ -224,6 +227,15 @@ static void one_case(int op, uint64_t seed, qkvfuse_backend be, int verbose) {
     x.k_extra = poison_like(&c2, TK_K_OUT, dev, &kx);
     x.v_extra = poison_like(&c2, TK_V_OUT, dev, &vx);
     tk_case_free(&c2);
+  }
+  /* dequant scales given with float x: the seed says they have no effect, so they are
+     neither read nor checked (a wrong shape, and host memory on any device) */
+  static const float unread[5] = {0};
+  qkvfuse_tensor ignored;
+  if (op == OP_DEQUANT && s.qkv_dt != QKVFUSE_DTYPE_INT32 && tk_rng_chance(&r, 0.5)) {
+    qkvfuse_tensor_init(&ignored, (void *)unread, QKVFUSE_DTYPE_FLOAT32, 1, (const int64_t[]){5});
+    ignored.device_type = dev->type, ignored.device_id = dev->id;
+    x.ignored = &ignored;
   }
   tk_stats st;
   memset(&st, 0, sizeof st);

@@ -1230,9 +1230,9 @@ std::tuple<Tensor, Tensor, Tensor> dequant_alloc(const Tensor &x, const Tensor &
                                                  at::ScalarType dt, bool kv_output) {
   auto shapes = dequant_shapes(x, k_cache, ss);
   auto opts = dense_on(x).dtype(dt);
-  const std::vector<c10::SymInt> e{c10::SymInt(0)};
-  return {at::empty_symint(shapes.first, opts), at::empty_symint(kv_output ? shapes.second : e, opts),
-          at::empty_symint(kv_output ? shapes.second : e, opts)};
+  if (!kv_output) shapes.second[0] = c10::SymInt(0); // the seed's empty kOut, vOut: the first dim 0
+  return {at::empty_symint(shapes.first, opts), at::empty_symint(shapes.second, opts),
+          at::empty_symint(shapes.second, opts)};
 }
 
 void dequant_call(const Tensor &x, const Tensor &cos, const Tensor &sin, const Tensor &k_cache, const Tensor &v_cache,
@@ -1241,6 +1241,10 @@ void dequant_call(const Tensor &x, const Tensor &cos, const Tensor &sin, const T
                   const OptTensor &bias, c10::IntArrayRef size_splits, Str quant_mode, Str layout, bool kv_output,
                   Str cache_mode, const Tensor &q_out, const OptTensor &k_out, const OptTensor &v_out,
                   const OptTensor &error_flags) {
+  // ignored, neither described nor checked, as the library ignores them: the scales with float x
+  // (the seed: no effect) and the k/v outputs without kv_output
+  const OptTensor none;
+  const bool dequant = x.scalar_type() == at::kInt;
   Described<16> d;
   d.add("x", x);
   d.add("cos", cos);
@@ -1252,12 +1256,12 @@ void dequant_call(const Tensor &x, const Tensor &cos, const Tensor &sin, const T
   d.add("scale_v", scale_v);
   d.add("offset_k", offset_k);
   d.add("offset_v", offset_v);
-  d.add("weight_scale", weight_scale);
-  d.add("activation_scale", activation_scale);
-  d.add("bias", bias);
+  d.add("weight_scale", dequant ? weight_scale : none);
+  d.add("activation_scale", dequant ? activation_scale : none);
+  d.add("bias", dequant ? bias : none);
   d.add("q_out", q_out);
-  d.add("k_out", k_out);
-  d.add("v_out", v_out);
+  d.add("k_out", kv_output ? k_out : none);
+  d.add("v_out", kv_output ? v_out : none);
   SameDevice same;
   d.describe_all(same, error_flags);
   n_integers(size_splits, "size_splits", 3);
@@ -1268,9 +1272,10 @@ void dequant_call(const Tensor &x, const Tensor &cos, const Tensor &sin, const T
   Launch launch(x);
   const qkvfuse_status s = qkvfuse_dequant_rope_quant_kvcache(
       d.get(&x), d.get(&cos), d.get(&sin), d.get(&k_cache), d.get(&v_cache), d.get(&indices), d.get(&scale_k),
-      d.get(&scale_v), d.get(offset_k), d.get(offset_v), d.get(weight_scale), d.get(activation_scale), d.get(bias),
-      size_splits.data(), qm.c_str(), lo.c_str(), kv_output ? 1 : 0, cm.c_str(), d.get(&q_out), d.get(k_out),
-      d.get(v_out), flags, launch.stream);
+      d.get(&scale_v), d.get(offset_k), d.get(offset_v), d.get(dequant ? weight_scale : none),
+      d.get(dequant ? activation_scale : none), d.get(dequant ? bias : none), size_splits.data(), qm.c_str(),
+      lo.c_str(), kv_output ? 1 : 0, cm.c_str(), d.get(&q_out), d.get(kv_output ? k_out : none),
+      d.get(kv_output ? v_out : none), flags, launch.stream);
   if (s != QKVFUSE_SUCCESS) fail_library(s, "dequant_rope_quant_kvcache");
 }
 

@@ -355,9 +355,17 @@ def dequant_rope_quant_kvcache(x, cos, sin, k_cache, v_cache, indices, scale_k, 
     - size_splits (Nq*D, Nkv*D, Nkv*D), default from k_cache and x's width
     - quant_mode "static", layout "BSND" (the seed's only values)
     - returns (q [B, S, Nq, D] (or [B, Nq, D]), k, v): k and v [.., Nkv, D]
-      with ``kv_output``, else None. q's dtype: cos's for int32 x, else x's
-      (``out_dtype`` float32 also allowed)
+      with ``kv_output``, else empty ([0, .., Nkv, D], as the seed's kOut and
+      vOut). q's dtype: cos's for int32 x, else x's (``out_dtype`` float32
+      also allowed)
+    - with float x, weight_scale, activation_scale and bias are ignored
+      (neither read nor checked: the seed says they have no effect); with
+      ``kv_output`` False, so are k_out and v_out
     """
+    if _float_input(x):
+        weight_scale = activation_scale = bias = None
+    if kv_output is False:
+        k_out = v_out = None
     ops = _binding.OPS
     if (ops is not None and isinstance(x, _TorchTensor) and q_out is None and k_out is None and v_out is None
             and (size_splits is None or type(size_splits) in (tuple, list) and len(size_splits) == 3
@@ -374,7 +382,7 @@ def dequant_rope_quant_kvcache(x, cos, sin, k_cache, v_cache, indices, scale_k, 
                                   "static" if quant_mode is None else quant_mode, "BSND" if layout is None else layout,
                                   kv_output, "contiguous" if cache_mode is None else cache_mode, out_dtype,
                                   error_flags)
-            return (q, k, v) if kv_output else (q, None, None)
+            return q, k, v
         except Exception:  # noqa: BLE001 - reported by the checked path
             pass
     torch_path = _tensor_args("x", dict(x=x, cos=cos, sin=sin, k_cache=k_cache, v_cache=v_cache, indices=indices,
@@ -398,8 +406,7 @@ def dequant_rope_quant_kvcache(x, cos, sin, k_cache, v_cache, indices, scale_k, 
         dt = _arrays.dtype_of(cos, "cos") if _arrays.dtype_of(x, "x") == "int32" else _arrays.dtype_of(x, "x")
     if not kv_output:
         k_out = v_out = None
-    if q_out is None or (kv_output and (k_out is None or v_out is None)):
-        q_shape, kv_shape = dequant_out_shapes(x, k_cache, size_splits)
+    q_shape, kv_shape = dequant_out_shapes(x, k_cache, size_splits)
     if q_out is None:
         q_out = _arrays.empty_like_kind(x, q_shape, dt, "q_out")
     if kv_output:
@@ -410,12 +417,28 @@ def dequant_rope_quant_kvcache(x, cos, sin, k_cache, v_cache, indices, scale_k, 
     dequant_rope_quant_kvcache_raw(x, cos, sin, k_cache, v_cache, indices, scale_k, scale_v, offset_k, offset_v,
                                    weight_scale, activation_scale, bias, size_splits, quant_mode, layout, kv_output,
                                    cache_mode, q_out, k_out, v_out, error_flags)
+    if not kv_output:
+        empty = (0,) + tuple(kv_shape[1:])
+        k_out, v_out = (_arrays.empty_like_kind(x, empty, dt, n) for n in ("k_out", "v_out"))
     return q_out, k_out, v_out
+
+
+def _float_input(x) -> bool:
+    """Whether x is an array or tensor of a dtype other than int32 (the
+    dequant operator's scales then have no effect)."""
+    if isinstance(x, _TorchTensor):
+        return x.dtype != _arrays._torch.int32
+    dt = getattr(x, "dtype", None)
+    return dt is not None and str(dt) != "int32"
 
 
 def dequant_rope_quant_kvcache_raw(x, cos, sin, k_cache, v_cache, indices, scale_k, scale_v, offset_k, offset_v,
                                    weight_scale, activation_scale, bias, size_splits, quant_mode, layout, kv_output,
                                    cache_mode, q_out, k_out, v_out, error_flags):
+    if _float_input(x):  # ignored, as the library does
+        weight_scale = activation_scale = bias = None
+    if not kv_output:
+        k_out = v_out = None
     p, keep = _tensor_ptrs(
         dict(x=x, cos=cos, sin=sin, k_cache=k_cache, v_cache=v_cache, indices=indices, scale_k=scale_k,
              scale_v=scale_v, offset_k=offset_k, offset_v=offset_v, weight_scale=weight_scale,

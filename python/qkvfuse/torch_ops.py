@@ -470,8 +470,10 @@ def _dequant_alloc(x, k_cache, size_splits, out_dtype, kv_output):
     size_splits = _check.integers(size_splits, "size_splits", 3)
     q_shape, kv_shape = named.dequant_out_shapes(x, k_cache, size_splits)
     q = torch.empty(q_shape, dtype=out_dtype, device=x.device)
-    k = torch.empty(kv_shape if kv_output else _EMPTY, dtype=out_dtype, device=x.device)
-    v = torch.empty(kv_shape if kv_output else _EMPTY, dtype=out_dtype, device=x.device)
+    if not kv_output:  # the seed's empty kOut, vOut: the first dim 0
+        kv_shape = (0,) + tuple(kv_shape[1:])
+    k = torch.empty(kv_shape, dtype=out_dtype, device=x.device)
+    v = torch.empty(kv_shape, dtype=out_dtype, device=x.device)
     return q, k, v
 
 
@@ -535,7 +537,7 @@ def dequant_rope_quant_kvcache(x, cos, sin, k_cache, v_cache, indices, scale_k, 
     if q_out is None and k_out is None and v_out is None:
         q, k, v = _call(ops.dequant, x, cos, sin, k_cache, v_cache, indices, scale_k, scale_v, offset_k, offset_v,
                         weight_scale, activation_scale, bias, ss, qm, lo, kv_output, cm, dt, error_flags)
-        return (q, k, v) if kv_output else (q, None, None)
+        return q, k, v
     q, k, v = _dequant_alloc(x, k_cache, ss, _dequant_dtype(x, cos, dt), kv_output)
     q_out = q if q_out is None else q_out
     if kv_output:
@@ -545,7 +547,7 @@ def dequant_rope_quant_kvcache(x, cos, sin, k_cache, v_cache, indices, scale_k, 
         k_out = v_out = None
     _call(ops.dequant_out, x, cos, sin, k_cache, v_cache, indices, scale_k, scale_v, offset_k, offset_v, weight_scale,
           activation_scale, bias, ss, qm, lo, kv_output, cm, q_out, k_out, v_out, error_flags)
-    return q_out, k_out, v_out
+    return (q_out, k_out, v_out) if kv_output else (q_out, k, v)
 
 
 # ---- cos/sin cache builder ----------------------------------------------------------------------

@@ -77,7 +77,16 @@ def test_dequant_torch_and_outputs():
     q2, k2, v2 = qkvfuse.dequant_rope_quant_kvcache(x, cos, sin, kc, vc, torch.tensor([0, 1], dtype=torch.int32),
                                                     torch.full((Nkv, D), 0.02), torch.full((Nkv, D), 0.02),
                                                     weight_scale=torch.full((H,), 1e-3))
-    assert k2 is None and v2 is None and torch.equal(q2, q)
+    assert k2.shape == v2.shape == (0, S, Nkv, D) and k2.dtype == q.dtype and torch.equal(q2, q)
+    # float x: the dequant scales have no effect (the seed), so any given ones are ignored, shape and dtype too
+    xf = (x[..., :].float() * 1e-3).bfloat16()
+    kc1, vc1, kc2, vc2 = (torch.zeros_like(kc) for _ in range(4))
+    ref = qkvfuse.dequant_rope_quant_kvcache(xf, cos, sin, kc1, vc1, starts, scale, scale, kv_output=True)
+    got = qkvfuse.dequant_rope_quant_kvcache(xf, cos, sin, kc2, vc2, starts, scale, scale, kv_output=True,
+                                             weight_scale=torch.ones(3, dtype=torch.int64),
+                                             activation_scale=torch.ones(1), bias=torch.ones(2, 2))
+    assert all(torch.equal(a, b) for a, b in zip(ref, got)) and torch.equal(kc1, kc2) and torch.equal(vc1, vc2)
+    assert kc1.abs().sum() > 0
 
 
 def test_opcheck_custom_ops():

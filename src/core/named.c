@@ -314,9 +314,11 @@ qkvfuse_status qkvfuse_dequant_rope_quant_kvcache(
 
   qkvfuse_args a = QKVFUSE_ARGS_INIT;
   a.qkv = x;
-  a.weight_scale = weight_scale;
-  a.act_scale = activation_scale;
-  a.bias = bias;
+  if (x->dtype == QKVFUSE_DTYPE_INT32) { /* the seed: no effect on float x, so a caller may always pass them */
+    a.weight_scale = weight_scale;
+    a.act_scale = activation_scale;
+    a.bias = bias;
+  }
   a.cos = cos;
   a.sin = sin;
   a.slot_mapping = indices;

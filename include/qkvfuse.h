@@ -317,7 +317,7 @@ typedef struct qkvfuse_desc {
   uint32_t version;             /* QKVFUSE_DESC_VERSION */
 
   int64_t num_q_heads;          /* Nq >= 1 */
-  int64_t num_kv_heads;         /* Nkv >= 1, divides Nq (GQA; Nkv = Nq is MHA) */
+  int64_t num_kv_heads;         /* Nkv >= 1, any count (GQA, MHA or neither: no head of q reads a k head) */
   int64_t head_dim;             /* D: even, 16..512 */
   int64_t rotary_dim;           /* R: even, 0 < R <= D (R < D: partial RoPE); 0 with QKVFUSE_ROPE_NONE */
 

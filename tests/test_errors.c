@@ -257,7 +257,6 @@ static int mutate(int id, int base, mctx *m, expect *e) {
   MUT(TK_BASE_A | TK_BASE_B | TK_BASE_C, INVALID_VALUE, "rotary_dim", "rotary_dim > head_dim") d->rotary_dim = d->head_dim + 2; END
   MUT(TK_BASE_A | TK_BASE_B | TK_BASE_C, INVALID_VALUE, "rotary_dim", "rotary_dim 0 with RoPE") d->rotary_dim = 0; END
   MUT(TK_BASE_D, INVALID_VALUE, "rotary_dim", "rotary_dim given with ROPE_NONE") d->rotary_dim = 8; END
-  MUT(TK_BASE_A | TK_BASE_C, INVALID_VALUE, "num_kv_heads|num_q_heads", "num_kv_heads does not divide num_q_heads") d->num_kv_heads = 3; END
   MUT(ALL, INVALID_VALUE, "num_q_heads", "num_q_heads 0") d->num_q_heads = 0; END
   MUT(ALL, INVALID_VALUE, "num_kv_heads", "num_kv_heads 0") d->num_kv_heads = 0; END
   MUT(ALL, INVALID_VALUE, "num_kv_heads", "num_kv_heads -1") d->num_kv_heads = -1; END

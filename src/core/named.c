@@ -68,9 +68,6 @@ static qkvfuse_status heads_arg(int64_t nq, int64_t nkv, int64_t D, const char *
            nq_name, (long long)nq);
   QF_CHECK(nkv >= 1 && nkv <= max_heads, QKVFUSE_ERROR_INVALID_VALUE,
            "%s: must give 1 to 2^24 key/value heads; got %lld", nkv_name, (long long)nkv);
-  QF_CHECK(nq % nkv == 0, QKVFUSE_ERROR_INVALID_VALUE,
-           "%s: the key/value heads (%lld) must divide the query heads (%lld, from %s)", nkv_name, (long long)nkv,
-           (long long)nq, nq_name);
   d->num_q_heads = nq;
   d->num_kv_heads = nkv;
   d->head_dim = D;

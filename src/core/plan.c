@@ -17,9 +17,6 @@ static qkvfuse_status check_desc(const qkvfuse_desc *d) {
            (long long)d->num_q_heads);
   QF_CHECK(d->num_kv_heads >= 1, QKVFUSE_ERROR_INVALID_VALUE, "num_kv_heads: must be >= 1; got %lld",
            (long long)d->num_kv_heads);
-  QF_CHECK(d->num_q_heads % d->num_kv_heads == 0, QKVFUSE_ERROR_INVALID_VALUE,
-           "num_kv_heads: must divide num_q_heads = %lld (GQA); got %lld", (long long)d->num_q_heads,
-           (long long)d->num_kv_heads);
   QF_CHECK(d->num_q_heads <= ((int64_t)1 << 24) && d->num_kv_heads <= ((int64_t)1 << 24), QKVFUSE_ERROR_INVALID_VALUE,
            "num_q_heads: must be <= 2^24; got %lld", (long long)d->num_q_heads);
   QF_CHECK(d->head_dim >= QF_MIN_HEAD_DIM && d->head_dim <= QF_MAX_HEAD_DIM && d->head_dim % 2 == 0,

@@ -76,7 +76,10 @@ int tk_run_core_on(tk_case *c, const tk_device *dev, qkvfuse_backend be, qkvfuse
 }
 
 int tk_check_case(tk_case *c, qkvfuse_backend be, tk_runner run, void *ctx, tk_stats *st) {
-  const tk_device *dev = tk_device_for_backend(be);
+  return tk_check_case_on(c, tk_device_for_backend(be), be, run, ctx, st);
+}
+
+int tk_check_case_on(tk_case *c, const tk_device *dev, qkvfuse_backend be, tk_runner run, void *ctx, tk_stats *st) {
   if (!dev) return TK_SKIP;
   if (tk_case_upload(c, dev)) {
     tk_stats_fail(st, "device %s: upload failed", dev->name);

@@ -31,6 +31,8 @@ int tk_run_core_on(tk_case *c, const tk_device *dev, qkvfuse_backend be, qkvfuse
 /* Upload c's initial bytes to be's device, run, download, evaluate the oracle
  * and compare (into st). TK_PASS, TK_FAIL (st->first says why) or TK_SKIP. */
 int tk_check_case(tk_case *c, qkvfuse_backend be, tk_runner run, void *ctx, tk_stats *st);
+/* The same on device dev (tk_check_case: the backend's device). */
+int tk_check_case_on(tk_case *c, const tk_device *dev, qkvfuse_backend be, tk_runner run, void *ctx, tk_stats *st);
 
 /* The oracle of c's initial (host) bytes: what a correct run computes from
  * them. Returns tk_oracle_run's result (0 = ok, err says why otherwise). */

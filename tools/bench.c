@@ -8,7 +8,7 @@
 #include <string.h>
 
 #include "args.h"
-#include "bench_case.h"
+#include "bench_set.h"
 #include "commands.h"
 #include "core/plan.h"
 #include "device.h"
@@ -31,17 +31,19 @@ void cli_bench_usage(FILE *f) {
           "  copy     memcpy of bytes/2, so that its read + write traffic equals the operator's bytes\n"
           "bytes = every input read once + every output written once (cos_sin_cache: the T rows used; caches:\n"
           "the rows written). Each time is the median of per-call samples after a warm-up; calls cycle through\n"
-          "enough copies of the tensors to stream past the last-level cache.\n"
+          "enough copies of the tensors to stream past the last-level cache. The tensors are the test kit's\n"
+          "cases of the preset (kit/presets.h); before timing, a case of at most 4096 tokens runs once and its\n"
+          "fused result is checked against the kit's float64 oracle (a difference fails the case).\n"
           "\n"
           "options:\n"
           "  --preset NAME     one preset instead of all: %s\n"
           "  --tokens LIST     token counts, comma-separated, each 1..1048576 (default 1,16,512,4096;\n"
           "                    with --device cuda 1,8,64,512,4096,32768)\n"
           "  --op LIST         variants, comma-separated (default: all of %s):\n",
-          cli_preset_names(), bench_op_names());
-  for (int i = 0; i < BENCH_OP_COUNT; i++) { /* the help of each, its lines under one another */
-    fprintf(f, "                      %-8s ", bench_op_name((bench_op)i));
-    for (const char *p = bench_op_help((bench_op)i); *p; p++) {
+          tk_preset_names(), tk_op_names());
+  for (int i = 0; i < TK_OP_COUNT; i++) { /* the help of each, its lines under one another */
+    fprintf(f, "                      %-8s ", tk_op_name((tk_preset_op)i));
+    for (const char *p = tk_op_help((tk_preset_op)i); *p; p++) {
       fputc(*p, f);
       if (*p == '\n') fprintf(f, "%31s", "");
     }
@@ -73,10 +75,10 @@ void cli_bench_usage(FILE *f) {
 static int usage_error(const char *msg, const char *arg) { return cli_usage_error("bench", msg, arg); }
 
 typedef struct bench_options {
-  const cli_preset *only;
+  const tk_preset *only;
   int64_t tokens[MAX_TOKEN_COUNTS];
   int ntokens;
-  int ops[BENCH_OP_COUNT];
+  int ops[TK_OP_COUNT];
   int nops;
   qkvfuse_dtype dtype;
   qkvfuse_backend backend;
@@ -95,7 +97,7 @@ typedef struct bench_options {
 /* ---- the three subjects ----------------------------------------------------------- */
 
 static void call_failed(const bench_case *c, const char *what, qkvfuse_status s) {
-  fprintf(stderr, "qkvfuse bench: %s %s T=%" PRId64 ": %s failed: %s: %s\n", bench_op_name(c->spec.op),
+  fprintf(stderr, "qkvfuse bench: %s %s T=%" PRId64 ": %s failed: %s: %s\n", tk_op_name(c->spec.op),
           c->spec.preset->name, c->spec.tokens, what, qkvfuse_status_string(s), qkvfuse_last_error());
 }
 
@@ -166,7 +168,7 @@ static void print_row(const bench_case *c, const bench_row *r) {
     snprintf(speedup, sizeof speedup, "%.2fx", r->unfused_us / r->us);
   }
   printf("%-7s %-11s %7" PRId64 " %-8s %-9s %3d %9.3f %9.3f %10.2f %7.2f %7.2f %5.0f%% %10s %7s",
-         bench_op_name(c->spec.op), c->spec.preset->name, c->spec.tokens, qkvfuse_dtype_name(c->spec.dtype),
+         tk_op_name(c->spec.op), c->spec.preset->name, c->spec.tokens, qkvfuse_dtype_name(c->spec.dtype),
          qkvfuse_plan_backend_name(c->plan), c->spec.threads, (double)c->bytes / 1e6,
          (double)rotate_bytes_of(c) / 1e6, r->us, gbps(c->bytes, r->us), gbps(c->bytes, r->copy_us),
          100.0 * r->copy_us / r->us, unfused, speedup);
@@ -180,7 +182,7 @@ static void print_row(const bench_case *c, const bench_row *r) {
 static void print_json(FILE *f, const bench_case *c, const bench_row *r) {
   cli_json j;
   cli_json_begin(&j, f);
-  cli_json_str(&j, "op", bench_op_name(c->spec.op));
+  cli_json_str(&j, "op", tk_op_name(c->spec.op));
   cli_json_str(&j, "preset", c->spec.preset->name);
   cli_json_str(&j, "device", c->dev->name);
   cli_json_int(&j, "tokens", c->spec.tokens);
@@ -216,8 +218,14 @@ static int bench_one(const bench_options *o, const cli_device *dev, const bench_
   bench_case c;
   char err[512];
   if (bench_case_make(&c, spec, dev, rotate_bytes, err, sizeof err) != 0) {
-    fprintf(stderr, "qkvfuse bench: %s %s T=%" PRId64 ": %s\n", bench_op_name(spec->op), spec->preset->name,
+    fprintf(stderr, "qkvfuse bench: %s %s T=%" PRId64 ": %s\n", tk_op_name(spec->op), spec->preset->name,
             spec->tokens, err);
+    return 1;
+  }
+  if (spec->tokens <= BENCH_CHECK_MAX_TOKENS && bench_case_check(&c, err, sizeof err) != 0) {
+    fprintf(stderr, "qkvfuse bench: %s %s T=%" PRId64 ": %s\n", tk_op_name(spec->op), spec->preset->name,
+            spec->tokens, err);
+    bench_case_free(&c);
     return 1;
   }
   bench_row r = {NAN, NAN, NAN, NAN};
@@ -276,8 +284,8 @@ static int device_unavailable(const char *name) {
 
 static int parse_options(int argc, char **argv, bench_options *o, int *exit_code) {
   memset(o, 0, sizeof *o);
-  o->nops = BENCH_OP_COUNT;
-  for (int i = 0; i < BENCH_OP_COUNT; i++) o->ops[i] = i;
+  o->nops = TK_OP_COUNT;
+  for (int i = 0; i < TK_OP_COUNT; i++) o->ops[i] = i;
   o->dtype = QKVFUSE_DTYPE_BFLOAT16;
   o->backend = QKVFUSE_BACKEND_AUTO;
   o->threads = 1;
@@ -298,21 +306,21 @@ static int parse_options(int argc, char **argv, bench_options *o, int *exit_code
     } else if (cli_args_flag(&a, "--reference")) {
       o->reference = 1;
     } else if (cli_args_option(&a, "--preset")) {
-      if (a.missing_value || (o->only = cli_preset_find(a.value)) == NULL)
+      if (a.missing_value || (o->only = tk_preset_find(a.value)) == NULL)
         return *exit_code = usage_error("unknown preset", a.value), -1;
     } else if (cli_args_option(&a, "--tokens")) {
       if (a.missing_value || cli_parse_i64_list(a.value, 1, 1 << 20, o->tokens, MAX_TOKEN_COUNTS, &o->ntokens) != 0)
         return *exit_code = usage_error("--tokens needs a comma-separated list of integers in 1..1048576", a.value), -1;
     } else if (cli_args_option(&a, "--op")) {
       char list[64], unknown[160];
-      snprintf(unknown, sizeof unknown, "--op: unknown variant (the variants: %s)", bench_op_names());
+      snprintf(unknown, sizeof unknown, "--op: unknown variant (the variants: %s)", tk_op_names());
       if (a.missing_value) return *exit_code = usage_error(unknown, "(no value)"), -1;
       if (strlen(a.value) >= sizeof list) return *exit_code = usage_error("--op: list too long", a.value), -1;
       strcpy(list, a.value);
       o->nops = 0;
       for (char *p = list, *comma; p; p = comma ? comma + 1 : NULL) {
         if ((comma = strchr(p, ','))) *comma = '\0';
-        const int op = bench_op_parse(p);
+        const int op = tk_op_parse(p);
         if (op < 0) return *exit_code = usage_error(unknown, p), -1;
         for (int k = 0; k < o->nops; k++)
           if (o->ops[k] == op) return *exit_code = usage_error("--op: variant given twice", p), -1;
@@ -396,7 +404,7 @@ int cli_bench(int argc, char **argv) {
     return 1;
   }
   int npresets, failures = 0;
-  const cli_preset *presets = cli_presets(&npresets);
+  const tk_preset *presets = tk_presets(&npresets);
   if (!o.json) {
     printf("device %s, %d thread%s, min time %g s per measurement, rotation target %g MB (%s; rot MB: the\n"
            "span each row's calls cycle through, whole tensor sets), cache slots: %s\n\n",
@@ -406,12 +414,12 @@ int cli_bench(int argc, char **argv) {
     print_header(o.reference);
   }
   for (int i = 0; i < npresets; i++) {
-    const cli_preset *ps = &presets[i];
+    const tk_preset *ps = &presets[i];
     if (o.only && ps != o.only) continue;
     if (!o.json) fprintf(stderr, "bench: %s (%s)\n", ps->name, ps->model);
     for (int k = 0; k < o.nops; k++)
       for (int t = 0; t < o.ntokens; t++) {
-        const bench_spec spec = {(bench_op)o.ops[k],
+        const bench_spec spec = {(tk_preset_op)o.ops[k],
                                  ps,
                                  o.tokens[t],
                                  o.dtype,

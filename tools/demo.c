@@ -34,7 +34,7 @@ void cli_demo_usage(FILE *f) {
           "  --dtype T       activations, cos/sin and outputs: bfloat16 (default), float16, float32\n"
           "  --json          one JSON object per result line instead of the table\n"
           "  --help          this text\n",
-          cli_preset_names());
+          tk_preset_names());
 }
 
 static int usage_error(const char *msg, const char *arg) { return cli_usage_error("demo", msg, arg); }
@@ -123,7 +123,7 @@ static const cli_device *choose_device(const char *name, int *exit_code) {
 
 int cli_demo(int argc, char **argv) {
   demo_config cfg = {.tokens = 64, .seed = 1, .dtype = QKVFUSE_DTYPE_BFLOAT16};
-  const cli_preset *only = NULL;
+  const tk_preset *only = NULL;
   const char *device = "auto";
   int json = 0;
   cli_args a = cli_args_make(argc, argv);
@@ -138,7 +138,7 @@ int cli_demo(int argc, char **argv) {
       if (a.missing_value) return usage_error("--device needs auto, cpu or cuda", NULL);
       device = a.value;
     } else if (cli_args_option(&a, "--preset")) {
-      if (a.missing_value || (only = cli_preset_find(a.value)) == NULL) return usage_error("unknown preset", a.value);
+      if (a.missing_value || (only = tk_preset_find(a.value)) == NULL) return usage_error("unknown preset", a.value);
     } else if (cli_args_option(&a, "--tokens")) {
       if (a.missing_value || cli_parse_i64(a.value, 1, 65536, &cfg.tokens) != 0)
         return usage_error("--tokens needs an integer in 1..65536", a.value);
@@ -159,12 +159,12 @@ int cli_demo(int argc, char **argv) {
   fprintf(stderr, "demo: device %s\n", cfg.dev->describe());
 
   int npresets;
-  const cli_preset *presets = cli_presets(&npresets);
+  const tk_preset *presets = tk_presets(&npresets);
   demo_result rows[3 * 16];
   int n = 0, failed = 0, skipped = 0;
   if (npresets > 16) npresets = 16;
   for (int i = 0; i < npresets; i++) {
-    const cli_preset *ps = &presets[i];
+    const tk_preset *ps = &presets[i];
     if (only && ps != only) continue;
     if (!json) fprintf(stderr, "demo: %s (%s), %" PRId64 " tokens\n", ps->name, ps->model, cfg.tokens);
     demo_split_qkv_rmsnorm_rope(ps, &cfg, &rows[n]);

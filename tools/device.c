@@ -10,6 +10,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "../kit/device.h"
 #include "cpu/cpu.h"
 #include "reference/unfused.h"
 #include "tensors.h"
@@ -110,6 +111,7 @@ static const char *cpu_describe(void) {
 
 static const cli_device cpu_device = {
     .name = "cpu",
+    .kit = tk_device_cpu,
     .type = QKVFUSE_DEVICE_CPU,
     .alloc = cli_alloc,
     .free = cli_free,

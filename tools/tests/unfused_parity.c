@@ -98,9 +98,9 @@ static void make_problem(uint64_t seed, problem *pb) {
 
   /* shapes: a preset's heads some of the time, else small random ones */
   int npresets;
-  const cli_preset *presets = cli_presets(&npresets);
+  const tk_preset *presets = tk_presets(&npresets);
   if (chance(r, 0.3)) {
-    const cli_preset *ps = &presets[cli_rng_int(r, npresets)];
+    const tk_preset *ps = &presets[cli_rng_int(r, npresets)];
     d.num_q_heads = ps->num_q_heads / 4 > 0 ? ps->num_q_heads / 4 : 1;
     d.num_kv_heads = ps->num_kv_heads <= d.num_q_heads && d.num_q_heads % ps->num_kv_heads == 0 ? ps->num_kv_heads : 1;
     d.head_dim = ps->head_dim;

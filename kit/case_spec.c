@@ -333,19 +333,19 @@ void tk_spec_fixup(tk_spec *s) {
 
 static const char *layout_name(qkvfuse_cache_layout l) {
   static const char *n[] = {"none", "paged", "paged_hnd", "nz", "contiguous"};
-  return (unsigned)l < 5 ? n[l] : "?";
+  return (unsigned)l < QKVFUSE_CACHE_LAYOUT_COUNT ? n[l] : "?";
 }
 static const char *quant_name(qkvfuse_quant_mode m) {
   static const char *n[] = {"none", "int8sym", "int8asym", "fp8", "fp8e5m2"};
-  return (unsigned)m < 5 ? n[m] : "?";
+  return (unsigned)m < QKVFUSE_QUANT_COUNT ? n[m] : "?";
 }
 static const char *source_name(qkvfuse_rope_source s) {
   static const char *n[] = {"none", "cache", "cos_sin", "computed"};
-  return (unsigned)s < 4 ? n[s] : "?";
+  return (unsigned)s < QKVFUSE_ROPE_SOURCE_COUNT ? n[s] : "?";
 }
 static const char *scaling_name(qkvfuse_rope_scaling_type t) {
   static const char *n[] = {"none", "linear", "ntk", "llama3", "yarn"};
-  return (unsigned)t < 5 ? n[t] : "?";
+  return (unsigned)t < QKVFUSE_ROPE_SCALING_COUNT ? n[t] : "?";
 }
 
 void tk_spec_describe(const tk_spec *s, char *buf, size_t n) {

@@ -121,10 +121,10 @@ int tk_check_case_on(tk_case *c, const tk_device *dev, qkvfuse_backend be, tk_ru
   return st->failed > before ? TK_FAIL : TK_PASS;
 }
 
-static const char *const BACKEND_NAMES[] = {"auto", "reference", "cpu", "cuda"};
+static const char *const BACKEND_NAMES[QKVFUSE_BACKEND_COUNT] = {"auto", "reference", "cpu", "cuda"};
 
 int tk_backend_parse(const char *name, qkvfuse_backend *out) {
-  for (int i = 0; i < 4; i++)
+  for (int i = 0; i < QKVFUSE_BACKEND_COUNT; i++)
     if (!strcmp(name, BACKEND_NAMES[i])) {
       *out = (qkvfuse_backend)i;
       return 1;
@@ -132,7 +132,7 @@ int tk_backend_parse(const char *name, qkvfuse_backend *out) {
   return 0;
 }
 
-const char *tk_backend_str(qkvfuse_backend b) { return (unsigned)b < 4 ? BACKEND_NAMES[b] : "?"; }
+const char *tk_backend_str(qkvfuse_backend b) { return (unsigned)b < QKVFUSE_BACKEND_COUNT ? BACKEND_NAMES[b] : "?"; }
 
 static const char *arg_value(int argc, char **argv, const char *name) {
   for (int i = 1; i + 1 < argc; i++)

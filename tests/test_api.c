@@ -26,6 +26,8 @@ static void status_strings(void) {
                                 "QKVFUSE_ERROR_ALIGNMENT",   "QKVFUSE_ERROR_OVERLAP",      "QKVFUSE_ERROR_OUT_OF_RANGE",
                                 "QKVFUSE_ERROR_BAD_SCALE",   "QKVFUSE_ERROR_DEVICE",       "QKVFUSE_ERROR_UNSUPPORTED",
                                 "QKVFUSE_ERROR_CUDA",        "QKVFUSE_ERROR_OUT_OF_MEMORY", "QKVFUSE_ERROR_VERSION"};
+  CHECK(sizeof names / sizeof names[0] == QKVFUSE_STATUS_COUNT, "QKVFUSE_STATUS_COUNT = %d, want %zu",
+        (int)QKVFUSE_STATUS_COUNT, sizeof names / sizeof names[0]);
   for (int s = 0; s < 15; s++) {
     const char *got = qkvfuse_status_string((qkvfuse_status)s);
     CHECK(got && !strcmp(got, names[s]), "status_string(%d) = \"%s\", want \"%s\"", s, got ? got : "(null)", names[s]);
@@ -36,6 +38,19 @@ static void status_strings(void) {
     CHECK(got && got[0], "status_string(%d) must be a non-empty string", unknown[i]);
     for (int s = 0; s < 15 && got; s++) CHECK(strcmp(got, names[s]), "status_string(%d) = a known name", unknown[i]);
   }
+}
+
+/* Each enum's _COUNT is one past its last value (qkvfuse.h). */
+static void enum_counts(void) {
+  CHECK(QKVFUSE_STATUS_COUNT == QKVFUSE_ERROR_VERSION + 1, "QKVFUSE_STATUS_COUNT");
+  CHECK(QKVFUSE_ROPE_SOURCE_COUNT == QKVFUSE_ROPE_COMPUTED + 1, "QKVFUSE_ROPE_SOURCE_COUNT");
+  CHECK(QKVFUSE_ROPE_STYLE_COUNT == QKVFUSE_ROPE_INTERLEAVED + 1, "QKVFUSE_ROPE_STYLE_COUNT");
+  CHECK(QKVFUSE_ROPE_SCALING_COUNT == QKVFUSE_ROPE_SCALING_YARN + 1, "QKVFUSE_ROPE_SCALING_COUNT");
+  CHECK(QKVFUSE_QUANT_COUNT == QKVFUSE_QUANT_FP8_E5M2 + 1, "QKVFUSE_QUANT_COUNT");
+  CHECK(QKVFUSE_CACHE_LAYOUT_COUNT == QKVFUSE_CACHE_CONTIGUOUS + 1, "QKVFUSE_CACHE_LAYOUT_COUNT");
+  CHECK(QKVFUSE_ADDRESS_COUNT == QKVFUSE_ADDRESS_PAGE_TABLE + 1, "QKVFUSE_ADDRESS_COUNT");
+  CHECK(QKVFUSE_ROUNDING_COUNT == QKVFUSE_ROUNDING_UNFUSED_PARITY + 1, "QKVFUSE_ROUNDING_COUNT");
+  CHECK(QKVFUSE_BACKEND_COUNT == QKVFUSE_BACKEND_CUDA + 1, "QKVFUSE_BACKEND_COUNT");
 }
 
 static void dtypes(void) {
@@ -59,6 +74,18 @@ static void dtypes(void) {
   for (size_t i = 0; i < sizeof other / sizeof other[0]; i++)
     CHECK(qkvfuse_dtype_from_dlpack(other[i][0], other[i][1], 1) == QKVFUSE_DTYPE_NONE,
           "dtype_from_dlpack(%u, %u, 1) must be NONE", other[i][0], other[i][1]);
+  /* every (code, bits) pair: exactly the eight above are dtypes */
+  int known = 0;
+  for (unsigned code = 0; code < 256; code++)
+    for (unsigned bits = 0; bits < 256; bits++) {
+      const qkvfuse_dtype d = qkvfuse_dtype_from_dlpack((uint8_t)code, (uint8_t)bits, 1);
+      const int is_one = d != QKVFUSE_DTYPE_NONE && d == (qkvfuse_dtype)((code << 8) | bits);
+      CHECK(d == QKVFUSE_DTYPE_NONE || is_one, "dtype_from_dlpack(%u, %u, 1) = %d", code, bits, (int)d);
+      CHECK(is_one || qkvfuse_dtype_size((qkvfuse_dtype)((code << 8) | bits)) == 0, "dtype_size(%u << 8 | %u) of no dtype",
+            code, bits);
+      known += is_one;
+    }
+  CHECK(known == 8, "%d (code, bits) pairs are dtypes, want 8", known);
   CHECK(qkvfuse_dtype_size(QKVFUSE_DTYPE_NONE) == 0 && qkvfuse_dtype_size((qkvfuse_dtype)999) == 0, "size of unknown dtypes");
   CHECK(!strcmp(qkvfuse_dtype_name(QKVFUSE_DTYPE_NONE), "?") && !strcmp(qkvfuse_dtype_name((qkvfuse_dtype)999), "?"),
         "name of unknown dtypes must be \"?\"");
@@ -174,6 +201,7 @@ int main(void) {
   CHECK(qkvfuse_version_number() == QKVFUSE_VERSION_NUMBER, "version_number %u, header %d", qkvfuse_version_number(),
         QKVFUSE_VERSION_NUMBER);
   status_strings();
+  enum_counts();
   dtypes();
   tensor_init();
   plans();

@@ -12,7 +12,7 @@
 
 #include "../kit/device.h"
 #include "cpu/cpu.h"
-#include "reference/unfused.h"
+#include "unfused.h"
 #include "tensors.h"
 
 #define CPU_COPY_MIN_BYTES_PER_THREAD (256 * 1024)
@@ -65,7 +65,7 @@ static void cpu_copy(void *dst, const void *src, size_t bytes, int threads) {
  * kernels for a cpu-* plan (fusion vs no fusion at equal code quality), the
  * reference's scalar stages otherwise. */
 static qkvfuse_status cpu_unfused_run(const qkvfuse_plan *plan, const qf_problem *p, void *scratch) {
-  return qf_cpu_unfused_run(plan, p, scratch);
+  return qf_unfused_run_with(p, scratch, qf_cpu_unfused_kernels(plan));
 }
 
 static void cpu_sync(void) {}

@@ -16,7 +16,7 @@
 #include <time.h>
 
 #include "../kit/device.h"
-#include "cuda/unfused.h"
+#include "unfused_cuda.h"
 #include "device.h"
 #include "measure.h"
 

@@ -16,7 +16,7 @@
 #include "core/dtype.h"
 #include "core/plan.h"
 #include "presets.h"
-#include "reference/unfused.h"
+#include "unfused.h"
 #include "tensors.h"
 
 #define PROBLEMS 600

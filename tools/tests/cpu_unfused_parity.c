@@ -1,16 +1,16 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* The benchmark's unfused baseline with the CPU backend's SIMD stage kernels
- * (qf_cpu_unfused_run, used by `qkvfuse bench` for a cpu-* plan) against the
+ * (tools/unfused.c with qf_cpu_unfused_kernels, what `qkvfuse bench` runs for
+ * a cpu-* plan) against the
  * reference backend in unfused-parity mode: byte for byte, under every ISA.
  * The baseline must compute exactly what the fused op computes, or the
  * benchmark's fusion speedup would compare different work.
  *
- * A white-box test: unlike the rest of tests/, it includes the library's
- * internal headers (core/plan.h for qf_resolve, cpu/cpu.h), as
- * tools/tests/unfused_parity.c does for the scalar unfused path; the cases
- * come from the test kit.
+ * A white-box test: it includes the library's internal headers (core/plan.h
+ * for qf_resolve, cpu/cpu.h), as unfused_parity.c does for the scalar unfused
+ * path; the cases come from the test kit.
  *
- *   test_cpu_unfused [--seed S] [--cases N] */
+ *   test_cpu_unfused_parity [--seed S] [--cases N] */
 #define _POSIX_C_SOURCE 200809L /* setenv */
 #include <stdio.h>
 #include <stdlib.h>
@@ -19,6 +19,7 @@
 #include "core/plan.h"
 #include "cpu/cpu.h"
 #include "harness.h"
+#include "unfused.h"
 
 static const char *const isas[] = {"avx512bf16", "avx512", "avx2", "scalar"};
 enum { NISA = 4 };
@@ -37,7 +38,7 @@ static qkvfuse_status run(tk_case *c, const qkvfuse_desc *d, int unfused) {
     qf_problem p;
     s = qf_resolve(plan, &a, &p);
     void *scratch = s == QKVFUSE_SUCCESS ? malloc(qf_unfused_scratch_bytes(&p) + 1) : NULL;
-    if (s == QKVFUSE_SUCCESS) s = qf_cpu_unfused_run(plan, &p, scratch);
+    if (s == QKVFUSE_SUCCESS) s = qf_unfused_run_with(&p, scratch, qf_cpu_unfused_kernels(plan));
     free(scratch);
   }
   qkvfuse_plan_destroy(plan);
@@ -58,7 +59,7 @@ int main(int argc, char **argv) {
     tk_spec sp;
     tk_spec_random(&sp, &r, &lim);
     sp.rounding = QKVFUSE_ROUNDING_UNFUSED_PARITY;
-    /* the unfused path runs only I/O-dtype intermediates (reference/unfused.h) */
+    /* the unfused path runs only I/O-dtype intermediates (tools/unfused.h) */
     if (sp.qkv_dt != QKVFUSE_DTYPE_INT32) sp.q_out_dt = sp.qkv_dt;
     if (sp.k_out_dt) sp.k_out_dt = sp.q_out_dt;
     if (sp.v_out_dt) sp.v_out_dt = sp.q_out_dt;

@@ -98,11 +98,14 @@ static size_t cpu_llc_bytes(void) {
   return best ? best : CPU_LLC_FALLBACK;
 }
 
-/* The instruction set the CPU backend's plans get (QKVFUSE_CPU_ISA honored). */
+/* The instruction set the CPU backend's plans get (the process-wide cpu.isa
+ * variant and QKVFUSE_CPU_ISA honored). */
 static const char *cpu_describe(void) {
   static char text[64];
   qf_cpu_isa isa;
-  if (qf_cpu_isa_choose(&isa) == QKVFUSE_SUCCESS)
+  qf_variants v;
+  qf_variants_current(&v);
+  if (qf_cpu_isa_choose(&v, &isa) == QKVFUSE_SUCCESS)
     snprintf(text, sizeof text, "cpu (%s)", qf_cpu_isa_name(isa));
   else
     snprintf(text, sizeof text, "cpu (no usable instruction set)");

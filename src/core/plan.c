@@ -101,6 +101,12 @@ static qkvfuse_status choose_backend(qkvfuse_plan *plan) {
 }
 
 qkvfuse_status qf_plan_init(qkvfuse_plan *plan, const qkvfuse_desc *desc) {
+  qf_variants v;
+  qf_variants_current(&v);
+  return qf_plan_init_with(plan, desc, &v);
+}
+
+qkvfuse_status qf_plan_init_with(qkvfuse_plan *plan, const qkvfuse_desc *desc, const qf_variants *v) {
   QF_CHECK(desc != NULL, QKVFUSE_ERROR_NULL_POINTER, "desc: NULL");
   /* version 1 is version 2 without q_quant (NONE) */
   const int v1 = desc->struct_size == offsetof(qkvfuse_desc, q_quant) && desc->version == 1;
@@ -117,6 +123,7 @@ qkvfuse_status qf_plan_init(qkvfuse_plan *plan, const qkvfuse_desc *desc) {
   QF_FORWARD(check_desc(desc));
   memset(plan, 0, sizeof *plan);
   plan->desc = *desc;
+  plan->variants = *v;
   plan->mscale = 1.0;
   if (desc->rope_source == QKVFUSE_ROPE_COMPUTED) {
     QF_FORWARD(qf_rope_inv_freq(desc->rope_theta, &desc->rope_scaling, desc->rotary_dim, plan->inv_freq,

@@ -170,7 +170,7 @@ static int default_threads(void) {
 
 qkvfuse_status qf_cpu_plan(qkvfuse_plan *plan) {
   qf_cpu_isa isa;
-  QF_FORWARD(qf_cpu_isa_choose(&isa));
+  QF_FORWARD(qf_cpu_isa_choose(&plan->variants, &isa));
   int n = plan->desc.num_threads > 0 ? plan->desc.num_threads : default_threads();
   if (n > QF_POOL_MAX_THREADS) n = QF_POOL_MAX_THREADS;
   plan->backend = QKVFUSE_BACKEND_CPU;

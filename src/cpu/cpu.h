@@ -36,17 +36,19 @@ typedef enum qf_cpu_isa {
  * get the exact token from the driver, the unfused stages use t + this). */
 #define QF_CPU_PREFETCH_TOKENS 2
 
-/* The environment variable that forces an ISA at plan time. */
+/* The environment variable that forces an ISA at plan time: the documented
+ * alias of the variant cpu.isa, read when a plan has no cpu.isa. */
 #define QF_CPU_ISA_ENV "QKVFUSE_CPU_ISA"
 
 /* "scalar", "avx2", "avx512", "avx512bf16". */
 const char *qf_cpu_isa_name(qf_cpu_isa isa);
 /* 1 if this build has the ISA's kernels and this CPU (and OS) can run them. */
 int qf_cpu_isa_usable(qf_cpu_isa isa);
-/* The ISA a plan gets: QKVFUSE_CPU_ISA when set (and usable), else the best
- * usable one. QKVFUSE_ERROR_UNSUPPORTED with a message naming the variable for
- * an unknown value or an ISA this build or CPU lacks. */
-qkvfuse_status qf_cpu_isa_choose(qf_cpu_isa *isa);
+/* The ISA a plan with variants v gets: v->cpu_isa when set, else
+ * QKVFUSE_CPU_ISA when set, else auto; auto is the best usable one.
+ * QKVFUSE_ERROR_UNSUPPORTED with a message naming the variant or the variable
+ * for an unknown value or an ISA this build or CPU lacks. */
+qkvfuse_status qf_cpu_isa_choose(const qf_variants *v, qf_cpu_isa *isa);
 
 /* One call of the fused op as the kernels see it: the problem plus what the
  * driver prepares once per call (read-only while the workers run). */

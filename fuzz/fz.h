@@ -3,7 +3,7 @@
  * plain replay driver (replay.c).
  *
  * One input = one call. Its bytes choose a valid case (the test kit's random
- * spec, tests/case.h), then a short list of mutations: descriptor fields,
+ * spec, kit/case.h), then a short list of mutations: descriptor fields,
  * tensor fields (NULL, dtype, ndim, shape, strides, device, alignment,
  * aliasing another tensor), args fields, and data values (positions, slots,
  * scales, offsets at and around their limits). Every buffer the library sees
@@ -15,7 +15,7 @@
  *     every buffer (outputs, caches, inputs, guards) is as it was, except the
  *     error_flags bit of a CPU data error;
  *   - a successful call leaves qkvfuse_last_error() empty and agrees with the
- *     float64 oracle (tests/oracle.h) within SPEC's tolerances on every output
+ *     float64 oracle (kit/oracle.h) within SPEC's tolerances on every output
  *     element and every cache element written, with every other byte and every
  *     guard unchanged;
  *   - both backends return the same status.

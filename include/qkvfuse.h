@@ -99,6 +99,10 @@ QKVFUSE_API const char *qkvfuse_build_info(void);
 /* Status codes. The numbers are frozen: new codes are only ever appended.    */
 /* ------------------------------------------------------------------------- */
 
+/* An enum numbered from 0 ends with a *_COUNT enumerator: the number of its
+ * values, itself not a valid value, raised when a value is appended (a range
+ * check is (unsigned)v < *_COUNT). qkvfuse_dtype and qkvfuse_device_type hold
+ * DLPack codes, not a range, and have none. */
 typedef enum qkvfuse_status {
   QKVFUSE_SUCCESS = 0,
   QKVFUSE_ERROR_NULL_POINTER = 1,   /* a required pointer (tensor, data, plan) is NULL */
@@ -114,7 +118,8 @@ typedef enum qkvfuse_status {
   QKVFUSE_ERROR_UNSUPPORTED = 11,   /* valid request this build cannot serve (e.g. CUDA tensors, no CUDA) */
   QKVFUSE_ERROR_CUDA = 12,          /* the CUDA runtime reported an error (message carries it) */
   QKVFUSE_ERROR_OUT_OF_MEMORY = 13, /* host allocation failed (plan creation only) */
-  QKVFUSE_ERROR_VERSION = 14        /* a struct's struct_size/version is not one this library knows */
+  QKVFUSE_ERROR_VERSION = 14,       /* a struct's struct_size/version is not one this library knows */
+  QKVFUSE_STATUS_COUNT              /* the number of statuses above: not a valid value (range checks) */
 } qkvfuse_status;
 
 /** @return a static, human-readable name for a status ("QKVFUSE_ERROR_SHAPE"). */
@@ -196,13 +201,15 @@ typedef enum qkvfuse_rope_source {
   QKVFUSE_ROPE_NONE = 0,          /* no RoPE (rotary_dim must be 0) */
   QKVFUSE_ROPE_COS_SIN_CACHE = 1, /* args.cos_sin_cache [max_pos, R] + args.positions [T] (vLLM) */
   QKVFUSE_ROPE_COS_SIN = 2,       /* args.cos [T, R] and args.sin [T, R], full length (CANN) */
-  QKVFUSE_ROPE_COMPUTED = 3       /* from desc.rope_theta + desc.rope_scaling and args.positions [T] */
+  QKVFUSE_ROPE_COMPUTED = 3,      /* from desc.rope_theta + desc.rope_scaling and args.positions [T] */
+  QKVFUSE_ROPE_SOURCE_COUNT       /* the number of sources above: not a valid value */
 } qkvfuse_rope_source;
 
 /* Which dims of a head form a rotated pair. */
 typedef enum qkvfuse_rope_style {
   QKVFUSE_ROPE_NEOX = 0,        /* pair i = (i, i + R/2), i < R/2 (GPT-NeoX, half split) */
-  QKVFUSE_ROPE_INTERLEAVED = 1  /* pair i = (2i, 2i + 1) (GPT-J) */
+  QKVFUSE_ROPE_INTERLEAVED = 1, /* pair i = (2i, 2i + 1) (GPT-J) */
+  QKVFUSE_ROPE_STYLE_COUNT      /* the number of styles above: not a valid value */
 } qkvfuse_rope_style;
 
 /* Frequency scaling rules (for QKVFUSE_ROPE_COMPUTED and qkvfuse_build_cos_sin_cache).
@@ -213,11 +220,12 @@ typedef enum qkvfuse_rope_scaling_type {
   QKVFUSE_ROPE_SCALING_NTK = 2,    /* static NTK-aware: theta' = theta * factor^(R/(R-2)) */
   QKVFUSE_ROPE_SCALING_LLAMA3 = 3, /* Llama 3.1 wavelength bands (factor, low/high_freq_factor,
                                       original_max_position) */
-  QKVFUSE_ROPE_SCALING_YARN = 4    /* YaRN ramp between interpolated and extrapolated
+  QKVFUSE_ROPE_SCALING_YARN = 4,   /* YaRN ramp between interpolated and extrapolated
                                       frequencies (factor, beta_fast, beta_slow,
                                       original_max_position, extrapolation_factor); cos and
                                       sin are multiplied by mscale = (0.1 ln(factor) + 1) *
                                       attn_factor (1 when factor <= 1) */
+  QKVFUSE_ROPE_SCALING_COUNT       /* the number of rules above: not a valid value */
 } qkvfuse_rope_scaling_type;
 
 typedef struct qkvfuse_rope_scaling {
@@ -246,8 +254,9 @@ typedef enum qkvfuse_quant_mode {
   QKVFUSE_QUANT_INT8_SYM = 1,  /* q = sat8(rint(x / scale)); int8 cache */
   QKVFUSE_QUANT_INT8_ASYM = 2, /* q = sat8(rint(x / scale + offset)); int8 cache, args.*_offset */
   QKVFUSE_QUANT_FP8_E4M3 = 3,  /* q = e4m3fn(x / scale), saturating to +-448; float8_e4m3fn cache */
-  QKVFUSE_QUANT_FP8_E5M2 = 4   /* q = e5m2(x / scale), saturating to +-57344; float8_e5m2 cache (vLLM's
+  QKVFUSE_QUANT_FP8_E5M2 = 4,  /* q = e5m2(x / scale), saturating to +-57344; float8_e5m2 cache (vLLM's
                                   kv_cache_dtype "fp8_e5m2") */
+  QKVFUSE_QUANT_COUNT          /* the number of modes above: not a valid value */
 } qkvfuse_quant_mode;
 /* fp8 rounds to nearest even and saturates as CUDA's __nv_cvt_float_to_fp8
  * with __NV_SATFINITE (vLLM's scaled_convert): whatever would round past the
@@ -267,25 +276,27 @@ typedef enum qkvfuse_cache_layout {
   QKVFUSE_CACHE_PAGED_HND = 2,  /* [blocks, Nkv, block_size, D]; same block and row, head-major (FlashInfer HND) */
   QKVFUSE_CACHE_NZ = 3,         /* [blocks, Nkv*D/c, block_size, c]; element j = h*D + d of the token's row ->
                                    [s / block_size][j / c][s % block_size][j % c] (CANN PA_NZ) */
-  QKVFUSE_CACHE_CONTIGUOUS = 4  /* [batch, max_seq, Nkv, D]; the input is [B, S, H] (or [B, H], S = 1) and
+  QKVFUSE_CACHE_CONTIGUOUS = 4, /* [batch, max_seq, Nkv, D]; the input is [B, S, H] (or [B, H], S = 1) and
                                    slot_mapping is [B] start indices: token t = b*S + i -> [b][slot_mapping[b] + i]
                                    (CANN contiguous); slot_mapping[b] = -1 skips batch b */
+  QKVFUSE_CACHE_LAYOUT_COUNT    /* the number of layouts above: not a valid value */
 } qkvfuse_cache_layout;
 
 /* How a token finds its cache row (paged, paged_hnd and nz layouts). */
 typedef enum qkvfuse_cache_addressing {
   QKVFUSE_ADDRESS_SLOTS = 0,     /* args.slot_mapping [T]: slot s -> block s / block_size, row s % block_size */
-  QKVFUSE_ADDRESS_PAGE_TABLE = 1 /* FlashInfer's paged append: token t of sequence b = args.batch_indices[t]
+  QKVFUSE_ADDRESS_PAGE_TABLE = 1, /* FlashInfer's paged append: token t of sequence b = args.batch_indices[t]
                                     at position p = args.kv_positions[t] goes to block
                                     args.kv_indices[args.kv_indptr[b] + p / block_size], row p % block_size;
                                     sequence b's blocks are kv_indices[kv_indptr[b] .. kv_indptr[b + 1]).
                                     batch_indices[t] = -1 skips the token's cache rows */
+  QKVFUSE_ADDRESS_COUNT          /* the number of addressings above: not a valid value */
 } qkvfuse_cache_addressing;
 
 /* Intermediate rounding. */
 typedef enum qkvfuse_rounding {
   QKVFUSE_ROUNDING_FUSED = 0,         /* float32 throughout, each output rounded once (RNE) */
-  QKVFUSE_ROUNDING_UNFUSED_PARITY = 1 /* round to the I/O dtype (q_out's dtype) after the dequant (int32
+  QKVFUSE_ROUNDING_UNFUSED_PARITY = 1, /* round to the I/O dtype (q_out's dtype) after the dequant (int32
                                          input), after the norm and after RoPE, as a chain of separate kernels
                                          storing model-dtype tensors does; k_out, v_out and the quantizers
                                          read those rounded values. Bit-identical to the stage-by-stage path
@@ -294,6 +305,7 @@ typedef enum qkvfuse_rounding {
                                          With desc.q_quant the I/O dtype is the one q_out has unquantized:
                                          the input's, for int32 input the RoPE table's (float32 without a
                                          table); q is quantized from the rounded value. */
+  QKVFUSE_ROUNDING_COUNT              /* the number of modes above: not a valid value */
 } qkvfuse_rounding;
 
 /* Which implementation runs. AUTO picks the fastest for the plan's device. */
@@ -301,7 +313,8 @@ typedef enum qkvfuse_backend {
   QKVFUSE_BACKEND_AUTO = 0,
   QKVFUSE_BACKEND_REFERENCE = 1, /* scalar C reference of SPEC.md, single thread: the oracle */
   QKVFUSE_BACKEND_CPU = 2,       /* optimized CPU path */
-  QKVFUSE_BACKEND_CUDA = 3       /* CUDA kernels (tensors on a CUDA device) */
+  QKVFUSE_BACKEND_CUDA = 3,      /* CUDA kernels (tensors on a CUDA device) */
+  QKVFUSE_BACKEND_COUNT          /* the number of backends above: not a valid value */
 } qkvfuse_backend;
 
 /* ------------------------------------------------------------------------- */

@@ -1,12 +1,16 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* The utility API: status strings, dtype helpers and the DLPack mapping,
- * tensor_init, plan helpers, version, and the last-error protocol. */
+ * tensor_init, plan helpers, version, the last-error protocol, and the
+ * experimental variants (qkvfuse_experimental.h). */
+#define _POSIX_C_SOURCE 200809L /* setenv */
 #include <stddef.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "case.h"
 #include "harness.h"
+#include "qkvfuse_experimental.h"
 
 static int failed, checks;
 #define CHECK(cond, ...)                 \
@@ -26,6 +30,8 @@ static void status_strings(void) {
                                 "QKVFUSE_ERROR_ALIGNMENT",   "QKVFUSE_ERROR_OVERLAP",      "QKVFUSE_ERROR_OUT_OF_RANGE",
                                 "QKVFUSE_ERROR_BAD_SCALE",   "QKVFUSE_ERROR_DEVICE",       "QKVFUSE_ERROR_UNSUPPORTED",
                                 "QKVFUSE_ERROR_CUDA",        "QKVFUSE_ERROR_OUT_OF_MEMORY", "QKVFUSE_ERROR_VERSION"};
+  CHECK(sizeof names / sizeof names[0] == QKVFUSE_STATUS_COUNT, "QKVFUSE_STATUS_COUNT = %d, want %zu",
+        (int)QKVFUSE_STATUS_COUNT, sizeof names / sizeof names[0]);
   for (int s = 0; s < 15; s++) {
     const char *got = qkvfuse_status_string((qkvfuse_status)s);
     CHECK(got && !strcmp(got, names[s]), "status_string(%d) = \"%s\", want \"%s\"", s, got ? got : "(null)", names[s]);
@@ -36,6 +42,19 @@ static void status_strings(void) {
     CHECK(got && got[0], "status_string(%d) must be a non-empty string", unknown[i]);
     for (int s = 0; s < 15 && got; s++) CHECK(strcmp(got, names[s]), "status_string(%d) = a known name", unknown[i]);
   }
+}
+
+/* Each enum's _COUNT is one past its last value (qkvfuse.h). */
+static void enum_counts(void) {
+  CHECK(QKVFUSE_STATUS_COUNT == QKVFUSE_ERROR_VERSION + 1, "QKVFUSE_STATUS_COUNT");
+  CHECK(QKVFUSE_ROPE_SOURCE_COUNT == QKVFUSE_ROPE_COMPUTED + 1, "QKVFUSE_ROPE_SOURCE_COUNT");
+  CHECK(QKVFUSE_ROPE_STYLE_COUNT == QKVFUSE_ROPE_INTERLEAVED + 1, "QKVFUSE_ROPE_STYLE_COUNT");
+  CHECK(QKVFUSE_ROPE_SCALING_COUNT == QKVFUSE_ROPE_SCALING_YARN + 1, "QKVFUSE_ROPE_SCALING_COUNT");
+  CHECK(QKVFUSE_QUANT_COUNT == QKVFUSE_QUANT_FP8_E5M2 + 1, "QKVFUSE_QUANT_COUNT");
+  CHECK(QKVFUSE_CACHE_LAYOUT_COUNT == QKVFUSE_CACHE_CONTIGUOUS + 1, "QKVFUSE_CACHE_LAYOUT_COUNT");
+  CHECK(QKVFUSE_ADDRESS_COUNT == QKVFUSE_ADDRESS_PAGE_TABLE + 1, "QKVFUSE_ADDRESS_COUNT");
+  CHECK(QKVFUSE_ROUNDING_COUNT == QKVFUSE_ROUNDING_UNFUSED_PARITY + 1, "QKVFUSE_ROUNDING_COUNT");
+  CHECK(QKVFUSE_BACKEND_COUNT == QKVFUSE_BACKEND_CUDA + 1, "QKVFUSE_BACKEND_COUNT");
 }
 
 static void dtypes(void) {
@@ -59,6 +78,18 @@ static void dtypes(void) {
   for (size_t i = 0; i < sizeof other / sizeof other[0]; i++)
     CHECK(qkvfuse_dtype_from_dlpack(other[i][0], other[i][1], 1) == QKVFUSE_DTYPE_NONE,
           "dtype_from_dlpack(%u, %u, 1) must be NONE", other[i][0], other[i][1]);
+  /* every (code, bits) pair: exactly the eight above are dtypes */
+  int known = 0;
+  for (unsigned code = 0; code < 256; code++)
+    for (unsigned bits = 0; bits < 256; bits++) {
+      const qkvfuse_dtype d = qkvfuse_dtype_from_dlpack((uint8_t)code, (uint8_t)bits, 1);
+      const int is_one = d != QKVFUSE_DTYPE_NONE && d == (qkvfuse_dtype)((code << 8) | bits);
+      CHECK(d == QKVFUSE_DTYPE_NONE || is_one, "dtype_from_dlpack(%u, %u, 1) = %d", code, bits, (int)d);
+      CHECK(is_one || qkvfuse_dtype_size((qkvfuse_dtype)((code << 8) | bits)) == 0, "dtype_size(%u << 8 | %u) of no dtype",
+            code, bits);
+      known += is_one;
+    }
+  CHECK(known == 8, "%d (code, bits) pairs are dtypes, want 8", known);
   CHECK(qkvfuse_dtype_size(QKVFUSE_DTYPE_NONE) == 0 && qkvfuse_dtype_size((qkvfuse_dtype)999) == 0, "size of unknown dtypes");
   CHECK(!strcmp(qkvfuse_dtype_name(QKVFUSE_DTYPE_NONE), "?") && !strcmp(qkvfuse_dtype_name((qkvfuse_dtype)999), "?"),
         "name of unknown dtypes must be \"?\"");
@@ -170,14 +201,79 @@ static void struct_versions(void) {
         "desc version 2 with version 1's size must be QKVFUSE_ERROR_VERSION");
 }
 
+/* The name of the backend a CPU-backend plan gets with per-plan variants vs
+ * (NULL: qkvfuse_plan_create), or "" when plan creation fails. */
+static const char *cpu_backend(const char *vs) {
+  static char name[64];
+  qkvfuse_desc d = QKVFUSE_DESC_INIT;
+  d.num_q_heads = d.num_kv_heads = 1, d.head_dim = 64, d.backend = QKVFUSE_BACKEND_CPU;
+  qkvfuse_plan *p = NULL;
+  const qkvfuse_status s = vs ? qkvfuse_experimental_plan_create(&d, vs, &p) : qkvfuse_plan_create(&d, &p);
+  snprintf(name, sizeof name, "%s", s == QKVFUSE_SUCCESS ? qkvfuse_plan_backend_name(p) : "");
+  qkvfuse_plan_destroy(p);
+  return name;
+}
+
+static void variants(void) {
+  /* process-wide: bad keys and values name the argument and change nothing */
+  CHECK(qkvfuse_experimental_set(NULL, "scalar") == QKVFUSE_ERROR_NULL_POINTER &&
+            tk_names_argument(qkvfuse_last_error(), "key"),
+        "experimental_set(NULL): %s", qkvfuse_last_error());
+  CHECK(qkvfuse_experimental_set("cpu.nope", "scalar") == QKVFUSE_ERROR_INVALID_VALUE &&
+            tk_names_argument(qkvfuse_last_error(), "key"),
+        "experimental_set(unknown key): %s", qkvfuse_last_error());
+  const char *bad_values[][2] = {{"cpu.isa", "avx9"}, {"cuda.form", "decode1"}, {"cuda.pdl", "2"}, {"cpu.isa", "AVX2"}};
+  for (int i = 0; i < 4; i++)
+    CHECK(qkvfuse_experimental_set(bad_values[i][0], bad_values[i][1]) == QKVFUSE_ERROR_INVALID_VALUE &&
+              tk_names_argument(qkvfuse_last_error(), "value"),
+          "experimental_set(%s, %s): %s", bad_values[i][0], bad_values[i][1], qkvfuse_last_error());
+  const char *best = cpu_backend(NULL);
+  if (!best[0]) return; /* no CPU backend in this build: nothing a variant could steer */
+  CHECK(qkvfuse_experimental_set("cpu.isa", "scalar") == QKVFUSE_SUCCESS && !strcmp(cpu_backend(NULL), "cpu-scalar"),
+        "cpu.isa=scalar set process-wide: a CPU plan is %s", cpu_backend(NULL));
+  CHECK(qkvfuse_last_error()[0] == '\0', "last error after a successful experimental_set");
+  CHECK(qkvfuse_experimental_set("cpu.isa", "avx9") != QKVFUSE_SUCCESS && !strcmp(cpu_backend(NULL), "cpu-scalar"),
+        "a rejected experimental_set changed the variant");
+  /* per plan: over the process-wide one */
+  CHECK(!strcmp(cpu_backend("cpu.isa=auto"), best), "cpu.isa=auto per plan over scalar: %s, want %s",
+        cpu_backend("cpu.isa=auto"), best);
+  CHECK(!strcmp(cpu_backend("cuda.form=decode_narrow,cuda.pdl=0"), "cpu-scalar"),
+        "CUDA keys on a CPU plan: recorded, the process-wide cpu.isa kept: %s",
+        cpu_backend("cuda.form=decode_narrow,cuda.pdl=0"));
+  CHECK(qkvfuse_experimental_set("cpu.isa", NULL) == QKVFUSE_SUCCESS && !strcmp(cpu_backend(NULL), best),
+        "cpu.isa unset: %s, want %s", cpu_backend(NULL), best);
+  /* the environment alias: read when no variant is set, a variant over it */
+  setenv("QKVFUSE_CPU_ISA", "scalar", 1);
+  CHECK(!strcmp(cpu_backend(NULL), "cpu-scalar"), "QKVFUSE_CPU_ISA=scalar: %s", cpu_backend(NULL));
+  CHECK(!strcmp(cpu_backend("cpu.isa=auto"), best), "cpu.isa=auto over QKVFUSE_CPU_ISA=scalar: %s",
+        cpu_backend("cpu.isa=auto"));
+  unsetenv("QKVFUSE_CPU_ISA");
+  /* malformed lists: INVALID_VALUE naming variants, no plan */
+  static const char *bad[] = {"cpu.isa",        "cpu.isa=",     "=scalar",          "x=1",     "cpu.isa=avx2,",
+                              "cpu.isa=scalar,cpu.isa=avx2", "cuda.pdl=2", "cpu.isa=scalar;cuda.pdl=0", ","};
+  for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+    qkvfuse_desc d = QKVFUSE_DESC_INIT;
+    d.num_q_heads = d.num_kv_heads = 1, d.head_dim = 64;
+    qkvfuse_plan *p = (qkvfuse_plan *)&d; /* must become NULL */
+    const qkvfuse_status s = qkvfuse_experimental_plan_create(&d, bad[i], &p);
+    CHECK(s == QKVFUSE_ERROR_INVALID_VALUE && p == NULL && tk_names_argument(qkvfuse_last_error(), "variants"),
+          "variants \"%s\": %s, %s", bad[i], qkvfuse_status_string(s), qkvfuse_last_error());
+    if (s == QKVFUSE_SUCCESS) qkvfuse_plan_destroy(p);
+  }
+  CHECK(!strcmp(cpu_backend(""), best) && !strcmp(cpu_backend("cpu.isa=scalar"), "cpu-scalar"),
+        "variants \"\" and cpu.isa=scalar per plan");
+}
+
 int main(void) {
   CHECK(qkvfuse_version_number() == QKVFUSE_VERSION_NUMBER, "version_number %u, header %d", qkvfuse_version_number(),
         QKVFUSE_VERSION_NUMBER);
   status_strings();
+  enum_counts();
   dtypes();
   tensor_init();
   plans();
   struct_versions();
+  variants();
   printf("test_api: %d checks, %d failed\n", checks, failed);
   return failed ? 1 : 0;
 }

@@ -284,6 +284,19 @@ static int mutate(int id, int base, mctx *m, expect *e) {
   MUT(TK_BASE_D, INVALID_VALUE, "k_quant", "k_quant without a cache layout") d->k_quant = QKVFUSE_QUANT_INT8_SYM; END
   MUT(ALL, INVALID_VALUE, "rounding", "rounding 7") d->rounding = (qkvfuse_rounding)7; END
   MUT(ALL, INVALID_VALUE, "backend", "backend 9") d->backend = (qkvfuse_backend)9; END
+  /* each enum's _COUNT (one past its last value) and -1: the first values out of range */
+  MUT(TK_BASE_C, INVALID_VALUE, "rope_scaling", "scaling type COUNT") d->rope_scaling.type = QKVFUSE_ROPE_SCALING_COUNT; END
+  MUT(ALL, INVALID_VALUE, "rope_source", "rope_source COUNT") d->rope_source = QKVFUSE_ROPE_SOURCE_COUNT; END
+  MUT(ALL, INVALID_VALUE, "rope_source", "rope_source -1") d->rope_source = (qkvfuse_rope_source)-1; END
+  MUT(TK_BASE_A | TK_BASE_C, INVALID_VALUE, "rope_style", "rope_style COUNT") d->rope_style = QKVFUSE_ROPE_STYLE_COUNT; END
+  MUT(ALL, INVALID_VALUE, "cache_layout", "cache_layout COUNT") d->cache_layout = QKVFUSE_CACHE_LAYOUT_COUNT; END
+  MUT(ALL, INVALID_VALUE, "cache_layout", "cache_layout -1") d->cache_layout = (qkvfuse_cache_layout)-1; END
+  MUT(TK_BASE_A | TK_BASE_C, INVALID_VALUE, "k_quant", "k_quant COUNT") d->k_quant = QKVFUSE_QUANT_COUNT; END
+  MUT(TK_BASE_A | TK_BASE_B, INVALID_VALUE, "v_quant", "v_quant -1") d->v_quant = (qkvfuse_quant_mode)-1; END
+  MUT(TK_BASE_P, INVALID_VALUE, "cache_addressing", "cache_addressing COUNT") d->cache_addressing = QKVFUSE_ADDRESS_COUNT; END
+  MUT(ALL, INVALID_VALUE, "rounding", "rounding COUNT") d->rounding = QKVFUSE_ROUNDING_COUNT; END
+  MUT(ALL, INVALID_VALUE, "backend", "backend COUNT") d->backend = QKVFUSE_BACKEND_COUNT; END
+  MUT(ALL, INVALID_VALUE, "backend", "backend -1") d->backend = (qkvfuse_backend)-1; END
   MUT(ALL, INVALID_VALUE, "num_threads", "num_threads -1") d->num_threads = -1; END
   /* ---- tensors the plan cannot use ---- */
   MUT(TK_BASE_A, INVALID_VALUE, "weight_scale", "weight_scale with float input") a->weight_scale = extra1(m, QKVFUSE_DTYPE_FLOAT32, H, 0, 1.0); END

@@ -474,6 +474,7 @@ int main(int argc, char **argv) {
   uint64_t n = tk_arg_u64(argc, argv, "--cases", NULL, 40);
   int verbose = tk_arg_has(argc, argv, "--verbose");
   qkvfuse_backend be = QKVFUSE_BACKEND_AUTO;
+  if (tk_variants_from(argc, argv) != 0) return 2; /* the named operators' plans take them */
   if (tk_arg_has(argc, argv, "--backend") && !tk_backends_from(argc, argv, &be, 1)) return 2;
   if (!tk_device_for_backend(be)) return TK_SKIP;
   for (int op = OP_SPLIT; op <= OP_DEQUANT; op++)

@@ -3,6 +3,11 @@
  *
  *   test_ops [--backend reference,auto,cpu] [--seed S] [--cases N] [--only I]
  *            [--max-elems E] [--engine] [--verbose]
+ *   test_ops --preset NAME|all [--tokens 1,7,33] [--backend ...] [--seed S]
+ * --preset: instead of random cases, a preset's named list of cases (the
+ * cases `qkvfuse bench --preset NAME` times: every operator variant at each
+ * token count, kit/presets.h) in bfloat16, float16 and float32, the cache
+ * variants with both slot modes (a random slot per token; pages).
  * --engine: every case the call an inference engine makes (tk_spec_engine),
  * which the CUDA backend's decode form serves with its dtypes and cache
  * geometry as constants (QF_FAST_HOT).
@@ -11,14 +16,89 @@
  * command line that reruns exactly that case. Exit 77 (skip) when no
  * requested backend can serve (e.g. the fast CPU backend not built yet). */
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "harness.h"
+#include "presets.h"
+
+/* Value of "--name V" in argv, or NULL. */
+static const char *arg_str(int argc, char **argv, const char *name) {
+  for (int i = 1; i + 1 < argc; i++)
+    if (!strcmp(argv[i], name)) return argv[i + 1];
+  return NULL;
+}
+
+/* test_ops --preset: every case of the named presets against the oracle. */
+static int run_presets(int argc, char **argv, const qkvfuse_backend *bes, int nbe, const char *which) {
+  int64_t tokens[16];
+  int ntokens = 0;
+  char list[128];
+  snprintf(list, sizeof list, "%s", arg_str(argc, argv, "--tokens") ? arg_str(argc, argv, "--tokens") : "1,7,33");
+  for (char *tok = strtok(list, ","); tok && ntokens < 16; tok = strtok(NULL, ",")) {
+    char *end;
+    tokens[ntokens] = strtoll(tok, &end, 10);
+    if (*end || tokens[ntokens] < 0) {
+      fprintf(stderr, "test_ops: --tokens: bad count '%s'\n", tok);
+      return 2;
+    }
+    ntokens++;
+  }
+  int npresets;
+  const tk_preset *presets = tk_presets(&npresets);
+  if (strcmp(which, "all") != 0 && !tk_preset_find(which)) {
+    fprintf(stderr, "test_ops: --preset: unknown preset '%s' (all, %s)\n", which, tk_preset_names());
+    return 2;
+  }
+  const uint64_t seed = tk_arg_u64(argc, argv, "--seed", "QKVFUSE_TEST_SEED", 0x9E5E7);
+  static const qkvfuse_dtype dts[] = {QKVFUSE_DTYPE_BFLOAT16, QKVFUSE_DTYPE_FLOAT16, QKVFUSE_DTYPE_FLOAT32};
+  int failed = 0, ran = 0, skipped = 0;
+  for (int b = 0; b < nbe; b++) {
+    for (int p = 0; p < npresets; p++) {
+      if (strcmp(which, "all") != 0 && strcmp(which, presets[p].name) != 0) continue;
+      for (int d = 0; d < 3; d++)
+        for (int page_slots = 0; page_slots < 2; page_slots++) {
+          tk_spec specs[TK_OP_COUNT * 16];
+          const int n = tk_preset_cases(&presets[p], tokens, ntokens, dts[d], page_slots, specs, TK_OP_COUNT * 16);
+          for (int i = 0; i < n; i++) {
+            if (page_slots && specs[i].layout == QKVFUSE_CACHE_NONE) continue; /* no slots to lay out */
+            const uint64_t cs = tk_case_seed(seed, (uint64_t)(((p * 3 + d) * 2 + page_slots) * 256 + i));
+            tk_case c;
+            if (tk_case_build(&c, &specs[i], cs)) {
+              printf("FAIL: out of memory building a case\n");
+              return 1;
+            }
+            tk_stats st;
+            memset(&st, 0, sizeof st);
+            const int rc = tk_check_case(&c, bes[b], tk_run_core, NULL, &st);
+            tk_case_free(&c);
+            if (rc == TK_SKIP) {
+              skipped++;
+              continue;
+            }
+            ran++;
+            if (rc == TK_FAIL && failed++ < 10) {
+              char desc[1024];
+              tk_spec_describe(&specs[i], desc, sizeof desc);
+              printf("FAIL test_ops --preset %s backend=%s variant %s T=%lld %s%s: %s\n  failing: %s\n  spec: %s\n",
+                     presets[p].name, tk_backend_str(bes[b]), tk_op_name((tk_preset_op)(i / ntokens)),
+                     (long long)specs[i].T, qkvfuse_dtype_name(dts[d]), page_slots ? " page slots" : "", st.first,
+                     st.where, desc);
+            }
+          }
+        }
+    }
+  }
+  printf("test_ops --preset %s: %d cases run, %d skipped, %d failed\n", which, ran, skipped, failed);
+  if (failed) return 1;
+  return ran ? 0 : TK_SKIP;
+}
 
 int main(int argc, char **argv) {
   qkvfuse_backend bes[8];
   int nbe = tk_backends_from(argc, argv, bes, 8);
   if (!nbe) return 2;
+  if (arg_str(argc, argv, "--preset")) return run_presets(argc, argv, bes, nbe, arg_str(argc, argv, "--preset"));
   uint64_t seed = tk_arg_u64(argc, argv, "--seed", "QKVFUSE_TEST_SEED", 0x51ced);
   uint64_t ncases = tk_arg_u64(argc, argv, "--cases", "QKVFUSE_TEST_CASES", 400);
   uint64_t only = tk_arg_u64(argc, argv, "--only", NULL, UINT64_MAX);

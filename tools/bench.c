@@ -8,7 +8,7 @@
 #include <string.h>
 
 #include "args.h"
-#include "bench_case.h"
+#include "bench_set.h"
 #include "commands.h"
 #include "core/plan.h"
 #include "device.h"
@@ -32,17 +32,19 @@ void cli_bench_usage(FILE *f) {
           "  copy     memcpy of bytes/2, so that its read + write traffic equals the operator's bytes\n"
           "bytes = every input read once + every output written once (cos_sin_cache: the T rows used; caches:\n"
           "the rows written). Each time is the median of per-call samples after a warm-up; calls cycle through\n"
-          "enough copies of the tensors to stream past the last-level cache.\n"
+          "enough copies of the tensors to stream past the last-level cache. The tensors are the test kit's\n"
+          "cases of the preset (kit/presets.h); before timing, a case of at most 4096 tokens runs once and its\n"
+          "fused result is checked against the kit's float64 oracle (a difference fails the case).\n"
           "\n"
           "options:\n"
           "  --preset NAME     one preset instead of all: %s\n"
           "  --tokens LIST     token counts, comma-separated, each 1..1048576 (default 1,16,512,4096;\n"
           "                    with --device cuda 1,8,64,512,4096,32768)\n"
           "  --op LIST         variants, comma-separated (default: all of %s):\n",
-          cli_preset_names(), bench_op_names());
-  for (int i = 0; i < BENCH_OP_COUNT; i++) { /* the help of each, its lines under one another */
-    fprintf(f, "                      %-8s ", bench_op_name((bench_op)i));
-    for (const char *p = bench_op_help((bench_op)i); *p; p++) {
+          tk_preset_names(), tk_op_names());
+  for (int i = 0; i < TK_OP_COUNT; i++) { /* the help of each, its lines under one another */
+    fprintf(f, "                      %-8s ", tk_op_name((tk_preset_op)i));
+    for (const char *p = tk_op_help((tk_preset_op)i); *p; p++) {
       fputc(*p, f);
       if (*p == '\n') fprintf(f, "%31s", "");
     }
@@ -74,10 +76,10 @@ void cli_bench_usage(FILE *f) {
 static int usage_error(const char *msg, const char *arg) { return cli_usage_error("bench", msg, arg); }
 
 typedef struct bench_options {
-  const cli_preset *only;
+  const tk_preset *only;
   int64_t tokens[MAX_TOKEN_COUNTS];
   int ntokens;
-  int ops[BENCH_OP_COUNT];
+  int ops[TK_OP_COUNT];
   int nops;
   qkvfuse_dtype dtype;
   qkvfuse_backend backend;
@@ -97,7 +99,7 @@ typedef struct bench_options {
 /* ---- the three subjects ----------------------------------------------------------- */
 
 static void call_failed(const bench_case *c, const char *what, qkvfuse_status s) {
-  fprintf(stderr, "qkvfuse bench: %s %s T=%" PRId64 ": %s failed: %s: %s\n", bench_op_name(c->spec.op),
+  fprintf(stderr, "qkvfuse bench: %s %s T=%" PRId64 ": %s failed: %s: %s\n", tk_op_name(c->spec.op),
           c->spec.preset->name, c->spec.tokens, what, qkvfuse_status_string(s), qkvfuse_last_error());
 }
 
@@ -159,7 +161,7 @@ static const char *const table_headers[] = {"op",       "preset", "tokens", "dty
 static const char table_align[] = "llrllrrrrrrrrrrr";
 
 static void table_row(cli_table *t, const bench_case *c, const bench_row *r) {
-  cli_table_cell(t, "%s", bench_op_name(c->spec.op));
+  cli_table_cell(t, "%s", tk_op_name(c->spec.op));
   cli_table_cell(t, "%s", c->spec.preset->name);
   cli_table_cell(t, "%" PRId64, c->spec.tokens);
   cli_table_cell(t, "%s", qkvfuse_dtype_name(c->spec.dtype));
@@ -187,7 +189,7 @@ static void table_row(cli_table *t, const bench_case *c, const bench_row *r) {
 static void print_json(FILE *f, const bench_case *c, const bench_row *r) {
   cli_json j;
   cli_json_begin(&j, f);
-  cli_json_str(&j, "op", bench_op_name(c->spec.op));
+  cli_json_str(&j, "op", tk_op_name(c->spec.op));
   cli_json_str(&j, "preset", c->spec.preset->name);
   cli_json_str(&j, "device", c->dev->name);
   cli_json_int(&j, "tokens", c->spec.tokens);
@@ -223,8 +225,14 @@ static int bench_one(const bench_options *o, const cli_device *dev, const bench_
   bench_case c;
   char err[512];
   if (bench_case_make(&c, spec, dev, rotate_bytes, err, sizeof err) != 0) {
-    fprintf(stderr, "qkvfuse bench: %s %s T=%" PRId64 ": %s\n", bench_op_name(spec->op), spec->preset->name,
+    fprintf(stderr, "qkvfuse bench: %s %s T=%" PRId64 ": %s\n", tk_op_name(spec->op), spec->preset->name,
             spec->tokens, err);
+    return 1;
+  }
+  if (spec->tokens <= BENCH_CHECK_MAX_TOKENS && bench_case_check(&c, err, sizeof err) != 0) {
+    fprintf(stderr, "qkvfuse bench: %s %s T=%" PRId64 ": %s\n", tk_op_name(spec->op), spec->preset->name,
+            spec->tokens, err);
+    bench_case_free(&c);
     return 1;
   }
   bench_row r = {NAN, NAN, NAN, NAN};
@@ -302,8 +310,8 @@ enum {
 /* @return 0, or -1 with *exit_code set: 0 after --help, 2 after a usage error. */
 static int parse_options(int argc, char **argv, bench_options *o, int *exit_code) {
   memset(o, 0, sizeof *o);
-  o->nops = BENCH_OP_COUNT;
-  for (int i = 0; i < BENCH_OP_COUNT; i++) o->ops[i] = i;
+  o->nops = TK_OP_COUNT;
+  for (int i = 0; i < TK_OP_COUNT; i++) o->ops[i] = i;
   o->dtype = QKVFUSE_DTYPE_BFLOAT16;
   o->backend = QKVFUSE_BACKEND_AUTO;
   o->threads = 1;
@@ -311,10 +319,10 @@ static int parse_options(int argc, char **argv, bench_options *o, int *exit_code
   o->min_time = 0.2;
   o->seed = 1;
   char presets_needed[300], ops_needed[200], unknown_op[200], unknown_preset[300];
-  snprintf(presets_needed, sizeof presets_needed, "a preset name (the presets: %s)", cli_preset_names());
-  snprintf(ops_needed, sizeof ops_needed, "a comma-separated list of variants (the variants: %s)", bench_op_names());
-  snprintf(unknown_op, sizeof unknown_op, "--op: unknown variant (the variants: %s)", bench_op_names());
-  snprintf(unknown_preset, sizeof unknown_preset, "--preset: unknown preset (the presets: %s)", cli_preset_names());
+  snprintf(presets_needed, sizeof presets_needed, "a preset name (the presets: %s)", tk_preset_names());
+  snprintf(ops_needed, sizeof ops_needed, "a comma-separated list of variants (the variants: %s)", tk_op_names());
+  snprintf(unknown_op, sizeof unknown_op, "--op: unknown variant (the variants: %s)", tk_op_names());
+  snprintf(unknown_preset, sizeof unknown_preset, "--preset: unknown preset (the presets: %s)", tk_preset_names());
   const cli_option options[OPT_COUNT] = {
       [OPT_JSON] = {"json", 0, NULL},
       [OPT_JSON_OUT] = {"json-out", 1, "a file name"},
@@ -355,7 +363,7 @@ static int parse_options(int argc, char **argv, bench_options *o, int *exit_code
       o->reference = 1;
       break;
     case OPT_PRESET:
-      if ((o->only = cli_preset_find(value)) == NULL) return *exit_code = usage_error(unknown_preset, value), -1;
+      if ((o->only = tk_preset_find(value)) == NULL) return *exit_code = usage_error(unknown_preset, value), -1;
       break;
     case OPT_TOKENS:
       bad = cli_parse_i64_list(value, 1, 1 << 20, o->tokens, MAX_TOKEN_COUNTS, &o->ntokens) != 0;
@@ -367,7 +375,7 @@ static int parse_options(int argc, char **argv, bench_options *o, int *exit_code
       o->nops = 0;
       for (char *q = list, *comma; q; q = comma ? comma + 1 : NULL) {
         if ((comma = strchr(q, ','))) *comma = '\0';
-        const int op = bench_op_parse(q);
+        const int op = tk_op_parse(q);
         if (op < 0) return *exit_code = usage_error(unknown_op, q), -1;
         for (int k = 0; k < o->nops; k++)
           if (o->ops[k] == op) return *exit_code = usage_error("--op: variant given twice", q), -1;
@@ -451,7 +459,7 @@ int cli_bench(int argc, char **argv) {
     return 1;
   }
   int npresets, failures = 0;
-  const cli_preset *presets = cli_presets(&npresets);
+  const tk_preset *presets = tk_presets(&npresets);
   if (!o.json) {
     printf("device %s, %d thread%s, min time %g s per measurement, rotation target %g MB (%s; rot MB: the\n"
            "span each row's calls cycle through, whole tensor sets), cache slots: %s\n\n",
@@ -463,12 +471,12 @@ int cli_bench(int argc, char **argv) {
   cli_table_init(&table, o.reference ? 16 : 14, table_headers, table_align); /* the rows of every case */
   o.table = &table;
   for (int i = 0; i < npresets; i++) {
-    const cli_preset *ps = &presets[i];
+    const tk_preset *ps = &presets[i];
     if (o.only && ps != o.only) continue;
     if (!o.json) fprintf(stderr, "bench: %s (%s)\n", ps->name, ps->model);
     for (int k = 0; k < o.nops; k++)
       for (int t = 0; t < o.ntokens; t++) {
-        const bench_spec spec = {(bench_op)o.ops[k],
+        const bench_spec spec = {(tk_preset_op)o.ops[k],
                                  ps,
                                  o.tokens[t],
                                  o.dtype,

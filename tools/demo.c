@@ -35,7 +35,7 @@ void cli_demo_usage(FILE *f) {
           "  --dtype T       activations, cos/sin and outputs: bfloat16 (default), float16, float32\n"
           "  --json          one JSON object per result line instead of the table\n"
           "  --help          this text\n",
-          cli_preset_names());
+          tk_preset_names());
 }
 
 static int usage_error(const char *msg, const char *arg) { return cli_usage_error("demo", msg, arg); }
@@ -130,12 +130,12 @@ enum { OPT_JSON, OPT_DEVICE, OPT_PRESET, OPT_TOKENS, OPT_SEED, OPT_DTYPE, OPT_CO
 
 int cli_demo(int argc, char **argv) {
   demo_config cfg = {.tokens = 64, .seed = 1, .dtype = QKVFUSE_DTYPE_BFLOAT16};
-  const cli_preset *only = NULL;
+  const tk_preset *only = NULL;
   const char *device = "auto";
   int json = 0;
   char presets_needed[300], unknown_preset[300];
-  snprintf(presets_needed, sizeof presets_needed, "a preset name (the presets: %s)", cli_preset_names());
-  snprintf(unknown_preset, sizeof unknown_preset, "--preset: unknown preset (the presets: %s)", cli_preset_names());
+  snprintf(presets_needed, sizeof presets_needed, "a preset name (the presets: %s)", tk_preset_names());
+  snprintf(unknown_preset, sizeof unknown_preset, "--preset: unknown preset (the presets: %s)", tk_preset_names());
   const cli_option options[OPT_COUNT] = {
       [OPT_JSON] = {"json", 0, NULL},
       [OPT_DEVICE] = {"device", 1, "auto, cpu or cuda"},
@@ -165,7 +165,7 @@ int cli_demo(int argc, char **argv) {
       device = value;
       break;
     case OPT_PRESET:
-      if ((only = cli_preset_find(value)) == NULL) return usage_error(unknown_preset, value);
+      if ((only = tk_preset_find(value)) == NULL) return usage_error(unknown_preset, value);
       break;
     case OPT_TOKENS:
       bad = cli_parse_i64(value, 1, 65536, &cfg.tokens) != 0;
@@ -185,12 +185,12 @@ int cli_demo(int argc, char **argv) {
   fprintf(stderr, "demo: device %s\n", cfg.dev->describe());
 
   int npresets;
-  const cli_preset *presets = cli_presets(&npresets);
+  const tk_preset *presets = tk_presets(&npresets);
   demo_result rows[3 * 16];
   int n = 0, failed = 0, skipped = 0;
   if (npresets > 16) npresets = 16;
   for (int i = 0; i < npresets; i++) {
-    const cli_preset *ps = &presets[i];
+    const tk_preset *ps = &presets[i];
     if (only && ps != only) continue;
     if (!json) fprintf(stderr, "demo: %s (%s), %" PRId64 " tokens\n", ps->name, ps->model, cfg.tokens);
     demo_split_qkv_rmsnorm_rope(ps, &cfg, &rows[n]);

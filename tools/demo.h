@@ -35,8 +35,8 @@ typedef struct demo_result {
 } demo_result;
 
 /* Run one operator on one preset and fill *r. */
-void demo_split_qkv_rmsnorm_rope(const cli_preset *ps, const demo_config *cfg, demo_result *r);
-void demo_qkv_rmsnorm_rope_cache(const cli_preset *ps, const demo_config *cfg, demo_result *r);
-void demo_dequant_rope_quant_kvcache(const cli_preset *ps, int preset_index, const demo_config *cfg, demo_result *r);
+void demo_split_qkv_rmsnorm_rope(const tk_preset *ps, const demo_config *cfg, demo_result *r);
+void demo_qkv_rmsnorm_rope_cache(const tk_preset *ps, const demo_config *cfg, demo_result *r);
+void demo_dequant_rope_quant_kvcache(const tk_preset *ps, int preset_index, const demo_config *cfg, demo_result *r);
 
 #endif /* QKVFUSE_TOOLS_DEMO_H */

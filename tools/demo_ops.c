@@ -19,13 +19,13 @@
 
 /* ---- shared set-up ---------------------------------------------------------- */
 
-static cli_rng case_rng(const demo_config *cfg, const cli_preset *ps, unsigned op) {
+static cli_rng case_rng(const demo_config *cfg, const tk_preset *ps, unsigned op) {
   uint64_t h = 1469598103934665603ull;
   for (const char *s = ps->name; *s; s++) h = (h ^ (unsigned char)*s) * 1099511628211ull;
   return cli_rng_make(cfg->seed * 0x100000001b3ull + h + op);
 }
 
-static void begin(demo_result *r, const char *op, const cli_preset *ps, const demo_config *cfg) {
+static void begin(demo_result *r, const char *op, const tk_preset *ps, const demo_config *cfg) {
   memset(r, 0, sizeof *r);
   r->op = op;
   r->preset = ps->name;
@@ -158,7 +158,7 @@ static cli_tensor *output(cli_pool *pool, qkvfuse_dtype dt, int ndim, const int6
  * gamma_offset argument) receive folded into float32 weights: exactly the
  * float32 value the core computes from g with desc.gamma_offset = 1. A model
  * without q/k norm gets synthetic unit-ish weights. */
-static void norm_weights(cli_pool *pool, cli_rng *rng, const cli_preset *ps, qkvfuse_dtype dt, cli_tensor **named,
+static void norm_weights(cli_pool *pool, cli_rng *rng, const tk_preset *ps, qkvfuse_dtype dt, cli_tensor **named,
                          cli_tensor **ref, demo_result *r) {
   const int64_t D = ps->head_dim;
   *ref = cli_pool_tensor(pool, dt, 1, &D);
@@ -175,7 +175,7 @@ static void norm_weights(cli_pool *pool, cli_rng *rng, const cli_preset *ps, qkv
 
 /* Per-token full-length neox cos and sin ([T, D] elements) at random
  * positions of the model's context, from its theta and scaling rule. */
-static qkvfuse_status fill_cos_sin(const cli_preset *ps, cli_rng *rng, cli_tensor *cos_t, cli_tensor *sin_t,
+static qkvfuse_status fill_cos_sin(const tk_preset *ps, cli_rng *rng, cli_tensor *cos_t, cli_tensor *sin_t,
                                    int64_t T) {
   const int64_t D = ps->head_dim, h = D / 2;
   double inv_freq[256], mscale = 1.0;
@@ -214,7 +214,7 @@ static cli_tensor *index_tensor(cli_pool *pool, const int64_t *v, int64_t n) {
 }
 
 /* Compare the two runs' caches (written elements within a step, the rest untouched). */
-static void compare_cache(demo_result *r, const char *what, qkvfuse_cache_layout layout, const cli_preset *ps,
+static void compare_cache(demo_result *r, const char *what, qkvfuse_cache_layout layout, const tk_preset *ps,
                           const cli_tensor *got, const cli_tensor *want, const cli_tensor *initial,
                           const int64_t *slots, int64_t T, int64_t S) {
   unsigned char *written = calloc((size_t)cli_tensor_numel(got), 1);
@@ -231,7 +231,7 @@ static void compare_cache(demo_result *r, const char *what, qkvfuse_cache_layout
 }
 
 /* The cache operators apply neox RoPE to all D dims of a head. */
-static int fits_full_neox(const cli_preset *ps, demo_result *r) {
+static int fits_full_neox(const tk_preset *ps, demo_result *r) {
   if (ps->rotary_dim == ps->head_dim && ps->rope_style == QKVFUSE_ROPE_NEOX) return 1;
   r->skipped = 1;
   r->ok = 1;
@@ -247,7 +247,7 @@ static int fits_full_neox(const cli_preset *ps, demo_result *r) {
 
 /* ---- split_qkv_rmsnorm_rope ------------------------------------------------------ */
 
-void demo_split_qkv_rmsnorm_rope(const cli_preset *ps, const demo_config *cfg, demo_result *r) {
+void demo_split_qkv_rmsnorm_rope(const tk_preset *ps, const demo_config *cfg, demo_result *r) {
   begin(r, "split_qkv_rmsnorm_rope", ps, cfg);
   const qkvfuse_dtype dt = cfg->dtype;
   const int64_t T = cfg->tokens, Nq = ps->num_q_heads, Nkv = ps->num_kv_heads, D = ps->head_dim;
@@ -327,7 +327,7 @@ void demo_split_qkv_rmsnorm_rope(const cli_preset *ps, const demo_config *cfg, d
 
 #define NZ_BLOCK_SIZE 128 /* a multiple of 32, as the CANN operator requires for int8 */
 
-void demo_qkv_rmsnorm_rope_cache(const cli_preset *ps, const demo_config *cfg, demo_result *r) {
+void demo_qkv_rmsnorm_rope_cache(const tk_preset *ps, const demo_config *cfg, demo_result *r) {
   begin(r, "qkv_rmsnorm_rope_cache", ps, cfg);
   snprintf(r->cache, sizeof r->cache, "nz int8 k:sym v:asym");
   if (!fits_full_neox(ps, r)) return;
@@ -440,7 +440,7 @@ void demo_qkv_rmsnorm_rope_cache(const cli_preset *ps, const demo_config *cfg, d
 #define PAGE_BLOCK_SIZE 16
 #define CONTIGUOUS_SLACK 8 /* max_seq = S + this: start indices 0..8 */
 
-void demo_dequant_rope_quant_kvcache(const cli_preset *ps, int preset_index, const demo_config *cfg, demo_result *r) {
+void demo_dequant_rope_quant_kvcache(const tk_preset *ps, int preset_index, const demo_config *cfg, demo_result *r) {
   begin(r, "dequant_rope_quant_kvcache", ps, cfg);
   const int contiguous = preset_index % 2 == 0;
   const qkvfuse_cache_layout layout = contiguous ? QKVFUSE_CACHE_CONTIGUOUS : QKVFUSE_CACHE_PAGED;

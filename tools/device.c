@@ -10,8 +10,9 @@
 #include <string.h>
 #include <time.h>
 
+#include "../kit/device.h"
 #include "cpu/cpu.h"
-#include "reference/unfused.h"
+#include "unfused.h"
 #include "tensors.h"
 
 #define CPU_COPY_MIN_BYTES_PER_THREAD (256 * 1024)
@@ -64,7 +65,7 @@ static void cpu_copy(void *dst, const void *src, size_t bytes, int threads) {
  * kernels for a cpu-* plan (fusion vs no fusion at equal code quality), the
  * reference's scalar stages otherwise. */
 static qkvfuse_status cpu_unfused_run(const qkvfuse_plan *plan, const qf_problem *p, void *scratch) {
-  return qf_cpu_unfused_run(plan, p, scratch);
+  return qf_unfused_run_with(p, scratch, qf_cpu_unfused_kernels(plan));
 }
 
 static void cpu_sync(void) {}
@@ -97,11 +98,14 @@ static size_t cpu_llc_bytes(void) {
   return best ? best : CPU_LLC_FALLBACK;
 }
 
-/* The instruction set the CPU backend's plans get (QKVFUSE_CPU_ISA honored). */
+/* The instruction set the CPU backend's plans get (the process-wide cpu.isa
+ * variant and QKVFUSE_CPU_ISA honored). */
 static const char *cpu_describe(void) {
   static char text[64];
   qf_cpu_isa isa;
-  if (qf_cpu_isa_choose(&isa) == QKVFUSE_SUCCESS)
+  qf_variants v;
+  qf_variants_current(&v);
+  if (qf_cpu_isa_choose(&v, &isa) == QKVFUSE_SUCCESS)
     snprintf(text, sizeof text, "cpu (%s)", qf_cpu_isa_name(isa));
   else
     snprintf(text, sizeof text, "cpu (no usable instruction set)");
@@ -110,6 +114,7 @@ static const char *cpu_describe(void) {
 
 static const cli_device cpu_device = {
     .name = "cpu",
+    .kit = tk_device_cpu,
     .type = QKVFUSE_DEVICE_CPU,
     .alloc = cli_alloc,
     .free = cli_free,

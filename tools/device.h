@@ -13,8 +13,13 @@
 #include "core/plan.h"
 #include "qkvfuse.h"
 
+struct tk_device;
+
 typedef struct cli_device {
   const char *name;             /* "cpu": what --device takes */
+  /* The test kit's device layer on this device (kit/device.h): the memory and
+   * transfers of the benchmark's cases; NULL when unusable. */
+  const struct tk_device *(*kit)(void);
   qkvfuse_device_type type;     /* desc.device_type of its plans */
   void *(*alloc)(size_t bytes); /* 64-byte aligned; NULL when out of memory */
   void (*free)(void *p);

@@ -15,7 +15,8 @@
 #include <stdlib.h>
 #include <time.h>
 
-#include "cuda/unfused.h"
+#include "../kit/device.h"
+#include "unfused_cuda.h"
 #include "device.h"
 #include "measure.h"
 
@@ -158,8 +159,12 @@ done:
   return r;
 }
 
+/* The kit's CUDA device with its transfers on g_stream. */
+static const tk_device *cuda_kit(void) { return tk_device_cuda_on((void *)g_stream); }
+
 static const cli_device cuda_device = {
     .name = "cuda",
+    .kit = cuda_kit,
     .type = QKVFUSE_DEVICE_CUDA,
     .alloc = cuda_alloc,
     .free = cuda_release,

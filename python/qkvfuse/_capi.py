@@ -22,6 +22,9 @@ ABI_VERSION = (0, 2)
 MAX_DIMS = 6
 
 # --- enums (qkvfuse.h numbers; frozen there) ----------------------------------
+# Copies of the header's numbers, needed before the library is loaded;
+# tests/test_api.py compares each with the header (every value below its
+# _COUNT named) and with the library (dtype names and sizes, status names).
 
 DTYPE = {
     "int8": (0 << 8) | 8,
@@ -33,8 +36,6 @@ DTYPE = {
     "float8_e4m3fn": (10 << 8) | 8,
     "float8_e5m2": (12 << 8) | 8,
 }
-DTYPE_SIZE = {"int8": 1, "int32": 4, "int64": 8, "float16": 2, "float32": 4, "bfloat16": 2, "float8_e4m3fn": 1,
-              "float8_e5m2": 1}
 DEVICE_CPU, DEVICE_CUDA = 1, 2
 
 ROPE_SOURCE = {"none": 0, "cos_sin_cache": 1, "cos_sin": 2, "computed": 3}

@@ -35,12 +35,34 @@ def test_enum_numbers_match_the_header():
     for name, code in _capi.DTYPE.items():
         m = re.search(r"\bQKVFUSE_DTYPE_%s\s*=\s*QKVFUSE_DTYPE_CODE\((\d+),\s*(\d+)\)" % name.upper(), text)
         assert m and (int(m.group(1)) << 8 | int(m.group(2))) == code, name
+    # every value of an enum numbered from 0 has its name: the tables cover [0, _COUNT)
+    for count, table in (("ROPE_SCALING_COUNT", _capi.ROPE_SCALING), ("QUANT_COUNT", _capi.QUANT),
+                         ("CACHE_LAYOUT_COUNT", _capi.CACHE_LAYOUT), ("ROUNDING_COUNT", _capi.ROUNDING),
+                         ("BACKEND_COUNT", _capi.BACKEND), ("ADDRESS_COUNT", _capi.CACHE_ADDRESSING),
+                         ("ROPE_SOURCE_COUNT", _capi.ROPE_SOURCE), ("ROPE_STYLE_COUNT", _capi.ROPE_STYLE)):
+        m = re.search(r"\bQKVFUSE_%s\b" % count, text)
+        assert m, count
+        assert sorted(table.values()) == list(range(len(table))), count
+        assert _enum_count(text, "QKVFUSE_" + count) == len(table), count
     lib = _capi.lib()
     for name, code in _capi.DTYPE.items():
         assert lib.qkvfuse_dtype_name(code).decode() == name
-        assert lib.qkvfuse_dtype_size(code) == _capi.DTYPE_SIZE[name]
-    for status in range(1, 15):
+        assert lib.qkvfuse_dtype_size(code) == (code & 0xFF) // 8
+    # the library's dtypes are exactly the table's (every DLPack code and bit width asked)
+    named = {(c << 8) | b for c in range(256) for b in (8, 16, 32, 64) if lib.qkvfuse_dtype_from_dlpack(c, b, 1)}
+    assert named == set(_capi.DTYPE.values())
+    nstatus = _enum_count(text, "QKVFUSE_STATUS_COUNT")
+    assert sorted(qkvfuse.errors._NAMES) == list(range(1, nstatus))
+    for status in range(1, nstatus):
         assert qkvfuse.errors._NAMES[status] == lib.qkvfuse_status_string(status).decode()
+
+
+def _enum_count(text, count_name):
+    """The value of an enum's _COUNT enumerator: the number of enumerators before it."""
+    body = text[:text.index(count_name)]
+    body = body[body.rindex("typedef enum"):]
+    body = re.sub(r"/\*.*?\*/", "", body, flags=re.S)
+    return len(re.findall(r"\bQKVFUSE_\w+\s*=", body))
 
 
 def test_struct_layout_matches_the_c_abi():

@@ -22,9 +22,9 @@ static qkvfuse_status check_desc(const qkvfuse_desc *d) {
   QF_CHECK(d->head_dim >= QF_MIN_HEAD_DIM && d->head_dim <= QF_MAX_HEAD_DIM && d->head_dim % 2 == 0,
            QKVFUSE_ERROR_INVALID_VALUE, "head_dim: must be even and in [%d, %d]; got %lld", QF_MIN_HEAD_DIM,
            QF_MAX_HEAD_DIM, (long long)d->head_dim);
-  QF_CHECK(d->rope_source >= QKVFUSE_ROPE_NONE && d->rope_source <= QKVFUSE_ROPE_COMPUTED,
+  QF_CHECK((unsigned)d->rope_source < QKVFUSE_ROPE_SOURCE_COUNT,
            QKVFUSE_ERROR_INVALID_VALUE, "rope_source: unknown value %d", (int)d->rope_source);
-  QF_CHECK(d->rope_style == QKVFUSE_ROPE_NEOX || d->rope_style == QKVFUSE_ROPE_INTERLEAVED,
+  QF_CHECK((unsigned)d->rope_style < QKVFUSE_ROPE_STYLE_COUNT,
            QKVFUSE_ERROR_INVALID_VALUE, "rope_style: unknown value %d", (int)d->rope_style);
   if (d->rope_source == QKVFUSE_ROPE_NONE) {
     QF_CHECK(d->rotary_dim == 0, QKVFUSE_ERROR_INVALID_VALUE,
@@ -40,13 +40,13 @@ static qkvfuse_status check_desc(const qkvfuse_desc *d) {
   QF_CHECK(is_bool(d->k_norm), QKVFUSE_ERROR_INVALID_VALUE, "k_norm: must be 0 or 1; got %d", (int)d->k_norm);
   QF_CHECK(is_bool(d->gamma_offset), QKVFUSE_ERROR_INVALID_VALUE, "gamma_offset: must be 0 or 1; got %d",
            (int)d->gamma_offset);
-  QF_CHECK(d->cache_layout >= QKVFUSE_CACHE_NONE && d->cache_layout <= QKVFUSE_CACHE_CONTIGUOUS,
+  QF_CHECK((unsigned)d->cache_layout < QKVFUSE_CACHE_LAYOUT_COUNT,
            QKVFUSE_ERROR_INVALID_VALUE, "cache_layout: unknown value %d", (int)d->cache_layout);
-  QF_CHECK(d->k_quant >= QKVFUSE_QUANT_NONE && d->k_quant <= QKVFUSE_QUANT_FP8_E5M2, QKVFUSE_ERROR_INVALID_VALUE,
+  QF_CHECK((unsigned)d->k_quant < QKVFUSE_QUANT_COUNT, QKVFUSE_ERROR_INVALID_VALUE,
            "k_quant: unknown value %d", (int)d->k_quant);
-  QF_CHECK(d->v_quant >= QKVFUSE_QUANT_NONE && d->v_quant <= QKVFUSE_QUANT_FP8_E5M2, QKVFUSE_ERROR_INVALID_VALUE,
+  QF_CHECK((unsigned)d->v_quant < QKVFUSE_QUANT_COUNT, QKVFUSE_ERROR_INVALID_VALUE,
            "v_quant: unknown value %d", (int)d->v_quant);
-  QF_CHECK(d->cache_addressing == QKVFUSE_ADDRESS_SLOTS || d->cache_addressing == QKVFUSE_ADDRESS_PAGE_TABLE,
+  QF_CHECK((unsigned)d->cache_addressing < QKVFUSE_ADDRESS_COUNT,
            QKVFUSE_ERROR_INVALID_VALUE, "cache_addressing: unknown value %d", (int)d->cache_addressing);
   /* a page table addresses blocks and rows: the contiguous layout has neither */
   QF_CHECK(d->cache_addressing == QKVFUSE_ADDRESS_SLOTS || d->cache_layout == QKVFUSE_CACHE_PAGED ||
@@ -61,14 +61,14 @@ static qkvfuse_status check_desc(const qkvfuse_desc *d) {
            (int)d->q_quant);
   QF_CHECK(d->cache_layout != QKVFUSE_CACHE_NONE || (d->k_quant == QKVFUSE_QUANT_NONE && d->v_quant == QKVFUSE_QUANT_NONE),
            QKVFUSE_ERROR_INVALID_VALUE, "k_quant: quantization needs a cache; cache_layout is none");
-  QF_CHECK(d->rounding == QKVFUSE_ROUNDING_FUSED || d->rounding == QKVFUSE_ROUNDING_UNFUSED_PARITY,
+  QF_CHECK((unsigned)d->rounding < QKVFUSE_ROUNDING_COUNT,
            QKVFUSE_ERROR_INVALID_VALUE, "rounding: unknown value %d", (int)d->rounding);
   QF_CHECK(d->num_threads >= 0, QKVFUSE_ERROR_INVALID_VALUE, "num_threads: must be >= 0; got %d",
            (int)d->num_threads);
   QF_CHECK(d->device_type == QKVFUSE_DEVICE_CPU || d->device_type == QKVFUSE_DEVICE_CUDA,
            QKVFUSE_ERROR_INVALID_VALUE, "device_type: must be cpu (1) or cuda (2); got %d", (int)d->device_type);
   QF_CHECK(d->device_id >= 0, QKVFUSE_ERROR_INVALID_VALUE, "device_id: must be >= 0; got %d", (int)d->device_id);
-  QF_CHECK(d->backend >= QKVFUSE_BACKEND_AUTO && d->backend <= QKVFUSE_BACKEND_CUDA, QKVFUSE_ERROR_INVALID_VALUE,
+  QF_CHECK((unsigned)d->backend < QKVFUSE_BACKEND_COUNT, QKVFUSE_ERROR_INVALID_VALUE,
            "backend: unknown value %d", (int)d->backend);
   return QKVFUSE_SUCCESS;
 }
@@ -98,6 +98,12 @@ static qkvfuse_status choose_backend(qkvfuse_plan *plan) {
 }
 
 qkvfuse_status qf_plan_init(qkvfuse_plan *plan, const qkvfuse_desc *desc) {
+  qf_variants v;
+  qf_variants_current(&v);
+  return qf_plan_init_with(plan, desc, &v);
+}
+
+qkvfuse_status qf_plan_init_with(qkvfuse_plan *plan, const qkvfuse_desc *desc, const qf_variants *v) {
   QF_CHECK(desc != NULL, QKVFUSE_ERROR_NULL_POINTER, "desc: NULL");
   /* version 1 is version 2 without q_quant (NONE) */
   const int v1 = desc->struct_size == offsetof(qkvfuse_desc, q_quant) && desc->version == 1;
@@ -114,6 +120,7 @@ qkvfuse_status qf_plan_init(qkvfuse_plan *plan, const qkvfuse_desc *desc) {
   QF_FORWARD(check_desc(desc));
   memset(plan, 0, sizeof *plan);
   plan->desc = *desc;
+  plan->variants = *v;
   plan->mscale = 1.0;
   if (desc->rope_source == QKVFUSE_ROPE_COMPUTED) {
     QF_FORWARD(qf_rope_inv_freq(desc->rope_theta, &desc->rope_scaling, desc->rotary_dim, plan->inv_freq,

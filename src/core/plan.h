@@ -15,6 +15,25 @@ extern "C" {
  * data-dependent check passed; the CUDA backend must guard them itself. */
 typedef qkvfuse_status (*qf_backend_run_fn)(const qkvfuse_plan *plan, const qf_problem *p, void *stream);
 
+/* A plan's backend variants (include/qkvfuse_experimental.h), validated by
+ * the core: each NULL when not set (the backend then reads the key's
+ * environment alias, else takes auto), else one of the key's value strings
+ * (variants.c's tables, static). The backend reads its keys while the plan is
+ * made:
+ *   cpu_isa    "auto", "avx512bf16", "avx512", "avx2", "scalar": the CPU backend (cpu/isa.c)
+ *   cuda_form  "auto" (by size), "decode", "decode_narrow", "prefill", "general": the
+ *              CUDA backend, for plan->device_form (qf_cuda_plan; alias QKVFUSE_CUDA_FORM)
+ *   cuda_pdl   "auto", "0", "1": the CUDA backend, for plan->device_pdl ("auto" and "1":
+ *              where the GPU has it; alias QKVFUSE_CUDA_PDL) */
+typedef struct qf_variants {
+  const char *cpu_isa, *cuda_form, *cuda_pdl;
+} qf_variants;
+
+/* The process-wide variants now (qkvfuse_experimental_set). */
+void qf_variants_current(qf_variants *v);
+/* Apply a "key=value,..." list (NULL or "": none) over *v; an error names "variants". */
+qkvfuse_status qf_variants_parse(const char *list, qf_variants *v);
+
 struct qkvfuse_plan {
   qkvfuse_desc desc;       /* normalized copy (struct_size/version current) */
   qkvfuse_backend backend; /* resolved: never AUTO */
@@ -22,6 +41,7 @@ struct qkvfuse_plan {
   qf_backend_run_fn run;
   int num_threads;         /* resolved thread count for CPU backends */
   int isa;                 /* CPU backend: chosen instruction set (backend-defined) */
+  qf_variants variants;    /* what the plan was created with (set before the backend is chosen) */
   double inv_freq[QF_MAX_HEAD_DIM / 2]; /* COMPUTED: f_i, radians per position */
   double mscale;
   /* backend-owned state (device tables), released by `release` */
@@ -34,8 +54,11 @@ struct qkvfuse_plan {
 };
 
 /* Fill *plan from *desc without allocating (the named one-call operators keep
- * the plan on the stack). qkvfuse_plan_create = malloc + this. */
+ * the plan on the stack), with the process-wide variants.
+ * qkvfuse_plan_create = malloc + this. */
 qkvfuse_status qf_plan_init(qkvfuse_plan *plan, const qkvfuse_desc *desc);
+/* The same with the variants *v (qkvfuse_experimental_plan_create). */
+qkvfuse_status qf_plan_init_with(qkvfuse_plan *plan, const qkvfuse_desc *desc, const qf_variants *v);
 
 /* qkvfuse_rope_inv_freq, naming the base `theta_name` in messages. */
 qkvfuse_status qf_rope_inv_freq(double theta, const qkvfuse_rope_scaling *s, int64_t R, double *inv_freq,

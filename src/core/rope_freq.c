@@ -19,7 +19,7 @@ static qkvfuse_status check_rule(double theta, const qkvfuse_rope_scaling *s, in
   QF_CHECK(R >= 2 && R <= QF_MAX_ROTARY_DIM && R % 2 == 0, QKVFUSE_ERROR_INVALID_VALUE,
            "%s: must be even and in [2, %d]; got %lld", r_name, QF_MAX_ROTARY_DIM, (long long)R);
   if (s == NULL || s->type == QKVFUSE_ROPE_SCALING_NONE) return QKVFUSE_SUCCESS;
-  QF_CHECK(s->type >= QKVFUSE_ROPE_SCALING_LINEAR && s->type <= QKVFUSE_ROPE_SCALING_YARN,
+  QF_CHECK((unsigned)s->type < QKVFUSE_ROPE_SCALING_COUNT,
            QKVFUSE_ERROR_INVALID_VALUE, "rope_scaling.type: unknown value %d", (int)s->type);
   QF_CHECK(isfinite(s->factor) && s->factor > 0.0, QKVFUSE_ERROR_INVALID_VALUE,
            "rope_scaling.factor: must be finite and > 0; got %g", s->factor);

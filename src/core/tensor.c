@@ -7,50 +7,56 @@
 
 #include "core/error.h"
 
+/* ---- the dtype table --------------------------------------------------------- */
+
+/* Every dtype the library handles and its facts: the one place that lists
+ * them (size, name, DLPack mapping and the validation bit read it). A dtype
+ * is (DLPack code << 8) | bits; the table is indexed by the pair, code * 4 +
+ * log2(bits / 8), so a lookup is one bounds check and one load. */
+typedef struct dtype_facts {
+  const char *name; /* NULL: no dtype at this index */
+  size_t size;      /* bytes of one element: bits / 8 */
+  unsigned bit;     /* the QF_* bit of dtype sets (core/tensor.h) */
+} dtype_facts;
+
+#define DTYPE_CODE_MAX 12 /* DLPack's kDLFloat8_e5m2, the largest code in qkvfuse.h */
+#define DTYPE_INDEX(code, bits) ((code) * 4 + ((bits) == 8 ? 0 : (bits) == 16 ? 1 : (bits) == 32 ? 2 : 3))
+
+static const dtype_facts DTYPES[(DTYPE_CODE_MAX + 1) * 4] = {
+    [DTYPE_INDEX(0, 8)] = {"int8", 1, QF_I8},
+    [DTYPE_INDEX(0, 32)] = {"int32", 4, QF_I32},
+    [DTYPE_INDEX(0, 64)] = {"int64", 8, QF_I64},
+    [DTYPE_INDEX(2, 16)] = {"float16", 2, QF_F16},
+    [DTYPE_INDEX(2, 32)] = {"float32", 4, QF_F32},
+    [DTYPE_INDEX(4, 16)] = {"bfloat16", 2, QF_BF16},
+    [DTYPE_INDEX(10, 8)] = {"float8_e4m3fn", 1, QF_FP8},
+    [DTYPE_INDEX(12, 8)] = {"float8_e5m2", 1, QF_FP8_E5M2},
+};
+
+/* The facts of dtype, or NULL for a value the library does not handle. */
+static const dtype_facts *facts_of(qkvfuse_dtype dtype) {
+  const unsigned v = (unsigned)dtype, code = v >> 8, bits = v & 0xFFu;
+  if (code > DTYPE_CODE_MAX || (bits != 8 && bits != 16 && bits != 32 && bits != 64)) return NULL;
+  const dtype_facts *f = &DTYPES[DTYPE_INDEX(code, bits)];
+  return f->name ? f : NULL;
+}
+
 /* ---- public dtype helpers ------------------------------------------------ */
 
 qkvfuse_dtype qkvfuse_dtype_from_dlpack(uint8_t code, uint8_t bits, uint16_t lanes) {
   if (lanes != 1) return QKVFUSE_DTYPE_NONE;
-  int v = QKVFUSE_DTYPE_CODE((int)code, (int)bits);
-  switch (v) {
-    case QKVFUSE_DTYPE_INT8:
-    case QKVFUSE_DTYPE_INT32:
-    case QKVFUSE_DTYPE_INT64:
-    case QKVFUSE_DTYPE_FLOAT16:
-    case QKVFUSE_DTYPE_FLOAT32:
-    case QKVFUSE_DTYPE_BFLOAT16:
-    case QKVFUSE_DTYPE_FLOAT8_E4M3FN:
-    case QKVFUSE_DTYPE_FLOAT8_E5M2: return (qkvfuse_dtype)v;
-    default: return QKVFUSE_DTYPE_NONE;
-  }
+  const int v = QKVFUSE_DTYPE_CODE((int)code, (int)bits);
+  return facts_of((qkvfuse_dtype)v) ? (qkvfuse_dtype)v : QKVFUSE_DTYPE_NONE;
 }
 
 size_t qkvfuse_dtype_size(qkvfuse_dtype dtype) {
-  switch (dtype) {
-    case QKVFUSE_DTYPE_INT8:
-    case QKVFUSE_DTYPE_FLOAT8_E4M3FN:
-    case QKVFUSE_DTYPE_FLOAT8_E5M2: return 1;
-    case QKVFUSE_DTYPE_FLOAT16:
-    case QKVFUSE_DTYPE_BFLOAT16: return 2;
-    case QKVFUSE_DTYPE_INT32:
-    case QKVFUSE_DTYPE_FLOAT32: return 4;
-    case QKVFUSE_DTYPE_INT64: return 8;
-    default: return 0;
-  }
+  const dtype_facts *f = facts_of(dtype);
+  return f ? f->size : 0;
 }
 
 const char *qkvfuse_dtype_name(qkvfuse_dtype dtype) {
-  switch (dtype) {
-    case QKVFUSE_DTYPE_INT8: return "int8";
-    case QKVFUSE_DTYPE_INT32: return "int32";
-    case QKVFUSE_DTYPE_INT64: return "int64";
-    case QKVFUSE_DTYPE_FLOAT16: return "float16";
-    case QKVFUSE_DTYPE_FLOAT32: return "float32";
-    case QKVFUSE_DTYPE_BFLOAT16: return "bfloat16";
-    case QKVFUSE_DTYPE_FLOAT8_E4M3FN: return "float8_e4m3fn";
-    case QKVFUSE_DTYPE_FLOAT8_E5M2: return "float8_e5m2";
-    default: return "?";
-  }
+  const dtype_facts *f = facts_of(dtype);
+  return f ? f->name : "?";
 }
 
 /* Every size and offset derived from a tensor must be exact in int64: element
@@ -92,17 +98,8 @@ qkvfuse_status qkvfuse_tensor_init(qkvfuse_tensor *t, void *data, qkvfuse_dtype 
 /* ---- internal helpers ----------------------------------------------------- */
 
 unsigned qf_dtype_bit(qkvfuse_dtype dt) {
-  switch (dt) {
-    case QKVFUSE_DTYPE_FLOAT32: return QF_F32;
-    case QKVFUSE_DTYPE_FLOAT16: return QF_F16;
-    case QKVFUSE_DTYPE_BFLOAT16: return QF_BF16;
-    case QKVFUSE_DTYPE_INT32: return QF_I32;
-    case QKVFUSE_DTYPE_INT64: return QF_I64;
-    case QKVFUSE_DTYPE_INT8: return QF_I8;
-    case QKVFUSE_DTYPE_FLOAT8_E4M3FN: return QF_FP8;
-    case QKVFUSE_DTYPE_FLOAT8_E5M2: return QF_FP8_E5M2;
-    default: return 0;
-  }
+  const dtype_facts *f = facts_of(dt);
+  return f ? f->bit : 0;
 }
 
 const char *qf_dtype_set_name(unsigned set) {

@@ -51,15 +51,12 @@ static qkvfuse_status mat_arg(const char *name, const qkvfuse_tensor *t, unsigne
   return qf_view_mat(name, what, t, rows, cols, out);
 }
 
+/* The cache dtypes of each quantization mode (the plan checked the mode's range). */
 static unsigned cache_dtypes(qkvfuse_quant_mode m) {
-  switch (m) {
-    case QKVFUSE_QUANT_NONE: return QF_FLOATS;
-    case QKVFUSE_QUANT_INT8_SYM:
-    case QKVFUSE_QUANT_INT8_ASYM: return QF_I8;
-    case QKVFUSE_QUANT_FP8_E4M3: return QF_FP8;
-    case QKVFUSE_QUANT_FP8_E5M2: return QF_FP8_E5M2;
-  }
-  return 0;
+  static const unsigned dtypes[QKVFUSE_QUANT_COUNT] = {
+      [QKVFUSE_QUANT_NONE] = QF_FLOATS,     [QKVFUSE_QUANT_INT8_SYM] = QF_I8, [QKVFUSE_QUANT_INT8_ASYM] = QF_I8,
+      [QKVFUSE_QUANT_FP8_E4M3] = QF_FP8, [QKVFUSE_QUANT_FP8_E5M2] = QF_FP8_E5M2};
+  return (unsigned)m < QKVFUSE_QUANT_COUNT ? dtypes[m] : 0;
 }
 
 static const char *layout_shape(qkvfuse_cache_layout l) {

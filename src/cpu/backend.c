@@ -169,7 +169,7 @@ static int default_threads(void) {
 
 qkvfuse_status qf_cpu_plan(qkvfuse_plan *plan) {
   qf_cpu_isa isa;
-  QF_FORWARD(qf_cpu_isa_choose(&isa));
+  QF_FORWARD(qf_cpu_isa_choose(&plan->variants, &isa));
   int n = plan->desc.num_threads > 0 ? plan->desc.num_threads : default_threads();
   if (n > QF_POOL_MAX_THREADS) n = QF_POOL_MAX_THREADS;
   plan->backend = QKVFUSE_BACKEND_CPU;
@@ -180,7 +180,7 @@ qkvfuse_status qf_cpu_plan(qkvfuse_plan *plan) {
   return QKVFUSE_SUCCESS;
 }
 
-qkvfuse_status qf_cpu_unfused_run(const qkvfuse_plan *plan, const qf_problem *p, void *scratch) {
+const qf_unfused_kernels *qf_cpu_unfused_kernels(const qkvfuse_plan *plan) {
   const qf_cpu_kernels *k = plan->backend == QKVFUSE_BACKEND_CPU ? qf_cpu_kernels_for((qf_cpu_isa)plan->isa) : NULL;
-  return qf_unfused_run_with(p, scratch, k ? &k->unfused : NULL);
+  return k ? &k->unfused : NULL;
 }

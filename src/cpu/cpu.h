@@ -17,7 +17,7 @@
 #include <stdint.h>
 
 #include "core/plan.h"
-#include "reference/unfused.h"
+#include "cpu/unfused_stages.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -36,17 +36,19 @@ typedef enum qf_cpu_isa {
  * get the exact token from the driver, the unfused stages use t + this). */
 #define QF_CPU_PREFETCH_TOKENS 2
 
-/* The environment variable that forces an ISA at plan time. */
+/* The environment variable that forces an ISA at plan time: the documented
+ * alias of the variant cpu.isa, read when a plan has no cpu.isa. */
 #define QF_CPU_ISA_ENV "QKVFUSE_CPU_ISA"
 
 /* "scalar", "avx2", "avx512", "avx512bf16". */
 const char *qf_cpu_isa_name(qf_cpu_isa isa);
 /* 1 if this build has the ISA's kernels and this CPU (and OS) can run them. */
 int qf_cpu_isa_usable(qf_cpu_isa isa);
-/* The ISA a plan gets: QKVFUSE_CPU_ISA when set (and usable), else the best
- * usable one. QKVFUSE_ERROR_UNSUPPORTED with a message naming the variable for
- * an unknown value or an ISA this build or CPU lacks. */
-qkvfuse_status qf_cpu_isa_choose(qf_cpu_isa *isa);
+/* The ISA a plan with variants v gets: v->cpu_isa when set, else
+ * QKVFUSE_CPU_ISA when set, else auto; auto is the best usable one.
+ * QKVFUSE_ERROR_UNSUPPORTED with a message naming the variant or the variable
+ * for an unknown value or an ISA this build or CPU lacks. */
+qkvfuse_status qf_cpu_isa_choose(const qf_variants *v, qf_cpu_isa *isa);
 
 /* One call of the fused op as the kernels see it: the problem plus what the
  * driver prepares once per call (read-only while the workers run). */
@@ -77,7 +79,7 @@ typedef struct qf_cpu_kernels {
    * heads this thread does, for prefetching (-1: none). */
   void (*token)(const qf_cpu_call *c, int64_t t, const float *cos_r, const float *sin_r, int do_q, int64_t q_ahead,
                 int do_kv, int64_t kv_ahead, int have_dest, int64_t block, int64_t row);
-  /* The same stage math for the unfused path (reference/unfused.h). */
+  /* The same stage math, stage by stage, for the benchmark's unfused chain (unfused_stages.h). */
   qf_unfused_kernels unfused;
 } qf_cpu_kernels;
 
@@ -91,9 +93,9 @@ void qf_cpu_call_init(qf_cpu_call *c, const qf_problem *p);
  * gamma_offset), b = beta when present (as qf_stage_rmsnorm loads them). */
 void qf_cpu_norm_weights(const qf_problem *p, const qf_vec *gamma, const qf_vec *beta, float *g, float *b);
 
-/* The unfused path (reference/unfused.h) with the SIMD stage kernels of
- * plan's ISA: the benchmark's baseline for a CPU-backend plan. */
-qkvfuse_status qf_cpu_unfused_run(const qkvfuse_plan *plan, const qf_problem *p, void *scratch);
+/* The stage kernels of plan's ISA (unfused_stages.h), for the benchmark's
+ * unfused chain; NULL unless plan is a CPU-backend plan. */
+const qf_unfused_kernels *qf_cpu_unfused_kernels(const qkvfuse_plan *plan);
 
 #ifdef __cplusplus
 }

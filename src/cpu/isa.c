@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* Which instruction sets this build has and this CPU can run, and the choice
- * a plan gets (QKVFUSE_CPU_ISA). Compiled without ISA flags: it only asks.
+ * a plan gets (the variant cpu.isa, or QKVFUSE_CPU_ISA). Compiled without ISA flags: it only asks.
  *
  * QF_CPU_HAVE_AVX2 / _AVX512 / _AVX512BF16 are defined by sources.cmake when the
  * compiler could build those kernels. CPU support is read once with CPUID and
@@ -101,8 +101,9 @@ int qf_cpu_isa_usable(qf_cpu_isa isa) {
   return (unsigned)isa < QF_CPU_ISA_COUNT && qf_cpu_kernels_for(isa) != NULL && ((cached_isas() >> isa) & 1);
 }
 
-qkvfuse_status qf_cpu_isa_choose(qf_cpu_isa *isa) {
-  const char *want = getenv(QF_CPU_ISA_ENV);
+qkvfuse_status qf_cpu_isa_choose(const qf_variants *v, qf_cpu_isa *isa) {
+  const char *want = v->cpu_isa ? v->cpu_isa : getenv(QF_CPU_ISA_ENV);
+  const char *source = v->cpu_isa ? "cpu.isa" : QF_CPU_ISA_ENV;
   if (want == NULL || want[0] == '\0' || strcmp(want, "auto") == 0) {
     *isa = QF_CPU_ISA_SCALAR;
     for (int i = QF_CPU_ISA_COUNT - 1; i > 0; i--)
@@ -116,12 +117,12 @@ qkvfuse_status qf_cpu_isa_choose(qf_cpu_isa *isa) {
     if (strcmp(want, isa_names[i]) != 0) continue;
     QF_CHECK(qf_cpu_kernels_for((qf_cpu_isa)i) != NULL, QKVFUSE_ERROR_UNSUPPORTED,
              "%s: '%s' requested, but this build of qkvfuse has no %s kernels (compiler without the flags)",
-             QF_CPU_ISA_ENV, want, want);
+             source, want, want);
     QF_CHECK(qf_cpu_isa_usable((qf_cpu_isa)i), QKVFUSE_ERROR_UNSUPPORTED,
-             "%s: '%s' requested, but this CPU (or OS) does not support it", QF_CPU_ISA_ENV, want);
+             "%s: '%s' requested, but this CPU (or OS) does not support it", source, want);
     *isa = (qf_cpu_isa)i;
     return QKVFUSE_SUCCESS;
   }
   return qf_fail(QKVFUSE_ERROR_UNSUPPORTED, "%s: unknown value '%s'; expected avx512bf16, avx512, avx2, scalar or auto",
-                 QF_CPU_ISA_ENV, want);
+                 source, want);
 }

@@ -6,7 +6,7 @@
 #error "include cpu/kernels.h, not its parts"
 #endif
 
-/* ---- the unfused path's stages (reference/unfused.h), same math ---------------------- */
+/* ---- the unfused chain's stages (unfused_stages.h), the reference's math ---------------- */
 
 static void u_dequant(const qf_problem *p, int64_t c0, const qf_mat *dst, int64_t t0, int64_t t1) {
   const size_t es = qkvfuse_dtype_size(dst->dtype);

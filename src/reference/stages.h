@@ -1,8 +1,8 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* The scalar math of each stage of SPEC.md, on float32 arrays, for one head or
  * one element. The fused reference (reference.c) chains them per token; the
- * unfused path (unfused.c) runs each over all tokens with memory buffers in
- * between. Both call these same functions, so the float32 operation order is
+ * benchmark's unfused baseline (tools/unfused.c) runs each over all tokens
+ * with memory buffers in between. Both call these same functions, so the float32 operation order is
  * defined once. Built with -ffp-contract=off: no fused multiply-adds. */
 #ifndef QKVFUSE_REFERENCE_STAGES_H
 #define QKVFUSE_REFERENCE_STAGES_H

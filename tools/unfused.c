@@ -1,11 +1,11 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* The unfused path: one full pass over all tokens per stage, intermediate
+/* The benchmark's unfused baseline: one full pass over all tokens per stage, intermediate
  * tensors in memory (see unfused.h). The math is stages.h's, the same calls the
  * fused reference makes, with a rounding to the I/O dtype at every store into
  * an intermediate buffer: exactly QKVFUSE_ROUNDING_UNFUSED_PARITY. */
 #define _POSIX_C_SOURCE 200809L /* pthreads under -std=c11 */
 
-#include "reference/unfused.h"
+#include "unfused.h"
 
 #include <pthread.h>
 #include <stdint.h>

@@ -25,6 +25,10 @@ const tk_device *tk_device_cpu(void) { return &CPU; }
 
 #ifndef QKVFUSE_TEST_CUDA
 const tk_device *tk_device_cuda(void) { return NULL; }
+const tk_device *tk_device_cuda_on(void *stream) {
+  (void)stream;
+  return NULL;
+}
 #endif
 
 const tk_device *tk_device_for_backend(qkvfuse_backend b) {

@@ -223,9 +223,12 @@ static void set_input(const tk_case *c, int64_t i, double v) {
 
 /* A value of magnitude ~amp that is non-zero in dtype dt. */
 static double nonzero(tk_rng *r, qkvfuse_dtype dt, double amp) {
+  /* |v| >= 2^-24, float16's smallest subnormal, is non-zero in every float
+   * dtype of 16 bits or more: the rounding is needed only below (same draws) */
+  const int wide = dt == QKVFUSE_DTYPE_FLOAT32 || dt == QKVFUSE_DTYPE_FLOAT16 || dt == QKVFUSE_DTYPE_BFLOAT16;
   for (;;) {
     double v = tk_rng_normal(r) * amp;
-    if (tk_round(dt, v) != 0) return v;
+    if ((wide && fabs(v) >= 0x1p-24) || tk_round(dt, v) != 0) return v;
   }
 }
 
@@ -309,6 +312,46 @@ static void fill_page_table(tk_case *c, tk_rng *r) {
   free(seq), free(count), free(start), free(prefix), free(indptr), free(order), free(perm);
 }
 
+static void fill_positions(tk_case *c, tk_rng *r) {
+  const tk_spec *s = &c->sp;
+  if (c->view[TK_POSITIONS].present)
+    for (int64_t t = 0; t < s->T; t++) set(c, TK_POSITIONS, t, (double)tk_rng_range(r, s->pos_lo, s->pos_hi));
+}
+
+/* slot_mapping of the paged layouts: distinct slots (or -1 at skip_prob);
+ * page_slots: token t in row t % block_size of the (t / block_size)-th page
+ * of a random permutation of the blocks. */
+static void fill_slots(tk_case *c, tk_rng *r) {
+  const tk_spec *s = &c->sp;
+  const int64_t total = s->blocks * s->block_size, n = s->page_slots ? s->blocks : total;
+  int64_t *perm = (int64_t *)malloc((size_t)(n > 0 ? n : 1) * sizeof(int64_t));
+  for (int64_t i = 0; i < n; i++) perm[i] = i;
+  if (s->page_slots) {
+    for (int64_t i = 0; i + 1 < n; i++) {
+      int64_t j = tk_rng_range(r, i, n - 1), x = perm[i];
+      perm[i] = perm[j], perm[j] = x;
+    }
+    for (int64_t t = 0; t < s->T; t++)
+      set(c, TK_SLOT_MAPPING, t,
+          tk_rng_chance(r, s->skip_prob) ? -1.0 : (double)(perm[t / s->block_size] * s->block_size + t % s->block_size));
+  } else {
+    for (int64_t i = 0; i < s->T; i++) {
+      int64_t j = tk_rng_range(r, i, total - 1), x = perm[i];
+      perm[i] = perm[j], perm[j] = x;
+      set(c, TK_SLOT_MAPPING, i, tk_rng_chance(r, s->skip_prob) ? -1.0 : (double)perm[i]);
+    }
+  }
+  free(perm);
+}
+
+int tk_case_redraw_indices(tk_case *c, tk_rng *r) {
+  const tk_spec *s = &c->sp;
+  if (s->layout == QKVFUSE_CACHE_CONTIGUOUS || s->addressing == QKVFUSE_ADDRESS_PAGE_TABLE) return -1;
+  fill_positions(c, r);
+  if (c->view[TK_SLOT_MAPPING].present) fill_slots(c, r);
+  return 0;
+}
+
 static void fill_inputs(tk_case *c, tk_rng *r) {
   const tk_spec *s = &c->sp;
   int64_t H = (s->Nq + 2 * s->Nkv) * s->D, T = s->T;
@@ -342,8 +385,7 @@ static void fill_inputs(tk_case *c, tk_rng *r) {
     }
     for (int64_t d = 0; d < s->D && c->view[bs[w]].present; d++) set(c, bs[w], d, nonzero(r, c->view[bs[w]].t.dtype, 0.5));
   }
-  if (c->view[TK_POSITIONS].present)
-    for (int64_t t = 0; t < T; t++) set(c, TK_POSITIONS, t, (double)tk_rng_range(r, s->pos_lo, s->pos_hi));
+  fill_positions(c, r);
   if (c->view[TK_COS_SIN_CACHE].present) {
     for (int64_t p = 0; p < s->max_pos; p++) {
       for (int64_t i = 0; i < s->R / 2; i++) {
@@ -367,15 +409,7 @@ static void fill_inputs(tk_case *c, tk_rng *r) {
     } else if (s->addressing == QKVFUSE_ADDRESS_PAGE_TABLE) {
       fill_page_table(c, r);
     } else {
-      int64_t total = s->blocks * s->block_size;
-      int64_t *perm = (int64_t *)malloc((size_t)(total > 0 ? total : 1) * sizeof(int64_t));
-      for (int64_t i = 0; i < total; i++) perm[i] = i;
-      for (int64_t i = 0; i < T; i++) {
-        int64_t j = tk_rng_range(r, i, total - 1), x = perm[i];
-        perm[i] = perm[j], perm[j] = x;
-        set(c, TK_SLOT_MAPPING, i, tk_rng_chance(r, s->skip_prob) ? -1.0 : (double)perm[i]);
-      }
-      free(perm);
+      fill_slots(c, r);
     }
     double mag_k = s->k_norm ? 1.5 : s->amp, mag_v = s->amp;
     if (s->k_quant) fill_scales(c, r, TK_K_SCALE, s->k_quant == QKVFUSE_QUANT_INT8_ASYM ? TK_K_OFFSET : -1, s->k_quant, mag_k);

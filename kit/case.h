@@ -52,6 +52,11 @@ typedef struct tk_spec {
   int64_t blocks, block_size;     /* paged / paged_hnd / nz */
   int64_t cache_batch, max_seq;   /* contiguous */
   double skip_prob;               /* probability of slot -1 (batch index -1 with a page table) */
+  int page_slots;                 /* slot_mapping (paged / paged_hnd / nz): consecutive tokens fill whole pages
+                                     taken in random order, as a paged engine lays out a prefill (else each token
+                                     a random free slot) */
+  int exact_blocks;               /* paged / paged_hnd / nz with slot_mapping: the caches have exactly the blocks
+                                     the tokens need (else one spare block no token writes) */
   qkvfuse_cache_addressing addressing; /* paged / paged_hnd / nz: slot_mapping or a page table */
   int64_t pt_batch;               /* page table: sequences (kv_indptr has pt_batch + 1 entries; 0: every token
                                      skipped) */
@@ -126,8 +131,14 @@ typedef struct tk_case {
 
 /* Build buffers, data and views of spec sp (host only). 0 on success. */
 int tk_case_build(tk_case *c, const tk_spec *sp, uint64_t seed);
+/* Draw the case's positions and slot_mapping again from r into its initial
+ * bytes (a benchmark's rotated instances: the same tensors at other indices).
+ * -1 (nothing changed) for the contiguous layout and page tables. */
+int tk_case_redraw_indices(tk_case *c, tk_rng *r);
 /* Allocate the device copies and upload the initial bytes (again, if called
- * twice: a case can be re-run from its initial state). 0 on success. */
+ * twice: a case can be re-run from its initial state). A buffer whose .dev is
+ * already set (memory its caller owns: set it back to NULL before
+ * tk_case_free) is uploaded into, not allocated. 0 on success. */
 int tk_case_upload(tk_case *c, const tk_device *dev);
 /* Download every buffer into .got. */
 int tk_case_download(tk_case *c);

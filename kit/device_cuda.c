@@ -29,3 +29,22 @@ const tk_device *tk_device_cuda(void) {
   }
   return avail ? &CUDA : NULL;
 }
+
+static cudaStream_t g_stream; /* tk_device_cuda_on's */
+
+static int st_upload(void *dst, const void *src, size_t n) {
+  return cudaMemcpyAsync(dst, src, n, cudaMemcpyHostToDevice, g_stream) != cudaSuccess ||
+         cudaStreamSynchronize(g_stream) != cudaSuccess;
+}
+static int st_download(void *dst, const void *src, size_t n) {
+  return cudaMemcpyAsync(dst, src, n, cudaMemcpyDeviceToHost, g_stream) != cudaSuccess ||
+         cudaStreamSynchronize(g_stream) != cudaSuccess;
+}
+
+const tk_device *tk_device_cuda_on(void *stream) {
+  static tk_device on = {"cuda", QKVFUSE_DEVICE_CUDA, 0, cu_alloc, cu_release, st_upload, st_download, cu_sync, NULL};
+  if (!tk_device_cuda()) return NULL;
+  g_stream = (cudaStream_t)stream;
+  on.stream = stream;
+  return &on;
+}

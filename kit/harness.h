@@ -31,6 +31,8 @@ int tk_run_core_on(tk_case *c, const tk_device *dev, qkvfuse_backend be, qkvfuse
 /* Upload c's initial bytes to be's device, run, download, evaluate the oracle
  * and compare (into st). TK_PASS, TK_FAIL (st->first says why) or TK_SKIP. */
 int tk_check_case(tk_case *c, qkvfuse_backend be, tk_runner run, void *ctx, tk_stats *st);
+/* The same on device dev (tk_check_case: the backend's device). */
+int tk_check_case_on(tk_case *c, const tk_device *dev, qkvfuse_backend be, tk_runner run, void *ctx, tk_stats *st);
 
 /* The oracle of c's initial (host) bytes: what a correct run computes from
  * them. Returns tk_oracle_run's result (0 = ok, err says why otherwise). */
@@ -44,8 +46,15 @@ void tk_compare_case(tk_case *c, const tk_oracle *o, tk_stats *st);
 int tk_backend_parse(const char *name, qkvfuse_backend *out);
 const char *tk_backend_str(qkvfuse_backend b);
 /* Backends to test: "--backend a,b" in argv, else $QKVFUSE_TEST_BACKENDS,
- * else "reference,auto". Returns how many (0 on a bad name). */
+ * else "reference,auto". Returns how many (0 on a bad name or variant).
+ * Applies the "--variant" options first (tk_variants_from). */
 int tk_backends_from(int argc, char **argv, qkvfuse_backend *out, int max);
+/* Backend variants (include/qkvfuse_experimental.h): every "--variant
+ * key=value[,key=value]" in argv set process-wide, so that every plan the
+ * program makes, the named operators' included, gets them. Returns 0, or -1
+ * after printing why for a bad one. A cpu.isa this build or CPU cannot serve
+ * ends the program with TK_SKIP (77), as a backend that is not there. */
+int tk_variants_from(int argc, char **argv);
 /* Value of "--name V" in argv, else env, else def (numbers: decimal or 0x). */
 uint64_t tk_arg_u64(int argc, char **argv, const char *name, const char *env, uint64_t def);
 int tk_arg_has(int argc, char **argv, const char *name);

@@ -27,6 +27,11 @@ typedef struct tk_device {
 const tk_device *tk_device_cpu(void);
 /* CUDA device 0, or NULL when the test kit is built without CUDA or no GPU is visible. */
 const tk_device *tk_device_cuda(void);
+/* CUDA device 0 with its transfers queued on `stream` (a cudaStream_t) and
+ * waited for, and `stream` passed to qkvfuse_run: for a caller whose calls run
+ * on a stream that does not synchronize with the legacy default stream. One
+ * stream per process (a later call replaces it); NULL as tk_device_cuda. */
+const tk_device *tk_device_cuda_on(void *stream);
 
 /* The device that serves a backend: CUDA for QKVFUSE_BACKEND_CUDA (NULL when
  * there is none), the CPU otherwise. */

@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "fp.h"
+#include "qkvfuse_experimental.h"
 #include "tview.h"
 
 qkvfuse_status tk_run_core(tk_case *c, const qkvfuse_args *args, qkvfuse_backend be, void *ctx, int *unsupported) {
@@ -76,7 +77,10 @@ int tk_run_core_on(tk_case *c, const tk_device *dev, qkvfuse_backend be, qkvfuse
 }
 
 int tk_check_case(tk_case *c, qkvfuse_backend be, tk_runner run, void *ctx, tk_stats *st) {
-  const tk_device *dev = tk_device_for_backend(be);
+  return tk_check_case_on(c, tk_device_for_backend(be), be, run, ctx, st);
+}
+
+int tk_check_case_on(tk_case *c, const tk_device *dev, qkvfuse_backend be, tk_runner run, void *ctx, tk_stats *st) {
   if (!dev) return TK_SKIP;
   if (tk_case_upload(c, dev)) {
     tk_stats_fail(st, "device %s: upload failed", dev->name);
@@ -118,10 +122,10 @@ int tk_check_case(tk_case *c, qkvfuse_backend be, tk_runner run, void *ctx, tk_s
   return st->failed > before ? TK_FAIL : TK_PASS;
 }
 
-static const char *const BACKEND_NAMES[] = {"auto", "reference", "cpu", "cuda"};
+static const char *const BACKEND_NAMES[QKVFUSE_BACKEND_COUNT] = {"auto", "reference", "cpu", "cuda"};
 
 int tk_backend_parse(const char *name, qkvfuse_backend *out) {
-  for (int i = 0; i < 4; i++)
+  for (int i = 0; i < QKVFUSE_BACKEND_COUNT; i++)
     if (!strcmp(name, BACKEND_NAMES[i])) {
       *out = (qkvfuse_backend)i;
       return 1;
@@ -129,7 +133,7 @@ int tk_backend_parse(const char *name, qkvfuse_backend *out) {
   return 0;
 }
 
-const char *tk_backend_str(qkvfuse_backend b) { return (unsigned)b < 4 ? BACKEND_NAMES[b] : "?"; }
+const char *tk_backend_str(qkvfuse_backend b) { return (unsigned)b < QKVFUSE_BACKEND_COUNT ? BACKEND_NAMES[b] : "?"; }
 
 static const char *arg_value(int argc, char **argv, const char *name) {
   for (int i = 1; i + 1 < argc; i++)
@@ -149,7 +153,43 @@ uint64_t tk_arg_u64(int argc, char **argv, const char *name, const char *env, ui
   return v ? strtoull(v, NULL, 0) : def;
 }
 
+int tk_variants_from(int argc, char **argv) {
+  const char *isa = NULL;
+  for (int i = 1; i + 1 < argc; i++) {
+    if (strcmp(argv[i], "--variant") != 0) continue;
+    char buf[256];
+    snprintf(buf, sizeof buf, "%s", argv[i + 1]);
+    for (char *tok = strtok(buf, ","); tok; tok = strtok(NULL, ",")) {
+      char *eq = strchr(tok, '=');
+      if (!eq) {
+        fprintf(stderr, "--variant: expected key=value, got '%s'\n", tok);
+        return -1;
+      }
+      *eq = '\0';
+      if (qkvfuse_experimental_set(tok, eq + 1) != QKVFUSE_SUCCESS) {
+        fprintf(stderr, "--variant %s=%s: %s\n", tok, eq + 1, qkvfuse_last_error());
+        return -1;
+      }
+      if (!strcmp(tok, "cpu.isa")) isa = argv[i + 1];
+    }
+  }
+  if (isa) { /* an ISA the CPU backend cannot plan with here: nothing to test */
+    qkvfuse_desc d = QKVFUSE_DESC_INIT;
+    d.num_q_heads = d.num_kv_heads = 1, d.head_dim = 64, d.backend = QKVFUSE_BACKEND_CPU;
+    qkvfuse_plan *p = NULL;
+    const qkvfuse_status s = qkvfuse_plan_create(&d, &p);
+    if (s != QKVFUSE_SUCCESS) {
+      printf("--variant %s: %s: %s, skipped\n", isa, qkvfuse_status_string(s), qkvfuse_last_error());
+      exit(TK_SKIP);
+    }
+    printf("--variant %s: backend %s\n", isa, qkvfuse_plan_backend_name(p));
+    qkvfuse_plan_destroy(p);
+  }
+  return 0;
+}
+
 int tk_backends_from(int argc, char **argv, qkvfuse_backend *out, int max) {
+  if (tk_variants_from(argc, argv) != 0) return 0;
   const char *v = arg_value(argc, argv, "--backend");
   if (!v) v = getenv("QKVFUSE_TEST_BACKENDS");
   if (!v) v = "reference,auto";

@@ -309,7 +309,8 @@ void tk_spec_fixup(tk_spec *s) {
       if (s->pt_tail < 0) s->pt_tail = 0;
       int64_t need = s->addressing == QKVFUSE_ADDRESS_PAGE_TABLE ? tk_pt_pages(s)
                                                                  : (s->T + s->block_size - 1) / s->block_size;
-      if (s->blocks < need + 1) s->blocks = need + 1;
+      const int spare = s->addressing == QKVFUSE_ADDRESS_PAGE_TABLE || !s->exact_blocks;
+      if (s->blocks < need + spare) s->blocks = need + spare;
     }
   }
   if (s->layout == QKVFUSE_CACHE_NONE || s->layout == QKVFUSE_CACHE_CONTIGUOUS) s->addressing = QKVFUSE_ADDRESS_SLOTS;
@@ -332,19 +333,19 @@ void tk_spec_fixup(tk_spec *s) {
 
 static const char *layout_name(qkvfuse_cache_layout l) {
   static const char *n[] = {"none", "paged", "paged_hnd", "nz", "contiguous"};
-  return (unsigned)l < 5 ? n[l] : "?";
+  return (unsigned)l < QKVFUSE_CACHE_LAYOUT_COUNT ? n[l] : "?";
 }
 static const char *quant_name(qkvfuse_quant_mode m) {
   static const char *n[] = {"none", "int8sym", "int8asym", "fp8", "fp8e5m2"};
-  return (unsigned)m < 5 ? n[m] : "?";
+  return (unsigned)m < QKVFUSE_QUANT_COUNT ? n[m] : "?";
 }
 static const char *source_name(qkvfuse_rope_source s) {
   static const char *n[] = {"none", "cache", "cos_sin", "computed"};
-  return (unsigned)s < 4 ? n[s] : "?";
+  return (unsigned)s < QKVFUSE_ROPE_SOURCE_COUNT ? n[s] : "?";
 }
 static const char *scaling_name(qkvfuse_rope_scaling_type t) {
   static const char *n[] = {"none", "linear", "ntk", "llama3", "yarn"};
-  return (unsigned)t < 5 ? n[t] : "?";
+  return (unsigned)t < QKVFUSE_ROPE_SCALING_COUNT ? n[t] : "?";
 }
 
 void tk_spec_describe(const tk_spec *s, char *buf, size_t n) {
@@ -359,7 +360,7 @@ void tk_spec_describe(const tk_spec *s, char *buf, size_t n) {
            "T=%lld(B=%lld,S=%lld,in3d=%d) Nq=%lld Nkv=%lld D=%lld R=%lld qkv=%s q_out=%s k_out=%s v_out=%s "
            "norm=q%d/k%d(g %s/%s beta %s/%s off=%d eps=%g) bias=%s act=%d acc_bits=%lld rope=%s/%s(%s theta=%g "
            "scaling=%s f=%g L=%lld pos=[%lld,%lld]/%s max_pos=%lld) layout=%s(bs=%lld blocks=%lld batch=%lld "
-           "max_seq=%lld slot=%s skip=%g) k=%s/%s%s v=%s/%s%s q_quant=%s%s rounding=%s inplace=q%d/k%d "
+           "max_seq=%lld slot=%s skip=%g%s) k=%s/%s%s v=%s/%s%s q_quant=%s%s rounding=%s inplace=q%d/k%d "
            "pads=%lld/%lld/%lld "
            "split=%d perm=%d cpad=%lld inter=%d flags=%d amp=%g inputs=%d%s",
            (long long)s->T, (long long)s->B, (long long)s->S, s->in3d, (long long)s->Nq, (long long)s->Nkv,
@@ -371,7 +372,8 @@ void tk_spec_describe(const tk_spec *s, char *buf, size_t n) {
            scaling_name(s->scaling.type), s->scaling.factor, (long long)s->scaling.original_max_position,
            (long long)s->pos_lo, (long long)s->pos_hi, tk_name(s->pos_dt), (long long)s->max_pos,
            layout_name(s->layout), (long long)s->block_size, (long long)s->blocks, (long long)s->cache_batch,
-           (long long)s->max_seq, tk_name(s->slot_dt), s->skip_prob, quant_name(s->k_quant), tk_name(s->k_cache_dt),
+           (long long)s->max_seq, tk_name(s->slot_dt), s->skip_prob,
+           s->page_slots ? " page_slots" : "", quant_name(s->k_quant), tk_name(s->k_cache_dt),
            s->k_quant ? kinds[s->k_scale_kind % 5] : "", quant_name(s->v_quant), tk_name(s->v_cache_dt),
            s->v_quant ? kinds[s->v_scale_kind % 5] : "", quant_name(s->q_quant),
            s->q_quant ? kinds[s->q_scale_kind & 1] : "",

@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* The unfused path: the chain of SPEC.md run as separate stages, the way an
+/* The benchmark's unfused baseline: the chain of SPEC.md run as separate stages, the way an
  * engine without fusion runs it (vLLM's separate split, rms_norm, rotary and
  * reshape_and_cache kernels):
  *
@@ -10,43 +10,26 @@
  * writing its result to memory buffers held in the I/O dtype (problem.h) or the
  * cache dtype, so the traffic is what a real unfused path moves. It is the
  * baseline the fused operator is measured against, and, because every stage
- * calls the scalar math of stages.h and rounds to the I/O dtype between
- * stages, its results are bit-identical to qkvfuse_run with
+ * calls the reference's scalar math (reference/stages.h) or a backend's stage
+ * kernels of the same math (cpu/unfused_stages.h) and rounds to the I/O dtype
+ * between stages, its results are bit-identical to qkvfuse_run with
  * QKVFUSE_ROUNDING_UNFUSED_PARITY on the reference backend.
  *
- * Internal: used by the CLI benchmark and the parity test. */
-#ifndef QKVFUSE_REFERENCE_UNFUSED_H
-#define QKVFUSE_REFERENCE_UNFUSED_H
+ * Not part of the library: the benchmark's code, on the library's internal
+ * headers (the resolved problem, the stage math). */
+#ifndef QKVFUSE_TOOLS_UNFUSED_H
+#define QKVFUSE_TOOLS_UNFUSED_H
 
 #include <stddef.h>
 #include <stdint.h>
 
 #include "core/problem.h"
+#include "cpu/unfused_stages.h"
 #include "qkvfuse.h"
 
 #ifdef __cplusplus
 extern "C" {
 #endif
-
-/* The math of the stages that compute (the others are copies), each over
- * tokens [t0, t1). qf_unfused_run uses the reference's scalar stages.h; an
- * optimized backend may pass its own (the CPU backend's SIMD kernels, so that
- * the benchmark compares fusion against no fusion at equal code quality).
- * Any set must round exactly as the scalar one for the parity guarantee. */
-typedef struct qf_unfused_kernels {
-  /* int32 qkv: columns [c0, c0 + dst->cols) dequantized into dst, rounded once to its dtype */
-  void (*dequant)(const qf_problem *p, int64_t c0, const qf_mat *dst, int64_t t0, int64_t t1);
-  /* RMSNorm of every head of m, in place (rounded to m's dtype) */
-  void (*norm)(const qf_problem *p, const qf_mat *m, const qf_vec *gamma, const qf_vec *beta, int64_t t0,
-               int64_t t1);
-  /* RoPE (p->R > 0) of every head of src into dst (may be src) and dst2 (data NULL: absent) */
-  void (*rope)(const qf_problem *p, const qf_mat *src, const qf_mat *dst, const qf_mat *dst2, int64_t t0,
-               int64_t t1);
-  /* quantize (or round, for a float dst) src into dst, channel = column, scale element column / group
-     (element 0 of a one-element scale) */
-  void (*quant)(const qf_mat *src, const qf_mat *dst, qkvfuse_quant_mode mode, const qf_vec *scale,
-                const qf_vec *offset, int64_t group, int64_t t0, int64_t t1);
-} qf_unfused_kernels;
 
 /** @return bytes of scratch qf_unfused_run needs for problem p: the q, k and v
  *  buffers [T, N*D] in the I/O dtype and the quantized k and v buffers
@@ -73,4 +56,4 @@ qkvfuse_status qf_unfused_run_with(const qf_problem *p, void *scratch, const qf_
 }
 #endif
 
-#endif /* QKVFUSE_REFERENCE_UNFUSED_H */
+#endif /* QKVFUSE_TOOLS_UNFUSED_H */

@@ -14,7 +14,7 @@
 #include "cuda/backend.h"
 #include "cuda/fused.cuh"
 #include "cuda/launch.h"
-#include "cuda/unfused.h"
+#include "unfused_cuda.h"
 
 namespace {
 

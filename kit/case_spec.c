@@ -118,6 +118,7 @@ void tk_spec_random(tk_spec *s, tk_rng *r, const tk_limits *lim) {
     }
   }
   s->Nq = s->Nkv * ratio;
+  if (tk_rng_chance(r, 0.2)) s->Nq = tk_rng_range(r, 1, s->Nq); /* any counts, Nq < Nkv too: no GQA ratio needed */
 
   s->qkv_dt = TK_PICK(r, in_dts);
   s->rope_source = (qkvfuse_rope_source)tk_rng_range(r, 0, 3);

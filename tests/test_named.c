@@ -73,7 +73,7 @@ static void named_spec(int op, tk_rng *r, tk_spec *s, named_ctx *x) {
   x->op = op;
   s->D = TK_PICK(r, DS);
   s->Nkv = tk_rng_range(r, 1, 2);
-  s->Nq = s->Nkv * tk_rng_range(r, 1, 4);
+  s->Nq = tk_rng_chance(r, 0.8) ? s->Nkv * tk_rng_range(r, 1, 4) : tk_rng_range(r, 1, 5); /* any counts */
   s->T = TK_PICK(r, TS);
   s->qkv_pad = tk_rng_chance(r, 0.5) ? 0 : tk_rng_range(r, 1, 9);
   s->out_pad = tk_rng_chance(r, 0.5) ? 0 : tk_rng_range(r, 1, 9);
@@ -384,6 +384,7 @@ static void bad_call(const bad *b) {
   while (s.T < 4 || (b->op == OP_DEQUANT && s.in3d != 1));
   x.flag = 1;
   if (b->op != OP_SPLIT) s.k_out_dt = s.v_out_dt = s.q_out_dt;
+  if (b->op == OP_SPLIT && idx == 19) s.q_beta_dt = s.k_beta_dt = s.qkv_dt; /* both betas, then q's dropped */
   if (b->op == OP_CACHE) {
     s.layout = QKVFUSE_CACHE_PAGED, x.cache_mode = "PA";
     tk_spec_fixup(&s);
@@ -412,7 +413,6 @@ static void bad_call(const bad *b) {
     case 16: x.size_splits_p = NULL; break;
     case 17: x.eps = 0; break;
     case 18: x.rope_dim = 2 * s.D; break;
-    case 19: x.drop_k_out = 1; break;
     case 20: x.eps = -1; break;
     case 21: x.cache_mode = ""; break;
     case 33: x.eps = 1e-50; break;

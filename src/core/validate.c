@@ -351,6 +351,15 @@ static qkvfuse_status lead_dims(const char *name, const qkvfuse_tensor *t, int64
   return QKVFUSE_SUCCESS;
 }
 
+/* The leading-dim counts lead_dims accepts for t (bit n: n leading dims). */
+static unsigned lead_options(const qkvfuse_tensor *t, int64_t N, int64_t D) {
+  const int nd = t ? t->ndim : 0;
+  unsigned o = 0;
+  if (nd >= 2 && nd <= 3 && t->shape[nd - 1] == N * D) o |= 1u << (nd - 1);
+  if (nd >= 3 && nd <= 4 && t->shape[nd - 1] == D && t->shape[nd - 2] == N) o |= 1u << (nd - 2);
+  return o;
+}
+
 static void set_tokens(qf_problem *p, const qkvfuse_tensor *t, int nlead) {
   /* B*S cannot overflow: check_extent bounds the element count */
   p->B = t->shape[0];
@@ -399,10 +408,13 @@ static qkvfuse_status split_inputs(const qf_names *n, const qkvfuse_args *a, qf_
   const int64_t heads[3] = {p->Nq, p->Nkv, p->Nkv};
   const char *what[3] = {"Nq*D", "Nkv*D", "Nkv*D"};
   int nlead[3] = {0, 0, 0};
+  /* q [X, 1, D] with Nq = 1 reads as [B, S, Nq*D] and as [T, Nq, D]: k's form decides */
+  const unsigned q_opts = lead_options(t[0], p->Nq, p->D), common = q_opts & lead_options(t[1], p->Nkv, p->D);
+  if ((q_opts & (q_opts - 1)) && common && !(common & (common - 1))) nlead[0] = common == 2u ? 1 : 2;
   for (int i = 0; i < 3; i++) {
     if (i == 2 && !t[2]) break;
     QF_FORWARD(qf_check_tensor(names[i], t[i], QF_FLOATS | QF_I32, d));
-    nlead[i] = nlead[0];
+    if (i > 0) nlead[i] = nlead[0];
     QF_FORWARD(lead_dims(names[i], t[i], heads[i], p->D, what[i], &nlead[i]));
     if (i == 0) {
       set_tokens(p, t[0], nlead[0]);

@@ -11,7 +11,8 @@
 #include "core/backends.h"
 #include "core/error.h"
 #include "cuda/backend.h"
-#include "cuda/fast.cuh"
+#include "cuda/general.cuh"
+#include "cuda/prefill.cuh"
 #include "cuda/launch.h"
 #include "cuda/launch_plan.h"
 

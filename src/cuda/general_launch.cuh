@@ -7,7 +7,7 @@
 
 #include "core/error.h"
 #include "cuda/launch.h"
-#include "cuda/fused.cuh"
+#include "cuda/general.cuh"
 
 namespace qf {
 

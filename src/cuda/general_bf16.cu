@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
 // fused_kernel instantiations for __nv_bfloat16 input.
-#include "cuda/fused_launch.cuh"
+#include "cuda/general_launch.cuh"
 #include "cuda/launch.h"
 
 qkvfuse_status qf_cuda_launch_fused_bf16(int vec, int nv, const qf_cu_params *P, unsigned blocks, size_t smem,

@@ -32,32 +32,20 @@
 // writes nothing and sets a bit of *error_flags; a head with a non-finite
 // weight_scale writes nothing, one whose cache scale or offset is bad skips
 // its cache row, and with a bad q_scale the q heads write no q_out.
-#ifndef QKVFUSE_CUDA_FUSED_CUH
-#define QKVFUSE_CUDA_FUSED_CUH
+#ifndef QKVFUSE_CUDA_GENERAL_CUH
+#define QKVFUSE_CUDA_GENERAL_CUH
 
-#include "cuda/elem.cuh"
+#include "cuda/device/elem.cuh"
+#include "cuda/device/ptx.cuh"
+#include "cuda/device/quantize.cuh"
+#include "cuda/device/report.cuh"
+#include "cuda/device/rope.cuh"
 #include "cuda/params.h"
 
 namespace qf {
 
 constexpr int kBlock = 256;
 constexpr int kFusedBlocksPerSm = 4; /* fused_kernel's resident blocks (launch bounds); the grid's cap */
-
-// Programmatic dependent launch (launch.h): let the stream's next kernel
-// launch, then wait until the previous kernel has finished and its writes are
-// visible. Every kernel of the family calls this before its first global
-// memory access. Without the launch attribute (or before sm_90) it costs
-// nothing and waits for nothing.
-__device__ __forceinline__ void grid_dependency_wait() {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
-  asm volatile("griddepcontrol.wait;" ::: "memory");
-#endif
-}
-
-__device__ __forceinline__ void report(const qf_cu_params &P, uint32_t bit) {
-  if (P.error_flags) atomicOr(P.error_flags, bit);
-}
 
 // Head h of token t's input: heads 0..Nq-1 are q's, then Nkv of k, then Nkv of v.
 template <typename T>
@@ -79,53 +67,6 @@ static_assert(sizeof(tile_token) % 16 == 0, "the float tables after the tokens m
 // Byte size of the shared memory of a block (tables + group scratch).
 __host__ __device__ inline size_t fused_smem_bytes(int D, int R, int tpb, int groups) {
   return sizeof(tile_token) * (size_t)tpb + sizeof(float) * (4 * (size_t)D + 2 * (size_t)tpb * R + (size_t)groups * R);
-}
-
-// Cosine and sine of pair index i (< R/2) of a token, for the table sources.
-__device__ __forceinline__ void half_cos_sin(const qf_cu_params &P, int64_t pos, int i, float &c, float &s) {
-  if (P.rope_source == QKVFUSE_ROPE_COS_SIN_CACHE) {
-    const int64_t base = pos * P.cos_sin_cache.ld;
-    c = ld(P.cos_sin_cache.data, P.cos_sin_cache.dtype, base + i);
-    s = ld(P.cos_sin_cache.data, P.cos_sin_cache.dtype, base + (P.R >> 1) + i);
-  } else {
-    // Angle in turns, exactly: pos * f_i mod 1 in 0.64 fixed point (the
-    // multiply wraps modulo 2^64), then sin/cos of 2*pi*turns with the turns
-    // taken in [-1/2, 1/2).
-    const uint64_t turns = (uint64_t)pos * P.turns[i];
-    const float f = (float)(int64_t)turns * 0x1p-64f;
-    sincospif(2.0f * f, &s, &c);
-    c *= P.mscale;
-    s *= P.mscale;
-  }
-}
-
-// Quantize VEC values with mode `quant` (int8 or fp8, for a cache or a
-// quantized q_out): the stored bytes in q. Element k's scale (and offset) is
-// element s0 + k of the tensors per channel (per_channel), else element s0
-// (its kv head's, or 0: one for the tensor). Returns false if a scale or
-// offset is bad.
-template <int VEC>
-__device__ __forceinline__ bool quantize(int quant, const float (&v)[VEC], const float *scale, const float *offset,
-                                         int per_channel, int64_t s0, uint8_t (&q)[VEC]) {
-  bool ok = true;
-  const bool fp8 = quant == QKVFUSE_QUANT_FP8_E4M3 || quant == QKVFUSE_QUANT_FP8_E5M2;
-#pragma unroll
-  for (int k = 0; k < VEC; k++) {
-    const int64_t ch = per_channel ? s0 + k : s0;
-    const float sc = __ldg(scale + ch);
-    const float of = offset ? __ldg(offset + ch) : 0.0f;
-    ok &= isfinite(sc) && sc != 0.0f && isfinite(of);
-    if (isnan(v[k])) {  // decided on the input: the division's NaN need not keep the sign
-      q[k] = fp8 ? (signbit(v[k]) ? 0xff : 0x7f) : 0;
-      continue;
-    }
-    float x = v[k] / sc;
-    if (quant == QKVFUSE_QUANT_INT8_ASYM) x = x + of;
-    q[k] = quant == QKVFUSE_QUANT_FP8_E4M3   ? to_e4m3(x)
-           : quant == QKVFUSE_QUANT_FP8_E5M2 ? to_e5m2(x)
-                                             : (uint8_t)to_int8(x);
-  }
-  return ok;
 }
 
 // The raw bytes of one lane's share of a head, as loaded.
@@ -488,6 +429,7 @@ __global__ void __launch_bounds__(kBlock, kFusedBlocksPerSm) fused_kernel(const 
   }
 }
 
+
 }  // namespace qf
 
-#endif  // QKVFUSE_CUDA_FUSED_CUH
+#endif  // QKVFUSE_CUDA_GENERAL_CUH

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
 // Streaming kernel (fast.cuh) instantiations for __nv_bfloat16 input.
-#include "cuda/fast_launch.cuh"
+#include "cuda/streaming_launch.cuh"
 #include "cuda/launch.h"
 
 qkvfuse_status qf_cuda_launch_fast_bf16(int lanes, int variant, const qf_cu_params *P, unsigned blocks, size_t smem,

@@ -10,7 +10,8 @@
 #define QKVFUSE_CUDA_FAST_LAUNCH_CUH
 
 #include "core/error.h"
-#include "cuda/fast.cuh"
+#include "cuda/decode.cuh"
+#include "cuda/prefill.cuh"
 #include "cuda/launch.h"
 
 namespace qf {

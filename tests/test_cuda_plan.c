@@ -242,7 +242,7 @@ static void check_tiles(int64_t T, int heads, int gpb, int R, int64_t resident, 
 static void check_streaming(void) {
   static const int caps[] = {60, 70, 72, 75, 80, 86, 87, 89, 90, 100, 103, 110, 120, 121};
   for (size_t i = 0; i < sizeof caps / sizeof caps[0]; i++)
-    for (int form = 0; form <= 4; form++) { /* by size, decode, prefill, decode1, general */
+    for (int form = 0; form <= 4; form++) { /* by size, decode, prefill, decode_narrow, general */
       const int want = caps[i] >= 80 && form != 4, got = qf_cuda_streaming(caps[i], form);
       if (got != want && failed++ < 10)
         printf("FAIL test_cuda_plan streaming cc=%d form=%d: %d, want %d\n", caps[i], form, got, want);

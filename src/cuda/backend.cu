@@ -47,7 +47,7 @@ void release_cuda(qkvfuse_plan *plan) {
 
 }  // namespace
 
-// n / d as a multiply-high and a shift (fast.cuh: div_fixed), for n < 2^31.
+// n / d as a multiply-high and a shift (streaming.cuh: div_fixed), for n < 2^31.
 extern "C" qf_cu_div qf_cuda_divisor(uint32_t d) {
   int shift = 0;
   while (((uint64_t)1 << shift) < d) shift++;
@@ -158,15 +158,15 @@ bool qf_cuda_vector_ok(const qf_problem *p, int vec) {
   return true;
 }
 
-// The work split of a call (see fused.cuh), the one whose groups walk the
+// The work split of a call (see general.cuh), the one whose groups walk the
 // fewer tasks in series (the kernel is bound by each task's chain of loads).
-// Either a tile is a few tokens (tpb) with all their heads, so that a block
-// builds the per-token tables once for tpb x heads tasks and each group
+// Either a tile is a few tokens (tile_tokens) with all their heads, so that a block
+// builds the per-token tables once for tile_tokens x heads tasks and each group
 // walks several of them, or it is one token and as many heads as a block
 // has groups, one task per group and a table per tile, counted as two
 // tasks (ties go to the former). Blocks walk the tiles grid-stride, at most
-// qf::kFusedBlocksPerSm per multiprocessor.
-extern "C" void qf_cuda_general_tiles(int64_t T, int heads, int gpb, int R, int64_t resident, int *tpb, int *hpb) {
+// qf::kGeneralBlocksPerSm per multiprocessor.
+extern "C" void qf_cuda_general_tiles(int64_t T, int heads, int gpb, int R, int64_t resident, int *tile_tokens, int *tile_heads) {
   const int table_max = R > 0 ? 12288 / (8 * R) : 256; /* cos/sin tables <= 12 KB */
   int many = (4 * gpb + heads - 1) / heads;
   many = many > table_max ? table_max : (many < 1 ? 1 : many);
@@ -174,11 +174,11 @@ extern "C" void qf_cuda_general_tiles(int64_t T, int heads, int gpb, int R, int6
   const int64_t walk_many = (tiles_many + resident - 1) / resident * ((many * heads + gpb - 1) / gpb);
   const int64_t walk_one = (tiles_one + resident - 1) / resident * 2;
   if (walk_many <= walk_one) {
-    *tpb = many;
-    *hpb = heads;
+    *tile_tokens = many;
+    *tile_heads = heads;
   } else {
-    *tpb = 1;
-    *hpb = heads < gpb ? heads : gpb;
+    *tile_tokens = 1;
+    *tile_heads = heads < gpb ? heads : gpb;
   }
 }
 
@@ -191,12 +191,12 @@ static int64_t plan_sms(const qkvfuse_plan *plan) { return plan->device_sm_count
 
 static bool aligned16(const void *ptr) { return ptr == nullptr || aligned(ptr, 16); }
 
-// The streaming kernel's preconditions (fast.cuh): 16-bit input, outputs of
+// The streaming kernel's preconditions (streaming.cuh): 16-bit input, outputs of
 // its dtype, rows and caches in aligned 8-element vectors, D a multiple of 16
 // in [32, 512], R a multiple of 16, caches of the input dtype or quantized, no
 // beta, not parity mode, small tables readable as aligned vectors, q not
 // quantized.
-static bool fast_ok(const qf_problem *p, const qf_cu_params &P) {
+static bool streaming_eligible(const qf_problem *p, const qf_cu_params &P) {
   const qkvfuse_dtype in = p->in[0].dtype;
   if ((in != QKVFUSE_DTYPE_BFLOAT16 && in != QKVFUSE_DTYPE_FLOAT16) || P.parity || p->q_copy.data) return false;
   // a quantized q (desc.q_quant) goes to the general kernel: the streaming
@@ -226,17 +226,17 @@ static bool fast_ok(const qf_problem *p, const qf_cu_params &P) {
   return true;
 }
 
-// The streaming kernel's work split. Items are (token, hpi heads of one
-// kind); hpi is the largest of 4 (2 with per-token cos/sin: registers) and 2
+// The streaming kernel's work split. Items are (token, heads_per_item heads of one
+// kind); heads_per_item is the largest of 4 (2 with per-token cos/sin: registers) and 2
 // that still gives about 1024 threads per multiprocessor (the prefill form
 // may halve it: qf_cuda_prefill_plan). Calls too small
 // for that even with two heads per item are decode-sized: they run the
 // decode form (one (token, head) per group, one pass; one or two vectors per
 // lane). Otherwise the prefill form runs on the resident blocks
-// (fast_blocks_per_sm per multiprocessor: 5 for the kernels that know their
+// (prefill_blocks_per_sm per multiprocessor: 5 for the kernels that know their
 // call, QF_FAST_HOT, whose 40 KB of shared memory at most leave room for
 // them; else 4), each block keeping one item for the
-// launch and walking its token chunks (fast.cuh: block_item); the blocks per
+// launch and walking its token chunks (streaming.cuh: block_item); the blocks per
 // item of each kind come from qf_cuda_prefill_plan. Shared memory
 // holds the row stages and, for a quantized cache, the item's reciprocal
 // scales. plan->device_form forces a form (the prefill form then goes down to
@@ -245,33 +245,33 @@ static bool fast_ok(const qf_problem *p, const qf_cu_params &P) {
 // group; returns the grid size, or 0 if an index or the shared memory (48
 // KB) would overflow (the general kernel then serves the call).
 /* a quantized k chunk's cost in tenths of a q chunk's: it also quantizes */
-static const int64_t kFastKCost = 14;
-static const int64_t kFastTokenCost = 5; /* a chunk's per-token part, in tenths of one head's */
+static const int64_t kQuantizedKCost = 14;
+static const int64_t kTokenCost = 5; /* a chunk's per-token part, in tenths of one head's */
 
 // The prefill form's blocks per item of each kind (n[k]; items[k] items of
 // kind k, each of `chunks` token chunks, a chunk of kind k costing cost[k]),
 // for `slots` resident blocks. A chunk costs about the same whatever its
 // heads and bytes (counts in proportion to them balance worse), except
-// that a k chunk of a quantized cache also quantizes: cost kFastKCost
-// against 10 where every k item has hpi heads (qf_cuda_prefill_plan; with
+// that a k chunk of a quantized cache also quantizes: cost kQuantizedKCost
+// against 10 where every k item has heads_per_item heads (qf_cuda_prefill_plan; with
 // fewer, 10: there the higher cost plans worse). A block's time is its
 // chunk count, ceil(chunks / n[k]), times cost[k], and the call's time the
 // largest of these; a block walks few chunks, so the rounding up decides
 // and counts in proportion to cost are not the best. So: the smallest such
-// time tau whose counts, the fewest blocks that finish within tau, fit in
-// the slots (binary search: the count falls as tau grows); then the slots
+// time time_bound whose counts, the fewest blocks that finish within time_bound, fit in
+// the slots (binary search: the count falls as time_bound grows); then the slots
 // left go in whole rounds, one more block for every item, while they fit
 // (more blocks in flight, the same largest time; whole rounds keep equal
 // counts equal, which run faster than unequal ones). Where even one block
 // per item does not fit (more items than slots), one block each.
 extern "C" void qf_cuda_blocks_per_item(int64_t chunks, const int32_t *items, const int64_t *cost, int64_t slots,
                                         int64_t *n) {
-  auto fits = [&](int64_t tau, int64_t *cnt) { /* the fewest blocks per item within tau; fit in the slots? */
+  auto fits = [&](int64_t time_bound, int64_t *cnt) { /* the fewest blocks per item within time_bound; fit in the slots? */
     int64_t total = 0;
     for (int k = 0; k < 3; k++) {
       cnt[k] = 1;
       if (!items[k]) continue;
-      const int64_t m = tau / cost[k]; /* chunks a block of kind k may walk */
+      const int64_t m = time_bound / cost[k]; /* chunks a block of kind k may walk */
       if (m < 1) return false;
       cnt[k] = (chunks + m - 1) / m;
       total += items[k] * cnt[k];
@@ -306,37 +306,37 @@ extern "C" void qf_cuda_blocks_per_item(int64_t chunks, const int32_t *items, co
 
 // The prefill form's heads per item and blocks per item (n[k]; heads[k]
 // heads of kind k, 0 where the kind has no work; `chunks` token chunks;
-// `slots` resident blocks): items of hpi heads (the most that fill the
-// device, fast_split) or of hpi / 2 (at least 2), whichever's longest block
+// `slots` resident blocks): items of heads_per_item heads (the most that fill the
+// device, streaming_schedule) or of heads_per_item / 2 (at least 2), whichever's longest block
 // is predicted to take less time, with the blocks per item of
 // qf_cuda_blocks_per_item. A block's predicted time is its chunks times
-// their cost (kFastKCost for a quantized k chunk) times (kFastTokenCost + 10
+// their cost (kQuantizedKCost for a quantized k chunk) times (kTokenCost + 10
 // nh), nh the heads of its item: a chunk's per-token part (position, slot,
 // cos/sin, the loop) about half one head's. Half the heads per item double
 // the chunks to deal, so the last round of chunks is less uneven where a
-// block walks few of them; where the rounding does not decide, hpi keeps
+// block walks few of them; where the rounding does not decide, heads_per_item keeps
 // the per-token part's share smaller. A call with a quantized cache
-// (qcache) keeps hpi: its halved items run slower than this model predicts.
+// (qcache) keeps heads_per_item: its halved items run slower than this model predicts.
 // Returns the heads per item.
-extern "C" int qf_cuda_prefill_plan(int64_t chunks, const int64_t *heads, int hpi, int k_quant, int qcache,
+extern "C" int qf_cuda_prefill_plan(int64_t chunks, const int64_t *heads, int heads_per_item, int k_quant, int qcache,
                                     int64_t slots, int64_t *n) {
   int64_t best = -1;
-  int best_h = hpi;
+  int best_h = heads_per_item;
   for (int c = 0; c < 2; c++) {
-    const int h = c ? hpi / 2 : hpi;
+    const int h = c ? heads_per_item / 2 : heads_per_item;
     if (c && (h < 2 || qcache)) break;
     int32_t items[3];
     for (int k = 0; k < 3; k++) items[k] = (int32_t)((heads[k] + h - 1) / h);
-    const int64_t cost[3] = {10, k_quant && heads[1] % h == 0 ? kFastKCost : 10, 10};
+    const int64_t cost[3] = {10, k_quant && heads[1] % h == 0 ? kQuantizedKCost : 10, 10};
     int64_t m[3];
     qf_cuda_blocks_per_item(chunks, items, cost, slots, m);
-    int64_t tau = 0;
+    int64_t time_bound = 0;
     for (int k = 0; k < 3; k++) {
       const int64_t nh = heads[k] < h ? heads[k] : h;
-      const int64_t tk = items[k] ? (chunks + m[k] - 1) / m[k] * cost[k] * (kFastTokenCost + 10 * nh) : 0;
-      tau = tk > tau ? tk : tau;
+      const int64_t tk = items[k] ? (chunks + m[k] - 1) / m[k] * cost[k] * (kTokenCost + 10 * nh) : 0;
+      time_bound = tk > time_bound ? tk : time_bound;
     }
-    if (best < 0 || tau < best) best = tau, best_h = h, n[0] = m[0], n[1] = m[1], n[2] = m[2];
+    if (best < 0 || time_bound < best) best = time_bound, best_h = h, n[0] = m[0], n[1] = m[1], n[2] = m[2];
   }
   return best_h;
 }
@@ -352,8 +352,8 @@ extern "C" int qf_cuda_prefill_plan(int64_t chunks, const int64_t *heads, int hp
 // block start is then the larger cost). With a quantized cache (qcache),
 // where a resident block would walk 4 to 15 chunks, a tenth of them: fewer
 // pieces, each of which pays a block start, balance as well once the
-// longest run first. The prefill kernel for a quantized cache (fast.cuh:
-// kHotQuant, block_item) starts the longest pieces first: k's (norm, RoPE,
+// longest run first. The prefill kernel for a quantized cache (streaming.cuh:
+// kEngineQuant, block_item) starts the longest pieces first: k's (norm, RoPE,
 // quantization), then v's (quantization), then q's, so that the last
 // blocks to start are the shortest (a freed slot takes about a microsecond
 // to start its next block); split and in place, whose q and k pieces cost
@@ -369,15 +369,15 @@ extern "C" void qf_cuda_prefill_tail(int64_t chunks, int64_t items, int64_t slot
 }
 
 // The call the streaming kernel serves with its dtypes and cache geometry
-// compiled in (QF_FAST_HOT; fast.cuh: kHot): the one vLLM and SGLang make.
+// compiled in (QF_FAST_HOT; streaming.cuh: kEngine): the one vLLM and SGLang make.
 // cos/sin from a cos_sin_cache of the input's dtype by int64 positions, norm
 // weights of the input's dtype, and a cache, if any, that is paged with
 // whole rows (slot_lin: vLLM's [blocks, block_size, Nkv, D]) and a head's D
 // channels contiguous, int64 slots, no int8 offsets. A page table
-// (cache_addressing page_table) is not that call: the HOT kernels read
+// (cache_addressing page_table) is not that call: the ENGINE kernels read
 // slot_mapping as int64 at compile time, so its calls take the kernels that
-// read their addressing from the parameters (fast.cuh: load_token_ix).
-static bool fast_hot(const qf_problem *p, const qf_cu_params &P) {
+// read their addressing from the parameters (streaming.cuh: load_token_ix).
+static bool engine_call(const qf_problem *p, const qf_cu_params &P) {
   const qkvfuse_dtype in = p->in[0].dtype;
   const bool cache = p->desc->cache_layout != QKVFUSE_CACHE_NONE;
   if (cache && p->desc->cache_addressing != QKVFUSE_ADDRESS_SLOTS) return false;
@@ -391,7 +391,7 @@ static bool fast_hot(const qf_problem *p, const qf_cu_params &P) {
                      p->slot_mapping.dtype == QKVFUSE_DTYPE_INT64 && !p->k_offset.data && !p->v_offset.data));
 }
 
-static int64_t fast_split(const qkvfuse_plan *plan, const qf_problem *p, qf_cu_params *P, size_t *smem, int *variant,
+static int64_t streaming_schedule(const qkvfuse_plan *plan, const qf_problem *p, qf_cu_params *P, size_t *smem, int *variant,
                           int *lanes) {
   const int64_t sms = plan_sms(plan);
   const bool k_work = p->k_out.data || p->desc->cache_layout != QKVFUSE_CACHE_NONE;
@@ -400,7 +400,7 @@ static int64_t fast_split(const qkvfuse_plan *plan, const qf_problem *p, qf_cu_p
   const bool v_quant = p->v_cache.data && p->desc->v_quant != QKVFUSE_QUANT_NONE;
   const bool qcache = k_quant || v_quant; /* the call has a quantized cache */
   const int D = (int)p->D;
-  const int64_t gpb = qf::fast_gpb(qf::fast_lanes(D)), tchunks = (p->T + gpb - 1) / gpb;
+  const int64_t gpb = qf::prefill_groups_per_block(qf::prefill_lanes(D)), tchunks = (p->T + gpb - 1) / gpb;
   const int64_t groups_q = p->T * p->Nq, groups_kv = p->T * p->Nkv;
   const int64_t kind_heads[3] = {p->Nq, k_work ? p->Nkv : 0, v_work ? p->Nkv : 0}; /* 0: no work */
   const int64_t heads = kind_heads[0] + kind_heads[1] + kind_heads[2];
@@ -411,39 +411,39 @@ static int64_t fast_split(const qkvfuse_plan *plan, const qf_problem *p, qf_cu_p
   const int l1 = qf::decode_lanes(D, 1);
   const bool nv1 = l1 && (form == 3 || p->T * heads * l1 <= sms * 64);
   const int dlanes = nv1 ? l1 : qf::decode_lanes(D, 2);
-  const int64_t dgpb = qf::kFastBlock / dlanes;
+  const int64_t dgpb = qf::kStreamingBlock / dlanes;
   int64_t units = 0;
   *smem = 0;
-  auto set_items = [&](int hpi) {
-    P->fast_hpi = hpi;
-    for (int k = 0; k < 3; k++) P->fast_items[k] = (int32_t)((kind_heads[k] + hpi - 1) / hpi);
+  auto set_items = [&](int heads_per_item) {
+    P->heads_per_item = heads_per_item;
+    for (int k = 0; k < 3; k++) P->items[k] = (int32_t)((kind_heads[k] + heads_per_item - 1) / heads_per_item);
   };
   bool decode = form != 2 && groups_q < 0x7fffffffLL - dgpb; /* div_fixed: indices below 2^31 */
-  for (int hpi = qf::fast_max_heads(p->desc->rope_source == QKVFUSE_ROPE_COS_SIN); hpi >= (form == 2 ? 1 : 2);
-       hpi >>= 1) {
-    set_items(hpi);
-    units = tchunks * (P->fast_items[0] + P->fast_items[1] + P->fast_items[2]);
-    if (units * qf::kFastBlock >= sms * 1024) break;
+  for (int heads_per_item = qf::max_heads_per_item(p->desc->rope_source == QKVFUSE_ROPE_COS_SIN); heads_per_item >= (form == 2 ? 1 : 2);
+       heads_per_item >>= 1) {
+    set_items(heads_per_item);
+    units = tchunks * (P->items[0] + P->items[1] + P->items[2]);
+    if (units * qf::kStreamingBlock >= sms * 1024) break;
   }
-  if (form == 0 && units * qf::kFastBlock >= sms * 1024) decode = false;
+  if (form == 0 && units * qf::kStreamingBlock >= sms * 1024) decode = false;
   if (decode) {
     /* the one-vector form of a call with a quantized cache speculates its
        k and v blocks' norm weights and scales before the grid dependency
-       wait (fast.cuh: decode_kernel, SPEC); calls without one do not: for
+       wait (streaming.cuh: decode_kernel, PRELOAD); calls without one do not: for
        them the extra reads cost more than they hide */
-    *variant |= QF_FAST_DECODE | (nv1 ? QF_FAST_DECODE1 : 0) | (nv1 && qcache ? QF_FAST_SPEC : 0);
+    *variant |= QF_FAST_DECODE | (nv1 ? QF_FAST_DECODE_NARROW : 0) | (nv1 && qcache ? QF_FAST_PRELOAD : 0);
     *lanes = dlanes;
-    P->dec_blocks_q = (int32_t)((groups_q + dgpb - 1) / dgpb);
+    P->decode_blocks_q = (int32_t)((groups_q + dgpb - 1) / dgpb);
     const int32_t blocks_kv = (int32_t)((groups_kv + dgpb - 1) / dgpb);
-    P->dec_blocks_k = k_work ? blocks_kv : 0;
-    P->dec_q = qf_cuda_divisor((uint32_t)p->Nq);
-    P->dec_kv = qf_cuda_divisor((uint32_t)p->Nkv);
-    return P->dec_blocks_q + P->dec_blocks_k + (v_work ? blocks_kv : 0);
+    P->decode_blocks_k = k_work ? blocks_kv : 0;
+    P->div_q_heads = qf_cuda_divisor((uint32_t)p->Nq);
+    P->div_kv_heads = qf_cuda_divisor((uint32_t)p->Nkv);
+    return P->decode_blocks_q + P->decode_blocks_k + (v_work ? blocks_kv : 0);
   }
-  *lanes = qf::fast_lanes(D);
-  if ((*variant & QF_FAST_HOT) && qcache) *variant |= QF_FAST_QUANT; /* its own kernel (fast.cuh: kHotQuant) */
+  *lanes = qf::prefill_lanes(D);
+  if ((*variant & QF_FAST_HOT) && qcache) *variant |= QF_FAST_QUANT; /* its own kernel (streaming.cuh: kEngineQuant) */
   if (tchunks >= 0x7fffffffLL) return 0; /* chunk indices (+ a stride) stay below 2^32 */
-  P->fast_chunks = (uint32_t)tchunks;
+  P->runs = (uint32_t)tchunks;
   /* the tail (qf_cuda_prefill_tail), then the resident blocks per item of
      the other chunks: qf_cuda_prefill_plan, by the cost of a chunk (tenths
      of a q chunk's); the forced prefill form takes three (at most one per
@@ -452,45 +452,45 @@ static int64_t fast_split(const qkvfuse_plan *plan, const qf_problem *p, qf_cu_p
      chunks is mostly part-filled, as in real prefill calls, and calls of
      9 chunks or more have a tail (in pieces of one below 48; with a
      quantized cache, 10% of the chunks from 12 to 47) */
-  const int64_t items = P->fast_items[0] + P->fast_items[1] + P->fast_items[2];
-  const int64_t slots = form == 2 ? 3 * items : sms * qf::fast_blocks_per_sm((*variant & QF_FAST_HOT) != 0);
+  const int64_t items = P->items[0] + P->items[1] + P->items[2];
+  const int64_t slots = form == 2 ? 3 * items : sms * qf::prefill_blocks_per_sm((*variant & QF_FAST_HOT) != 0);
   int64_t piece = 1, tail = 0;
   qf_cuda_prefill_tail(tchunks, items, slots, qcache, &tail, &piece);
   const int64_t head = tchunks - tail;
   const int64_t nf = head < 3 ? (head > 0 ? head : 1) : 3;
   int64_t n[3] = {nf, nf, nf}, grid = 0;
-  if (form != 2) set_items(qf_cuda_prefill_plan(head, kind_heads, P->fast_hpi, k_quant, qcache, slots, n));
+  if (form != 2) set_items(qf_cuda_prefill_plan(head, kind_heads, P->heads_per_item, k_quant, qcache, slots, n));
   for (int k = 0; k < 3; k++) {
-    P->fast_bpi[k] = (int32_t)n[k];
-    grid += P->fast_items[k] * n[k];
+    P->blocks_per_item[k] = (int32_t)n[k];
+    grid += P->items[k] * n[k];
   }
-  P->fast_head_blocks = (int32_t)grid;
-  P->fast_head_chunks = (uint32_t)head;
-  P->fast_piece = (int32_t)piece;
-  if (tail) grid += (P->fast_items[0] + P->fast_items[1] + P->fast_items[2]) * (tail / piece);
-  /* the rounds' segments (fast.cuh: block_item): the distinct counts in
+  P->resident_blocks = (int32_t)grid;
+  P->resident_runs = (uint32_t)head;
+  P->late_piece = (int32_t)piece;
+  if (tail) grid += (P->items[0] + P->items[1] + P->items[2]) * (tail / piece);
+  /* the rounds' segments (streaming.cuh: block_item): the distinct counts in
      ascending order; a segment's rounds have every item of the kinds with
      at least its count */
   int64_t prev = 0;
   for (int s = 0; s < 3; s++) {
     int64_t next = 0;
     for (int k = 0; k < 3; k++)
-      if (P->fast_items[k] && n[k] > prev && (next == 0 || n[k] < next)) next = n[k];
+      if (P->items[k] && n[k] > prev && (next == 0 || n[k] < next)) next = n[k];
     int64_t width = 0;
     for (int k = 0; k < 3; k++)
-      if (next && n[k] >= next) width += P->fast_items[k];
-    P->fast_seg_end[s] = (int32_t)(next ? next : prev);
-    P->fast_seg_width[s] = (int32_t)width;
+      if (next && n[k] >= next) width += P->items[k];
+    P->segment_end[s] = (int32_t)(next ? next : prev);
+    P->segment_width[s] = (int32_t)width;
     if (next) prev = next;
   }
   if (grid >= 0x7fffffffLL) return 0;
   /* v items of a quantized cache take their lane's two vectors adjacent
-     (fast.cuh: vadj), one 16-byte store of their bytes (16 one-byte
+     (streaming.cuh: v_adjacent), one 16-byte store of their bytes (16 one-byte
      elements) */
-  P->fast_vadj = v_quant && cache_vector_ok(p->v_cache, 16);
+  P->v_adjacent = v_quant && cache_vector_ok(p->v_cache, 16);
   const bool offsets = p->k_offset.data || p->v_offset.data;
-  *smem = (size_t)qf::kFastStages * P->fast_hpi * 2 * qf::kFastBlock * 16 +
-          (qcache ? sizeof(float) * (offsets ? 2 : 1) * P->fast_hpi * (size_t)p->D : 0);
+  *smem = (size_t)qf::kPrefillStages * P->heads_per_item * 2 * qf::kStreamingBlock * 16 +
+          (qcache ? sizeof(float) * (offsets ? 2 : 1) * P->heads_per_item * (size_t)p->D : 0);
   if (*smem > 48 * 1024) return 0; /* the default limit of dynamic shared memory */
   return grid;
 }
@@ -501,13 +501,13 @@ static qkvfuse_status qf_cuda_run(const qkvfuse_plan *plan, const qf_problem *p,
   device_guard g(plan->desc.device_id);
   if (g.err != cudaSuccess) return cuda_fail(g.err, "cudaSetDevice");
   const qkvfuse_dtype in = p->in[0].dtype;
-  if (qf_cuda_streaming(plan->device_cc, plan->device_form) && fast_ok(p, P)) {
+  if (qf_cuda_streaming(plan->device_cc, plan->device_form) && streaming_eligible(p, P)) {
     size_t smem = 0;
     int variant = (p->desc->rope_style == QKVFUSE_ROPE_INTERLEAVED ? QF_FAST_INTERLEAVED : 0) |
                   (p->desc->rope_source == QKVFUSE_ROPE_COS_SIN ? QF_FAST_SEPARATE : 0);
     int lanes = 0;
-    if (fast_hot(p, P)) variant |= QF_FAST_HOT;
-    const int64_t blocks = fast_split(plan, p, &P, &smem, &variant, &lanes);
+    if (engine_call(p, P)) variant |= QF_FAST_HOT;
+    const int64_t blocks = streaming_schedule(plan, p, &P, &smem, &variant, &lanes);
     if (blocks > 0) return qf_cuda_launch(in, 0, 0, lanes, variant, &P, (unsigned)blocks, smem, (cudaStream_t)stream);
   }
   const int in_bytes = (int)qkvfuse_dtype_size(in);
@@ -516,13 +516,13 @@ static qkvfuse_status qf_cuda_run(const qkvfuse_plan *plan, const qf_problem *p,
   P.nvec = (int32_t)(p->D / vec);
   P.group = qf::pow2_at_least(P.nvec < 32 ? P.nvec : 32);
   const int nv = qf::pow2_at_least((P.nvec + P.group - 1) / P.group);
-  const int64_t resident = plan_sms(plan) * qf::kFusedBlocksPerSm;
-  int tpb = 1, hpb = 1;
-  qf_cuda_general_tiles(P.T, P.heads_per_token, qf::kBlock / P.group, P.R, resident, &tpb, &hpb);
-  P.tpb = tpb, P.hpb = hpb, P.head_tiles = (P.heads_per_token + hpb - 1) / hpb;
-  int64_t blocks = (P.T + P.tpb - 1) / P.tpb * P.head_tiles;
+  const int64_t resident = plan_sms(plan) * qf::kGeneralBlocksPerSm;
+  int tile_tokens = 1, tile_heads = 1;
+  qf_cuda_general_tiles(P.T, P.heads_per_token, qf::kBlock / P.group, P.R, resident, &tile_tokens, &tile_heads);
+  P.tile_tokens = tile_tokens, P.tile_heads = tile_heads, P.head_tiles = (P.heads_per_token + tile_heads - 1) / tile_heads;
+  int64_t blocks = (P.T + P.tile_tokens - 1) / P.tile_tokens * P.head_tiles;
   if (blocks > resident) blocks = resident; /* the kernel walks the tiles grid-stride */
-  const size_t smem = qf::fused_smem_bytes(P.D, P.R, P.tpb, qf::kBlock / P.group);
+  const size_t smem = qf::general_smem_bytes(P.D, P.R, P.tile_tokens, qf::kBlock / P.group);
   return qf_cuda_launch(in, vec, nv, 0, 0, &P, (unsigned)blocks, smem, (cudaStream_t)stream);
 }
 
@@ -594,8 +594,8 @@ static qkvfuse_status device_facts(int dev, int *sms, int *cc) {
     // for it (refused here, naming the device, rather than at a launch)
     device_guard guard(dev);
     if (guard.err != cudaSuccess) return cuda_fail(guard.err, "cudaSetDevice");
-    QF_FORWARD(check_image(dev, *cc, qf_cuda_fused_probe(), "general"));
-    if (*cc >= QF_CUDA_STREAMING_MIN_CC) QF_FORWARD(check_image(dev, *cc, qf_cuda_fast_probe(), "streaming"));
+    QF_FORWARD(check_image(dev, *cc, qf_cuda_general_probe(), "general"));
+    if (*cc >= QF_CUDA_STREAMING_MIN_CC) QF_FORWARD(check_image(dev, *cc, qf_cuda_streaming_probe(), "streaming"));
   }
   if (dev < kCachedDevices) {
     __atomic_store_n(&g_device_sms[dev], *sms, __ATOMIC_RELAXED);
@@ -622,7 +622,7 @@ extern "C" qkvfuse_status qf_cuda_plan(qkvfuse_plan *plan) {
   plan->device_form = !form                           ? 0
                       : strcmp(form, "decode") == 0   ? 1
                       : strcmp(form, "prefill") == 0  ? 2
-                      : strcmp(form, "decode1") == 0 ? 3
+                      : strcmp(form, "decode_narrow") == 0 ? 3
                       : strcmp(form, "general") == 0 ? QF_CUDA_FORM_GENERAL
                                                       : 0;
   plan->backend = QKVFUSE_BACKEND_CUDA;

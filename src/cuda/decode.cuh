@@ -28,7 +28,7 @@ struct lane_scales {
 // neox: the pair index of element 8w + k is 8w + k in the first half (R/16
 // vectors), 8w + k - R/2 in the second; a first-half vector's sin comes
 // negated, so that both halves rotate as x c + x' s, x' the partner's value.
-// Interleaved: pairs (2i, 2i+1) inside the vector. SEP: per token and
+// Interleaved: pairs (2i, 2i+1) inside the vector. COS_SIN_ROWS: per token and
 // element, as given.
 struct vec_cs_raw {
   table_raw c, s;
@@ -37,42 +37,42 @@ struct vec_cs_raw {
 // The element of a cos/sin cache row (position pos) holding the cos of
 // vector w's pairs (the sin: R/2 further): cos_at's, where a neox vector of
 // the second half (w >= R/16) takes its first-half partner's pairs.
-template <bool INTER>
+template <bool INTERLEAVED>
 __device__ __forceinline__ int64_t vec_cos_at(const qf_cu_mat &csc, int64_t pos, int w, int R) {
   const int hv = R >> 4;
-  return cos_at<INTER>(csc, pos, INTER || w < hv ? w : w - hv);
+  return cos_at<INTERLEAVED>(csc, pos, INTERLEAVED || w < hv ? w : w - hv);
 }
 
-template <bool INTER, bool SEP, int CSDT = 0>
+template <bool INTERLEAVED, bool COS_SIN_ROWS, int CSDT = 0>
 __device__ __forceinline__ vec_cs_raw vec_cs_load(const qf_cu_params &P, int64_t t, int pos, int w, bool rope) {
   vec_cs_raw r = {};
   if (!rope) return r;
   const int R = P.R;
   const qf_cu_mat &csc = P.cos_sin_cache;
   const int csdt = CSDT ? CSDT : csc.dtype;
-  if (SEP) {
+  if (COS_SIN_ROWS) {
     r.c = ld_table<8>(P.cos.data, P.cos.dtype, t * P.cos.ld + 8 * w);
     r.s = ld_table<8>(P.sin.data, P.sin.dtype, t * P.sin.ld + 8 * w);
   } else if (CSDT || P.rope_source == QKVFUSE_ROPE_COS_SIN_CACHE) {
-    const int64_t base = vec_cos_at<INTER>(csc, pos, w, R);
-    r.c = ld_table<INTER ? 4 : 8>(csc.data, csdt, base);
-    r.s = ld_table<INTER ? 4 : 8>(csc.data, csdt, base + (R >> 1));
+    const int64_t base = vec_cos_at<INTERLEAVED>(csc, pos, w, R);
+    r.c = ld_table<INTERLEAVED ? 4 : 8>(csc.data, csdt, base);
+    r.s = ld_table<INTERLEAVED ? 4 : 8>(csc.data, csdt, base + (R >> 1));
   }
   return r;
 }
 
-template <bool INTER, bool SEP, int CSDT = 0>
+template <bool INTERLEAVED, bool COS_SIN_ROWS, int CSDT = 0>
 __device__ __forceinline__ void vec_cs_get(const qf_cu_params &P, const vec_cs_raw &r, int pos, int w, bool rope,
                                            float (&c)[8], float (&s)[8]) {
   if (!rope) return;
   const int hv = P.R >> 4;
-  const bool first = !INTER && w < hv;
+  const bool first = !INTERLEAVED && w < hv;
   const bool cache_src = CSDT || P.rope_source == QKVFUSE_ROPE_COS_SIN_CACHE;
   const int csdt = CSDT ? CSDT : P.cos_sin_cache.dtype;
-  if (SEP) {
+  if (COS_SIN_ROWS) {
     cvt_table<8>(r.c, P.cos.dtype, c);
     cvt_table<8>(r.s, P.sin.dtype, s);
-  } else if (cache_src && !INTER) {
+  } else if (cache_src && !INTERLEAVED) {
     cvt_table<8>(r.c, csdt, c);
     cvt_table<8>(r.s, csdt, s);
   } else if (cache_src) {
@@ -83,9 +83,9 @@ __device__ __forceinline__ void vec_cs_get(const qf_cu_params &P, const vec_cs_r
     for (int k = 0; k < 8; k++) c[k] = c4[k >> 1], s[k] = s4[k >> 1];
   } else { /* COMPUTED */
 #pragma unroll
-    for (int k = 0; k < 8; k += INTER ? 2 : 1) {
-      half_cos_sin(P, pos, INTER ? 4 * w + (k >> 1) : 8 * (first ? w : w - hv) + k, c[k], s[k]);
-      if (INTER) c[k + 1] = c[k], s[k + 1] = s[k];
+    for (int k = 0; k < 8; k += INTERLEAVED ? 2 : 1) {
+      half_cos_sin(P, pos, INTERLEAVED ? 4 * w + (k >> 1) : 8 * (first ? w : w - hv) + k, c[k], s[k]);
+      if (INTERLEAVED) c[k + 1] = c[k], s[k + 1] = s[k];
     }
   }
   if (first) {
@@ -98,9 +98,9 @@ __device__ __forceinline__ void vec_cs_get(const qf_cu_params &P, const vec_cs_r
 // the previous kernel may still be writing it, so the value (a relaxed
 // load: a defined result either way) only chooses which cos/sin lines to
 // prefetch into L2; the position used is read again after the wait.
-template <int HOT>
+template <int ENGINE>
 __device__ __forceinline__ int64_t position_hint(const qf_cu_params &P, int64_t t) {
-  if (HOT || P.positions.dtype == QKVFUSE_DTYPE_INT64) {
+  if (ENGINE || P.positions.dtype == QKVFUSE_DTYPE_INT64) {
     long long v;
     asm volatile("ld.relaxed.gpu.global.s64 %0, [%1];"
                  : "=l"(v)
@@ -209,7 +209,7 @@ __device__ __forceinline__ bool same_weights(const weights_raw<NV> &a, const wei
 //   interleaved pairs sit inside a vector;
 // - NV = 2: L = D/16 rounded up to a power of two, the prefill form's lane
 //   layout (lane_layout: rotation pairs inside a lane).
-// Blocks [0, dec_blocks_q) do q, then dec_blocks_k blocks do k, the rest v
+// Blocks [0, decode_blocks_q) do q, then decode_blocks_k blocks do k, the rest v
 // (the kind is uniform per block); a block's groups take consecutive (token,
 // head) pairs of its kind, token-major. Every line the call reads first (the
 // row, the position and slot, the norm weights, the cache scales, the cos/sin
@@ -218,16 +218,16 @@ __device__ __forceinline__ bool same_weights(const weights_raw<NV> &a, const wei
 // issued at once, and cos/sin as soon as the position is in. Cache
 // scales are read per lane (no shared table): every (k or v) head has a group
 // for token 0, which checks the head's scales and offsets (reported, used or
-// not); a head with a bad one skips its cache rows. SPEC: the k and v
+// not); a head with a bad one skips its cache rows. PRELOAD: the k and v
 // blocks also read and ready their norm weights and scales before the wait,
-// speculatively. HOT: what the kernel knows of its call (kHot, | kHotCache
-// with SPEC, or 0).
-template <typename T, int L, int NV, bool INTER, bool SEP, bool SPEC, int HOT>
-__global__ void __launch_bounds__(kFastBlock) decode_kernel(const __grid_constant__ qf_cu_params P) {
-#if QF_FAST_DEVICE_CODE
-  constexpr int GPB = kFastBlock / L, NCS = fast_ncs(INTER, SEP), N = 8 * NV;
-  static_assert(!HOT || !SEP, "HOT: cos/sin from a cache");
-  constexpr int TDT = HOT ? h16<T>::dtype : 0; /* HOT: the tables' dtype (the input's) */
+// speculatively. ENGINE: what the kernel knows of its call (kEngine, | kEngineCache
+// with PRELOAD, or 0).
+template <typename T, int L, int NV, bool INTERLEAVED, bool COS_SIN_ROWS, bool PRELOAD, int ENGINE>
+__global__ void __launch_bounds__(kStreamingBlock) decode_kernel(const __grid_constant__ qf_cu_params P) {
+#if QF_STREAMING_DEVICE_CODE
+  constexpr int GPB = kStreamingBlock / L, COS_SIN_VECS = cos_sin_vecs(INTERLEAVED, COS_SIN_ROWS), N = 8 * NV;
+  static_assert(!ENGINE || !COS_SIN_ROWS, "ENGINE: cos/sin from a cache");
+  constexpr int TDT = ENGINE ? h16<T>::dtype : 0; /* ENGINE: the tables' dtype (the input's) */
   const int D = P.D, R = P.R, nl = D >> (NV == 1 ? 3 : 4); /* lanes with data */
   const int lane = threadIdx.x & (L - 1), grp = threadIdx.x / L;
   lane_vecs lv = {0, 0, false, false};
@@ -235,15 +235,15 @@ __global__ void __launch_bounds__(kFastBlock) decode_kernel(const __grid_constan
   if constexpr (NV == 1) {
     wv[0] = lane < nl ? lane : lane - nl;
   } else {
-    lv = lane_layout<INTER>(lane, nl, R);
+    lv = lane_layout<INTERLEAVED>(lane, nl, R);
     wv[0] = lv.a, wv[NV - 1] = lv.b;
   }
   unsigned b = blockIdx.x;
   int kind = 0;
-  qf_cu_div Nd = P.dec_q;
-  if (b >= (unsigned)P.dec_blocks_q) {
-    b -= P.dec_blocks_q, kind = 1, Nd = P.dec_kv;
-    if (b >= (unsigned)P.dec_blocks_k) b -= P.dec_blocks_k, kind = 2;
+  qf_cu_div Nd = P.div_q_heads;
+  if (b >= (unsigned)P.decode_blocks_q) {
+    b -= P.decode_blocks_q, kind = 1, Nd = P.div_kv_heads;
+    if (b >= (unsigned)P.decode_blocks_k) b -= P.decode_blocks_k, kind = 2;
   }
   const unsigned idx = b * GPB + grp, tu = div_fixed(idx, Nd);
   const int h = (int)(idx - tu * Nd.d);
@@ -266,28 +266,28 @@ __global__ void __launch_bounds__(kFastBlock) decode_kernel(const __grid_constan
     for (int v = 0; v < NV; v++) prefetch_l2(in + 8 * wv[v]);
   }
   if (live && lane == 0) {
-    if (HOT || P.positions.data)
-      prefetch_l2(index_at(P.positions.data, HOT ? QKVFUSE_DTYPE_INT64 : P.positions.dtype, t));
-    if (!HOT && P.page_table) { /* the token's own entries; the rest of the table depends on them */
+    if (ENGINE || P.positions.data)
+      prefetch_l2(index_at(P.positions.data, ENGINE ? QKVFUSE_DTYPE_INT64 : P.positions.dtype, t));
+    if (!ENGINE && P.page_table) { /* the token's own entries; the rest of the table depends on them */
       prefetch_l2(index_at(P.pt.batch, P.pt.batch_dtype, t));
       prefetch_l2(index_at(P.pt.pos, P.pt.pos_dtype, t));
-    } else if ((HOT & kHotCache) || P.layout != QKVFUSE_CACHE_NONE) {
-      prefetch_l2(index_at(P.slot_mapping.data, HOT ? QKVFUSE_DTYPE_INT64 : P.slot_mapping.dtype,
-                           !HOT && P.layout == QKVFUSE_CACHE_CONTIGUOUS ? div_by<true>(t, P.S, P.batch_div) : t));
+    } else if ((ENGINE & kEngineCache) || P.layout != QKVFUSE_CACHE_NONE) {
+      prefetch_l2(index_at(P.slot_mapping.data, ENGINE ? QKVFUSE_DTYPE_INT64 : P.slot_mapping.dtype,
+                           !ENGINE && P.layout == QKVFUSE_CACHE_CONTIGUOUS ? div_by<true>(t, P.S, P.batch_div) : t));
     }
   }
   // NV = 1, pairs from the cos/sin cache: the cos/sin lines of the
   // position as it reads now, into L2 (position_hint); the loads after the
   // wait then find them there. Prefetched, not loaded: after the wait their
   // round trip is hidden behind the normalization anyway
-  const bool rot = NV == 1 ? (INTER ? 8 * wv[0] < R : wv[0] < (R >> 3)) : (lv.rot_a || lv.rot_b);
-  if (NV == 1 && !SEP && kind < 2 && R > 0 && act && rot && (HOT || P.rope_source == QKVFUSE_ROPE_COS_SIN_CACHE) &&
-      (HOT || P.positions.data)) {
-    const int64_t hp = position_hint<HOT>(P, t);
+  const bool rot = NV == 1 ? (INTERLEAVED ? 8 * wv[0] < R : wv[0] < (R >> 3)) : (lv.rot_a || lv.rot_b);
+  if (NV == 1 && !COS_SIN_ROWS && kind < 2 && R > 0 && act && rot && (ENGINE || P.rope_source == QKVFUSE_ROPE_COS_SIN_CACHE) &&
+      (ENGINE || P.positions.data)) {
+    const int64_t hp = position_hint<ENGINE>(P, t);
     if (hp >= 0 && hp < P.max_pos) {
       const qf_cu_mat &csc = P.cos_sin_cache;
-      const int64_t e = vec_cos_at<INTER>(csc, hp, wv[0], R);
-      const int es = !HOT && csc.dtype == QKVFUSE_DTYPE_FLOAT32 ? 4 : 2;
+      const int64_t e = vec_cos_at<INTERLEAVED>(csc, hp, wv[0], R);
+      const int es = !ENGINE && csc.dtype == QKVFUSE_DTYPE_FLOAT32 ? 4 : 2;
       prefetch_l2(static_cast<const char *>(csc.data) + e * es);
       prefetch_l2(static_cast<const char *>(csc.data) + (e + (R >> 1)) * es);
     }
@@ -298,7 +298,7 @@ __global__ void __launch_bounds__(kFastBlock) decode_kernel(const __grid_constan
   // for the previous kernel, which may write them.
   if (act && t == 0) {
     const qf_cu_vec &gw = kind == 0 ? P.q_gamma : P.k_gamma;
-    const int ges = !HOT && gw.dtype == QKVFUSE_DTYPE_FLOAT32 ? 4 : 2;
+    const int ges = !ENGINE && gw.dtype == QKVFUSE_DTYPE_FLOAT32 ? 4 : 2;
 #pragma unroll
     for (int v = 0; v < NV; v++) {
       if (norm) prefetch_l2(static_cast<const char *>(gw.data) + 8 * wv[v] * ges);
@@ -312,28 +312,28 @@ __global__ void __launch_bounds__(kFastBlock) decode_kernel(const __grid_constan
       if (so) prefetch_l2(so);
     }
   }
-  // SPEC (one vector per lane and a quantized cache: backend.cu): the norm
+  // PRELOAD (one vector per lane and a quantized cache: backend.cu): the norm
   // weights and cache scales speculated: read (through L2 only) and readied
   // before the wait (they are the model's, which a previous kernel seldom
   // writes; their ~130 instructions then overlap it), read again after the
   // wait, and readied again unless both reads have the same bits
-  // (test_cuda_pdl). Only the k and v blocks speculate (spec): the q
+  // (test_cuda_pdl). Only the k and v blocks speculate (preload): the q
   // blocks' weights are a norm's alone, converted in a few instructions, so
-  // speculating them costs more than it saves. The kernels without SPEC keep
+  // speculating them costs more than it saves. The kernels without PRELOAD keep
   // their inline loads: the helpers below make them slower, and their SASS
   // depends on this code's exact form.
   const qf_cu_vec &gws = kind == 0 ? P.q_gamma : P.k_gamma;
-  const bool wnorm = norm && act, wquant = quant && act, spec = SPEC && kind > 0;
-  weights_raw<NV> wspec = {};
+  const bool wnorm = norm && act, wquant = quant && act, preload = PRELOAD && kind > 0;
+  weights_raw<NV> wpreload = {};
   lane_weights<NV> lw;
-  if (spec) {
-    wspec = load_weights<NV, true, TDT>(gws, sc, HOT ? nullptr : so, pc, wnorm, wquant, h * D, wv);
-    ready_weights<NV>(wspec, TDT ? TDT : gws.dtype, P.gamma_offset, norm, wquant, lw);
+  if (preload) {
+    wpreload = load_weights<NV, true, TDT>(gws, sc, ENGINE ? nullptr : so, pc, wnorm, wquant, h * D, wv);
+    ready_weights<NV>(wpreload, TDT ? TDT : gws.dtype, P.gamma_offset, norm, wquant, lw);
   }
-  // HOT: the mean's 1 / D (an IEEE division) readied before the wait, off the
+  // ENGINE: the mean's 1 / D (an IEEE division) readied before the wait, off the
   // normalization's critical path
   float rDh = 0.0f;
-  if (HOT) {
+  if (ENGINE) {
     rDh = 1.0f / (float)D;
     asm volatile("" : "+f"(rDh));
   }
@@ -343,27 +343,27 @@ __global__ void __launch_bounds__(kFastBlock) decode_kernel(const __grid_constan
   uint4 raw[NV];
 #pragma unroll
   for (int v = 0; v < NV; v++) raw[v] = act ? ld_stream(in + 8 * wv[v]) : make_uint4(0, 0, 0, 0);
-  const token_ix ix = load_token_ix<true, HOT>(P, t);
-  const weights_raw<NV> wraw = SPEC ? load_weights<NV, false, TDT>(gws, sc, HOT ? nullptr : so, pc, wnorm, wquant,
+  const token_ix ix = load_token_ix<true, ENGINE>(P, t);
+  const weights_raw<NV> wraw = PRELOAD ? load_weights<NV, false, TDT>(gws, sc, ENGINE ? nullptr : so, pc, wnorm, wquant,
                                                                    h * D, wv)
                                      : weights_raw<NV>{};
-  table_raw graw[NV] = {}, sraw[NV] = {}, oraw[NV] = {}; /* !SPEC */
-  /* !SPEC: gws's twin, declared here on purpose: its place alone changes
-     the non-SPEC kernels' SASS */
+  table_raw graw[NV] = {}, sraw[NV] = {}, oraw[NV] = {}; /* !PRELOAD */
+  /* !PRELOAD: gws's twin, declared here on purpose: its place alone changes
+     the non-PRELOAD kernels' SASS */
   const qf_cu_vec &gw = kind == 0 ? P.q_gamma : P.k_gamma;
-  if (!SPEC && norm && act) {
+  if (!PRELOAD && norm && act) {
 #pragma unroll
     for (int v = 0; v < NV; v++) graw[v] = ld_table<8>(gw.data, TDT ? TDT : gw.dtype, 8 * wv[v]);
   }
-  if (!SPEC && quant && act) {
+  if (!PRELOAD && quant && act) {
 #pragma unroll
     for (int v = 0; v < NV; v++) {
       const int ch = h * D + 8 * wv[v];
       if (pc) {
         sraw[v] = ld_table<8>(sc, QKVFUSE_DTYPE_FLOAT32, ch);
-        if (!HOT && so) oraw[v] = ld_table<8>(so, QKVFUSE_DTYPE_FLOAT32, ch);
+        if (!ENGINE && so) oraw[v] = ld_table<8>(so, QKVFUSE_DTYPE_FLOAT32, ch);
       } else {
-        const uint32_t s0 = __float_as_uint(__ldg(sc)), o0 = !HOT && so ? __float_as_uint(__ldg(so)) : 0u;
+        const uint32_t s0 = __float_as_uint(__ldg(sc)), o0 = !ENGINE && so ? __float_as_uint(__ldg(so)) : 0u;
         sraw[v].a = sraw[v].b = make_uint4(s0, s0, s0, s0);
         oraw[v].a = oraw[v].b = make_uint4(o0, o0, o0, o0);
       }
@@ -374,25 +374,25 @@ __global__ void __launch_bounds__(kFastBlock) decode_kernel(const __grid_constan
   // slot's check and page come after, during their round trip; a token with a
   // bad slot writes nothing either way); NV = 1: converted after the
   // normalization
-  const bool pos_ok = !(HOT || P.positions.data) || (ix.pos >= 0 && ix.pos < P.max_pos);
+  const bool pos_ok = !(ENGINE || P.positions.data) || (ix.pos >= 0 && ix.pos < P.max_pos);
   const bool rope = kind < 2 && R > 0 && pos_ok && act && rot;
   const int pos = (int)ix.pos; /* < max_pos <= 2^31 when used */
-  float cs[NCS][8];
+  float cs[COS_SIN_VECS][8];
   vec_cs_raw csraw = {};
   if constexpr (NV == 1)
-    csraw = vec_cs_load<INTER, SEP, TDT>(P, t, pos, wv[0], rope);
+    csraw = vec_cs_load<INTERLEAVED, COS_SIN_ROWS, TDT>(P, t, pos, wv[0], rope);
   else
-    load_cos_sin<INTER, SEP, TDT>(P, t, pos, lv, rope, cs);
+    load_cos_sin<INTERLEAVED, COS_SIN_ROWS, TDT>(P, t, pos, lv, rope, cs);
 
   // 3. the token: position and cache destination checked; the norm weights,
   // the scales
   const token_dest td =
-      check_token<true, HOT>(P, t, ix, kind, live, [&] { return kind == 0 && h == 0 && lane == 0; });
+      check_token<true, ENGINE>(P, t, ix, kind, live, [&] { return kind == 0 && h == 0 && lane == 0; });
   const bool ok = td.ok;
-  float g[N], r[N], of[N]; /* !SPEC */
+  float g[N], r[N], of[N]; /* !PRELOAD */
   bool bad = false;
-  if (SPEC) {
-    if (!spec || !same_weights<NV>(wraw, wspec))
+  if (PRELOAD) {
+    if (!preload || !same_weights<NV>(wraw, wpreload))
       ready_weights<NV>(wraw, TDT ? TDT : gws.dtype, P.gamma_offset, norm, wquant, lw);
     if (lw.bad) report(P, QKVFUSE_DATA_ERROR_SCALE);
   } else {
@@ -418,10 +418,10 @@ __global__ void __launch_bounds__(kFastBlock) decode_kernel(const __grid_constan
       if (bad) report(P, QKVFUSE_DATA_ERROR_SCALE);
     }
   }
-  const float(&gk)[N] = SPEC ? lw.g : g, (&rk)[N] = SPEC ? lw.r : r, (&ofk)[N] = SPEC ? lw.of : of;
+  const float(&gk)[N] = PRELOAD ? lw.g : g, (&rk)[N] = PRELOAD ? lw.r : r, (&ofk)[N] = PRELOAD ? lw.of : of;
   // a bad scale of any lane skips the head's cache row (the group's lanes)
   const unsigned gmask = (L == 32 ? 0xffffffffu : (1u << L) - 1u) << (threadIdx.x & 31 & ~(L - 1));
-  const bool gbad = (__ballot_sync(0xffffffffu, SPEC ? lw.bad : bad) & gmask) != 0;
+  const bool gbad = (__ballot_sync(0xffffffffu, PRELOAD ? lw.bad : bad) & gmask) != 0;
 
   // 4. the head: normalized over the group, rotated
   float x[N];
@@ -431,13 +431,13 @@ __global__ void __launch_bounds__(kFastBlock) decode_kernel(const __grid_constan
       float s2[2] = {0.0f, 0.0f}; /* two chains: latency */
 #pragma unroll
       for (int k = 0; k < 8; k++) s2[k & 1] = fmaf(x[k], x[k], s2[k & 1]);
-      const float inv = rsqrtf(fmaf(group_sum<L>(s2[0] + s2[1]), HOT ? rDh : 1.0f / (float)D, P.eps));
+      const float inv = rsqrtf(fmaf(group_sum<L>(s2[0] + s2[1]), ENGINE ? rDh : 1.0f / (float)D, P.eps));
 #pragma unroll
       for (int k = 0; k < 8; k++) x[k] = x[k] * inv * gk[k];
     }
     float c[8], s[8];
-    vec_cs_get<INTER, SEP, TDT>(P, csraw, pos, wv[0], rope, c, s);
-    if (!INTER && kind < 2 && R > 0) { /* uniform per block: the partners' values by shuffles */
+    vec_cs_get<INTERLEAVED, COS_SIN_ROWS, TDT>(P, csraw, pos, wv[0], rope, c, s);
+    if (!INTERLEAVED && kind < 2 && R > 0) { /* uniform per block: the partners' values by shuffles */
       const int hv = R >> 4, src = rot && act ? (wv[0] < hv ? lane + hv : lane - hv) : lane;
       float xp[8];
 #pragma unroll
@@ -446,15 +446,15 @@ __global__ void __launch_bounds__(kFastBlock) decode_kernel(const __grid_constan
 #pragma unroll
         for (int k = 0; k < 8; k++) x[k] = fmaf(x[k], c[k], xp[k] * s[k]);
       }
-    } else if (INTER && rope) {
+    } else if (INTERLEAVED && rope) {
       rotate_pairs8(x, c, s);
     }
   } else {
-    norm_rope<T, L, INTER, NCS>(raw[0], raw[NV - 1], norm, gk, HOT ? rDh : 1.0f / (float)D, P.eps, rope, cs, lv, x);
+    norm_rope<T, L, INTERLEAVED, COS_SIN_VECS>(raw[0], raw[NV - 1], norm, gk, ENGINE ? rDh : 1.0f / (float)D, P.eps, rope, cs, lv, x);
   }
   if (!(ok && act)) return;
   const qf_cu_mat &out = kind == 0 ? P.q_out : (kind == 1 ? P.k_out : P.v_out);
-  store_head<T, NV, HOT>(out, C, C.quant != QKVFUSE_QUANT_NONE, true, kind > 0 && td.dest && C.data, t, td.row0, h,
+  store_head<T, NV, ENGINE>(out, C, C.quant != QKVFUSE_QUANT_NONE, true, kind > 0 && td.dest && C.data, t, td.row0, h,
                          D, wv, x, lane_scales<NV>{rk, ofk, gbad});
 #else
   __trap();

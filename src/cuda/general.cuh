@@ -1,9 +1,9 @@
 // SPDX-License-Identifier: Apache-2.0
 // The general fused prologue kernel: every case the streaming kernel
-// (fast.cuh) does not take: float32 or int32 input, float32 outputs, any even
+// (streaming.cuh) does not take: float32 or int32 input, float32 outputs, any even
 // D and R, unaligned rows, beta, unfused-parity mode, a quantized q.
 //
-// Work split. A block owns a tile of `tpb` tokens x `hpb` heads of those
+// Work split. A block owns a tile of `tile_tokens` tokens x `tile_heads` heads of those
 // tokens (heads = q heads, then k heads, then v heads when v is written). The
 // tile's tasks (token, head) go to groups of G lanes (G a power of two <= 32,
 // several groups per warp for small heads); a group loops over its tasks with
@@ -14,8 +14,8 @@
 // contiguous. VEC is 16 bytes of the input type on aligned rows and 1
 // otherwise (any even D, any alignment).
 //
-// Decode (few tasks): tpb = 1 and hpb = groups per block, one task per group,
-// as many blocks as possible in flight. Prefill: hpb = all heads and tpb a
+// Decode (few tasks): tile_tokens = 1 and tile_heads = groups per block, one task per group,
+// as many blocks as possible in flight. Prefill: tile_heads = all heads and tile_tokens a
 // few tokens, so the per-token tables are built once per tile; the grid is a
 // few blocks per multiprocessor and each block walks tiles grid-stride, so the
 // RMSNorm weights are loaded once per block.
@@ -45,7 +45,7 @@
 namespace qf {
 
 constexpr int kBlock = 256;
-constexpr int kFusedBlocksPerSm = 4; /* fused_kernel's resident blocks (launch bounds); the grid's cap */
+constexpr int kGeneralBlocksPerSm = 4; /* general_kernel's resident blocks (launch bounds); the grid's cap */
 
 // Head h of token t's input: heads 0..Nq-1 are q's, then Nkv of k, then Nkv of v.
 template <typename T>
@@ -65,8 +65,8 @@ struct __align__(16) tile_token {
 static_assert(sizeof(tile_token) % 16 == 0, "the float tables after the tokens must stay 16-byte aligned");
 
 // Byte size of the shared memory of a block (tables + group scratch).
-__host__ __device__ inline size_t fused_smem_bytes(int D, int R, int tpb, int groups) {
-  return sizeof(tile_token) * (size_t)tpb + sizeof(float) * (4 * (size_t)D + 2 * (size_t)tpb * R + (size_t)groups * R);
+__host__ __device__ inline size_t general_smem_bytes(int D, int R, int tile_tokens, int groups) {
+  return sizeof(tile_token) * (size_t)tile_tokens + sizeof(float) * (4 * (size_t)D + 2 * (size_t)tile_tokens * R + (size_t)groups * R);
 }
 
 // The raw bytes of one lane's share of a head, as loaded.
@@ -281,14 +281,14 @@ __device__ __forceinline__ void process_task(const qf_cu_params &P, float (&x)[N
 }
 
 template <typename TIn, int VEC, int NV>
-__global__ void __launch_bounds__(kBlock, kFusedBlocksPerSm) fused_kernel(const qf_cu_params P) {
+__global__ void __launch_bounds__(kBlock, kGeneralBlocksPerSm) general_kernel(const qf_cu_params P) {
   extern __shared__ __align__(16) unsigned char smem_raw[];
   const int D = P.D, R = P.R, G = P.group, gpb = kBlock / G;
   const int lane = threadIdx.x & (G - 1), grp = threadIdx.x / G;
   const unsigned gmask = G == 32 ? 0xffffffffu : (((1u << G) - 1u) << ((threadIdx.x & 31) & ~(G - 1)));
   tile_token *tok = reinterpret_cast<tile_token *>(smem_raw);
-  float *g_q = reinterpret_cast<float *>(tok + P.tpb), *g_k = g_q + D, *b_q = g_k + D, *b_k = b_q + D;
-  float *cos_t = b_k + D, *sin_t = cos_t + (size_t)P.tpb * R, *ys = sin_t + (size_t)P.tpb * R + (size_t)grp * R;
+  float *g_q = reinterpret_cast<float *>(tok + P.tile_tokens), *g_k = g_q + D, *b_q = g_k + D, *b_k = b_q + D;
+  float *cos_t = b_k + D, *sin_t = cos_t + (size_t)P.tile_tokens * R, *ys = sin_t + (size_t)P.tile_tokens * R + (size_t)grp * R;
   grid_dependency_wait();
 
   // ---- once per block: the RMSNorm weights; block 0 also checks every
@@ -322,14 +322,14 @@ __global__ void __launch_bounds__(kBlock, kFusedBlocksPerSm) fused_kernel(const 
 
   // ---- the tiles of this block (a grid-stride loop: the grid is at most a
   // few blocks per multiprocessor)
-  const int64_t ntiles = (P.T + P.tpb - 1) / P.tpb * P.head_tiles;
+  const int64_t ntiles = (P.T + P.tile_tokens - 1) / P.tile_tokens * P.head_tiles;
   const bool parity = P.parity != 0;
   for (int64_t b = blockIdx.x; b < ntiles; b += gridDim.x) {
     const int64_t tile = b / P.head_tiles;
-    const int h0 = (int)(b - tile * P.head_tiles) * P.hpb;
-    const int64_t t0 = tile * P.tpb;
-    const int tokens = (int)min((int64_t)P.tpb, P.T - t0);
-    const int heads = min(P.hpb, P.heads_per_token - h0);
+    const int h0 = (int)(b - tile * P.head_tiles) * P.tile_heads;
+    const int64_t t0 = tile * P.tile_tokens;
+    const int tokens = (int)min((int64_t)P.tile_tokens, P.T - t0);
+    const int heads = min(P.tile_heads, P.heads_per_token - h0);
     const int tasks = tokens * heads;
 
     // the group's first task's input, in flight while the tables build

@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: Apache-2.0
-// The instantiations of the general kernel (fused.cuh) for one input type:
+// The instantiations of the general kernel (general.cuh) for one input type:
 // 16-byte vectors with 1, 2 or 4 vectors per lane, and scalar elements with up
 // to 16 per lane, which covers D up to 512.
 #ifndef QKVFUSE_CUDA_FUSED_LAUNCH_CUH
@@ -12,32 +12,32 @@
 namespace qf {
 
 template <typename TIn>
-qkvfuse_status launch_fused(int vec, int nv, const qf_cu_params *P, unsigned blocks, size_t smem,
+qkvfuse_status launch_general(int vec, int nv, const qf_cu_params *P, unsigned blocks, size_t smem,
                             cudaStream_t stream) {
   constexpr int VMAX = 16 / (int)sizeof(TIn);
   void (*kernel)(const qf_cu_params) = nullptr;
   if (vec == VMAX) {
     switch (nv) {
-      case 1: kernel = fused_kernel<TIn, VMAX, 1>; break;
-      case 2: kernel = fused_kernel<TIn, VMAX, 2>; break;
+      case 1: kernel = general_kernel<TIn, VMAX, 1>; break;
+      case 2: kernel = general_kernel<TIn, VMAX, 2>; break;
       case 4:
-        if constexpr (VMAX == 4) kernel = fused_kernel<TIn, VMAX, 4>;
+        if constexpr (VMAX == 4) kernel = general_kernel<TIn, VMAX, 4>;
         break;
       default: break;
     }
   } else if (vec == 1) {
     switch (nv) {
-      case 1: kernel = fused_kernel<TIn, 1, 1>; break;
-      case 2: kernel = fused_kernel<TIn, 1, 2>; break;
-      case 4: kernel = fused_kernel<TIn, 1, 4>; break;
-      case 8: kernel = fused_kernel<TIn, 1, 8>; break;
-      case 16: kernel = fused_kernel<TIn, 1, 16>; break;
+      case 1: kernel = general_kernel<TIn, 1, 1>; break;
+      case 2: kernel = general_kernel<TIn, 1, 2>; break;
+      case 4: kernel = general_kernel<TIn, 1, 4>; break;
+      case 8: kernel = general_kernel<TIn, 1, 8>; break;
+      case 16: kernel = general_kernel<TIn, 1, 16>; break;
       default: break;
     }
   }
   if (!kernel)
     return qf_fail(QKVFUSE_ERROR_UNSUPPORTED, "cuda: no kernel for vector width %d x %d per lane", vec, nv);
-  return qf_cuda_start(reinterpret_cast<const void *>(kernel), blocks, kBlock, smem, stream, P, "fused");
+  return qf_cuda_start(reinterpret_cast<const void *>(kernel), blocks, kBlock, smem, stream, P, "general");
 }
 
 }  // namespace qf

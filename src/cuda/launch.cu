@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: Apache-2.0
-// The one dispatch function of the fused kernel family.
+// The one dispatch function of the fused operator's kernels, and their launch.
 #include "core/error.h"
 #include "cuda/launch.h"
 
@@ -7,16 +7,16 @@ qkvfuse_status qf_cuda_launch(qkvfuse_dtype in, int vec, int nv, int lanes, int 
                               unsigned blocks, size_t smem, cudaStream_t stream) {
   if (lanes > 0) {
     switch (in) {
-      case QKVFUSE_DTYPE_FLOAT16: return qf_cuda_launch_fast_f16(lanes, variant, P, blocks, smem, stream);
-      case QKVFUSE_DTYPE_BFLOAT16: return qf_cuda_launch_fast_bf16(lanes, variant, P, blocks, smem, stream);
+      case QKVFUSE_DTYPE_FLOAT16: return qf_cuda_launch_streaming_f16(lanes, variant, P, blocks, smem, stream);
+      case QKVFUSE_DTYPE_BFLOAT16: return qf_cuda_launch_streaming_bf16(lanes, variant, P, blocks, smem, stream);
       default: return qf_fail(QKVFUSE_ERROR_DTYPE, "qkv: no streaming CUDA kernel for dtype %s", qkvfuse_dtype_name(in));
     }
   }
   switch (in) {
-    case QKVFUSE_DTYPE_FLOAT32: return qf_cuda_launch_fused_f32(vec, nv, P, blocks, smem, stream);
-    case QKVFUSE_DTYPE_FLOAT16: return qf_cuda_launch_fused_f16(vec, nv, P, blocks, smem, stream);
-    case QKVFUSE_DTYPE_BFLOAT16: return qf_cuda_launch_fused_bf16(vec, nv, P, blocks, smem, stream);
-    case QKVFUSE_DTYPE_INT32: return qf_cuda_launch_fused_i32(vec, nv, P, blocks, smem, stream);
+    case QKVFUSE_DTYPE_FLOAT32: return qf_cuda_launch_general_f32(vec, nv, P, blocks, smem, stream);
+    case QKVFUSE_DTYPE_FLOAT16: return qf_cuda_launch_general_f16(vec, nv, P, blocks, smem, stream);
+    case QKVFUSE_DTYPE_BFLOAT16: return qf_cuda_launch_general_bf16(vec, nv, P, blocks, smem, stream);
+    case QKVFUSE_DTYPE_INT32: return qf_cuda_launch_general_i32(vec, nv, P, blocks, smem, stream);
     default: return qf_fail(QKVFUSE_ERROR_DTYPE, "qkv: no CUDA kernel for dtype %s", qkvfuse_dtype_name(in));
   }
 }

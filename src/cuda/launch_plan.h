@@ -14,7 +14,7 @@ extern "C" {
 #endif
 
 /* The least compute capability (major * 10 + minor) of the streaming kernels
- * (fast.cuh): their cp.async copies, L2 cache hints and eviction policies are
+ * (streaming.cuh): their cp.async copies, L2 cache hints and eviction policies are
  * sm_80 PTX, so for older architectures their device code is a trap. */
 #define QF_CUDA_STREAMING_MIN_CC 80
 
@@ -26,10 +26,10 @@ extern "C" {
 /* Whether a device of compute capability cc (major * 10 + minor) runs the
  * streaming kernels, given the plan's form: from QF_CUDA_STREAMING_MIN_CC
  * on, unless the form is QF_CUDA_FORM_GENERAL; otherwise the general kernel
- * (fused.cuh) serves every call. */
+ * (general.cuh) serves every call. */
 int qf_cuda_streaming(int cc, int form);
 
-/* n / d as a multiply-high and a shift, for d >= 1 and n < 2^31 (fast.cuh:
+/* n / d as a multiply-high and a shift, for d >= 1 and n < 2^31 (streaming.cuh:
  * div_fixed): (umulhi(n, mul) + n) >> shift. */
 qf_cu_div qf_cuda_divisor(uint32_t d);
 
@@ -41,15 +41,15 @@ qf_cu_div qf_cuda_divisor(uint32_t d);
  * that does not fit. */
 void qf_cuda_blocks_per_item(int64_t chunks, const int32_t *items, const int64_t *cost, int64_t slots, int64_t *n);
 
-/* The prefill form's heads per item, hpi or hpi / 2 (at least 2; hpi where
+/* The prefill form's heads per item, heads_per_item or heads_per_item / 2 (at least 2; heads_per_item where
  * qcache: the call has a quantized cache), and its blocks per item of each
  * kind (n[k], from qf_cuda_blocks_per_item with that many heads per item):
  * heads[k] heads of kind k (0: no work), `chunks` token chunks, a k chunk
  * costing more where k_quant and every k item is full, `slots` resident
  * blocks; the one whose longest block, chunks times cost times (a per-token
- * part + its item's heads), is shorter (ties: hpi). Returns the heads per
+ * part + its item's heads), is shorter (ties: heads_per_item). Returns the heads per
  * item. */
-int qf_cuda_prefill_plan(int64_t chunks, const int64_t *heads, int hpi, int k_quant, int qcache, int64_t slots,
+int qf_cuda_prefill_plan(int64_t chunks, const int64_t *heads, int heads_per_item, int k_quant, int qcache, int64_t slots,
                          int64_t *n);
 
 /* The prefill form's tail of `chunks` token chunks with `items` items and
@@ -60,13 +60,13 @@ int qf_cuda_prefill_plan(int64_t chunks, const int64_t *heads, int hpi, int k_qu
  * or more) take after the resident blocks' share. */
 void qf_cuda_prefill_tail(int64_t chunks, int64_t items, int64_t slots, int qcache, int64_t *tail, int64_t *piece);
 
-/* The general kernel's tile (fused.cuh) for T tokens of `heads` heads, gpb
- * groups per block, R rotary dims and `resident` blocks in flight: *tpb
- * tokens with all heads (*hpb = heads; as many tokens as give the groups
+/* The general kernel's tile (general.cuh) for T tokens of `heads` heads, gpb
+ * groups per block, R rotary dims and `resident` blocks in flight: *tile_tokens
+ * tokens with all heads (*tile_heads = heads; as many tokens as give the groups
  * about four tasks each, within 12 KB of cos/sin tables), or one token and
  * min(heads, gpb) heads, whichever has its groups walk fewer tasks in series
  * (a one-token tile counted as two; ties: the former). */
-void qf_cuda_general_tiles(int64_t T, int heads, int gpb, int R, int64_t resident, int *tpb, int *hpb);
+void qf_cuda_general_tiles(int64_t T, int heads, int gpb, int R, int64_t resident, int *tile_tokens, int *tile_heads);
 
 #ifdef __cplusplus
 }

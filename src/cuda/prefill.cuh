@@ -9,17 +9,17 @@
 namespace qf {
 
 // The prefill form stages its rows in shared memory with asynchronous
-// copies (cp.async, sm_80 and later), kFastStages units deep per block, so
+// copies (cp.async, sm_80 and later), kPrefillStages units deep per block, so
 // the next unit's rows stream in while the current one is computed; the
 // copies carry an L2 evict-first policy and ask for 256-byte fetches, like
 // ld_stream. A thread reads back the vectors it copied itself, so
 // cp.async.wait_group is the only synchronization they need, except in the
-// v items of a quantized cache (fast_kernel: vadj), whose lanes read their
+// v items of a quantized cache (prefill_kernel: v_adjacent), whose lanes read their
 // group's copies after a warp barrier. Two stages of four heads take 32 KB
 // (plus a quantized cache's scale table); a third would pass the 48 KB of
 // dynamic shared memory a launch gets without opting in and leave room for
 // four blocks per multiprocessor, not five.
-constexpr int kFastStages = 2;
+constexpr int kPrefillStages = 2;
 
 // The prefill form's quantization table, in shared memory, built once per
 // block for the block's item (nh heads of kind 1 k or 2 v, from head h0):
@@ -32,14 +32,14 @@ constexpr int kFastStages = 2;
 // at least). Returns bit i set when a scale or offset of head h0 + i is bad
 // (each bad value read is reported); the block-wide votes are also the
 // barrier after which every thread may read the table.
-template <bool INTER>
+template <bool INTERLEAVED>
 __device__ __forceinline__ int table_quad(int u, int nl, int R, bool adj) {
   const int hr = R >> 4; /* neox: lanes below hr hold rotation pairs (u, u + hr) */
   int o, s;
-  if (adj) { /* vadj (neox only): lane o holds 2o and 2o + 1 */
+  if (adj) { /* v_adjacent (neox only): lane o holds 2o and 2o + 1 */
     o = u >> 1, s = u & 1;
-  } else if (INTER || u < 2 * hr) {
-    const int w = INTER ? nl : hr;
+  } else if (INTERLEAVED || u < 2 * hr) {
+    const int w = INTERLEAVED ? nl : hr;
     s = u >= w, o = u - (s ? w : 0);
   } else {
     o = hr + ((u - 2 * hr) >> 1), s = (u - 2 * hr) & 1;
@@ -47,11 +47,11 @@ __device__ __forceinline__ int table_quad(int u, int nl, int R, bool adj) {
   return 2 * s * nl + o;
 }
 
-template <int HOT, bool INTER>
+template <int ENGINE, bool INTERLEAVED>
 __device__ __forceinline__ unsigned fill_qtable(const qf_cu_params &P, float *tab, int kind, int h0, int nh,
                                                 bool adj) {
   const int D = P.D, n = nh * D, nl = D >> 4;
-  const float *sc = kind == 1 ? P.k_scale : P.v_scale, *of = HOT ? nullptr : kind == 1 ? P.k_offset : P.v_offset;
+  const float *sc = kind == 1 ? P.k_scale : P.v_scale, *of = ENGINE ? nullptr : kind == 1 ? P.k_offset : P.v_offset;
   const bool pc = (kind == 1 ? P.k_scale_pc : P.v_scale_pc) != 0;
   const bool ph = (kind == 1 ? P.k_scale_ph : P.v_scale_ph) != 0; /* one per kv head */
   unsigned mine = 0;
@@ -81,7 +81,7 @@ __device__ __forceinline__ unsigned fill_qtable(const qf_cu_params &P, float *ta
     for (int h = 0; h < 2; h++) {
       const int c = c0 + 8 * h * (int)blockDim.x;
       if (c >= n) continue;
-      const int hi = c / D, at = hi * D + 4 * table_quad<INTER>((c - hi * D) >> 3, nl, P.R, adj);
+      const int hi = c / D, at = hi * D + 4 * table_quad<INTERLEAVED>((c - hi * D) >> 3, nl, P.R, adj);
       bool ok = true;
 #pragma unroll
       for (int k = 0; k < 8; k++) {
@@ -96,7 +96,7 @@ __device__ __forceinline__ unsigned fill_qtable(const qf_cu_params &P, float *ta
   if (mine) report(P, QKVFUSE_DATA_ERROR_SCALE);
   unsigned bad = 0;
 #pragma unroll
-  for (int i = 0; i < kFastHeads; i++)
+  for (int i = 0; i < kMaxHeadsPerItem; i++)
     if (__syncthreads_or((int)(mine >> i & 1u))) bad |= 1u << i;
   return bad;
 }
@@ -107,7 +107,7 @@ __device__ __forceinline__ void ld_shared8(const float *p, int qs, float *o) {
   o[0] = a.x, o[1] = a.y, o[2] = a.z, o[3] = a.w, o[4] = b.x, o[5] = b.y, o[6] = b.z, o[7] = b.w;
 }
 
-// The HOT prefill kernels' cos/sin of a lane for one token, as loaded from
+// The ENGINE prefill kernels' cos/sin of a lane for one token, as loaded from
 // the 16-bit cos_sin_cache (cs_fetch, a chunk ahead: the chunk's first
 // heads cover the round trip) and converted when the chunk starts
 // (cs_ready), to the values load_cos_sin gives. neox: the cos and the sin of
@@ -121,7 +121,7 @@ struct cs_bits {
 // from moving that read ahead), clamped into the table; its range is checked
 // with the token (check_token), so a bad position still writes nothing.
 // Otherwise at is in the table (checked by the caller in rope).
-template <typename T, bool INTER, bool LATE>
+template <typename T, bool INTERLEAVED, bool LATE>
 __device__ __forceinline__ cs_bits cs_fetch(const qf_cu_params &P, int64_t at, const lane_vecs &lv, bool rope) {
   cs_bits r = {make_uint4(0, 0, 0, 0), make_uint4(0, 0, 0, 0)};
   if (!rope) return r;
@@ -129,7 +129,7 @@ __device__ __forceinline__ cs_bits cs_fetch(const qf_cu_params &P, int64_t at, c
   const int pos = (int)(!LATE || (uint64_t)at < (uint64_t)P.max_pos ? at : P.max_pos - 1);
   const qf_cu_mat &csc = P.cos_sin_cache;
   const int R = P.R, dt = h16<T>::dtype;
-  if constexpr (!INTER) {
+  if constexpr (!INTERLEAVED) {
     const int64_t base = cos_at<false>(csc, pos, lv.a);
     r.c = ld_table<8>(csc.data, dt, base).a;
     r.s = ld_table<8>(csc.data, dt, base + (R >> 1)).a;
@@ -147,9 +147,9 @@ __device__ __forceinline__ cs_bits cs_fetch(const qf_cu_params &P, int64_t at, c
   return r;
 }
 
-template <typename T, bool INTER, int NCS>
-__device__ __forceinline__ void cs_ready(const cs_bits &r, float (&cs)[NCS][8]) {
-  if constexpr (!INTER) {
+template <typename T, bool INTERLEAVED, int COS_SIN_VECS>
+__device__ __forceinline__ void cs_ready(const cs_bits &r, float (&cs)[COS_SIN_VECS][8]) {
+  if constexpr (!INTERLEAVED) {
     unpack8<T>(r.c, cs[0]);
     unpack8<T>(r.s, cs[1]);
   } else {
@@ -179,17 +179,17 @@ struct table_scales {
 };
 
 // The prefill form's item and token chunks of block b. Blocks
-// [0, fast_head_blocks) are the resident ones: a block keeps its item for
-// the launch and walks that item's chunks below fast_head_chunks from its
-// index among the item's blocks with a stride of their number (fast_bpi of
+// [0, resident_blocks) are the resident ones: a block keeps its item for
+// the launch and walks that item's chunks below resident_runs from its
+// index among the item's blocks with a stride of their number (blocks_per_item of
 // its kind), so that all items go through the tokens together. Blocks are
 // dealt in rounds: round r has one block of every item whose kind has more
 // than r blocks per item, q items first, then k, then v; so neighbouring
 // blocks (and each multiprocessor's) hold different items, and kinds whose
-// chunks cost more (backend.cu: fast_split) have more blocks. Rounds come
-// in up to three segments of equal width (fast_seg_end: the segment's last
-// round + 1; fast_seg_width: its blocks per round). The blocks after them
-// take the remaining chunks in pieces of fast_piece consecutive chunks,
+// chunks cost more (backend.cu: streaming_schedule) have more blocks. Rounds come
+// in up to three segments of equal width (segment_end: the segment's last
+// round + 1; segment_width: its blocks per round). The blocks after them
+// take the remaining chunks in pieces of late_piece consecutive chunks,
 // piece by piece, every item's in turn, or (KINDS: the kernel for a
 // quantized cache) kind by kind, the longest first: k's, v's, then q's. The
 // hardware starts each as a resident block ends, so the multiprocessors
@@ -202,48 +202,48 @@ struct prefill_item {
 template <bool KINDS>
 __device__ __forceinline__ prefill_item block_item(const qf_cu_params &P) {
   unsigned b = blockIdx.x, round = 0, j = 0, c, stride, end;
-  const bool head = b < (unsigned)P.fast_head_blocks;
+  const bool head = b < (unsigned)P.resident_blocks;
   int kind = 0;
   if (head) {
     unsigned r0 = 0;
 #pragma unroll
     for (int s = 0; s < 3; s++) {
-      const unsigned w = (unsigned)P.fast_seg_width[s], n = (unsigned)P.fast_seg_end[s] - r0;
+      const unsigned w = (unsigned)P.segment_width[s], n = (unsigned)P.segment_end[s] - r0;
       if (b < n * w) {
         round = r0 + b / w, j = b - (round - r0) * w;
         break;
       }
-      b -= n * w, r0 = (unsigned)P.fast_seg_end[s];
+      b -= n * w, r0 = (unsigned)P.segment_end[s];
     }
   } else if (KINDS) { /* a piece of the tail, kind by kind (k, v, q): item j of piece `round` */
-    const unsigned pieces = (P.fast_chunks - P.fast_head_chunks) / (unsigned)P.fast_piece;
-    b -= (unsigned)P.fast_head_blocks, kind = 1;
+    const unsigned pieces = (P.runs - P.resident_runs) / (unsigned)P.late_piece;
+    b -= (unsigned)P.resident_blocks, kind = 1;
 #pragma unroll
     for (int o = 0; o < 2; o++) {
-      const unsigned n = (unsigned)P.fast_items[kind] * pieces;
+      const unsigned n = (unsigned)P.items[kind] * pieces;
       if (b < n) break;
       b -= n, kind = kind == 1 ? 2 : 0;
     }
-    round = b / (unsigned)P.fast_items[kind], j = b - round * (unsigned)P.fast_items[kind];
+    round = b / (unsigned)P.items[kind], j = b - round * (unsigned)P.items[kind];
   } else { /* a piece of the tail: item j of piece `round` */
-    const unsigned items = (unsigned)(P.fast_items[0] + P.fast_items[1] + P.fast_items[2]);
-    b -= (unsigned)P.fast_head_blocks, round = b / items, j = b - round * items;
+    const unsigned items = (unsigned)(P.items[0] + P.items[1] + P.items[2]);
+    b -= (unsigned)P.resident_blocks, round = b / items, j = b - round * items;
   }
   /* item j of the round's: the kinds with more than `round` blocks per item (the tail's: all) */
   if (head || !KINDS) {
-    while (kind < 2 && ((head && round >= (unsigned)P.fast_bpi[kind]) || j >= (unsigned)P.fast_items[kind])) {
-      if (!head || round < (unsigned)P.fast_bpi[kind]) j -= P.fast_items[kind];
+    while (kind < 2 && ((head && round >= (unsigned)P.blocks_per_item[kind]) || j >= (unsigned)P.items[kind])) {
+      if (!head || round < (unsigned)P.blocks_per_item[kind]) j -= P.items[kind];
       kind++;
     }
   }
   if (head) {
-    c = round, stride = (unsigned)P.fast_bpi[kind], end = P.fast_head_chunks;
+    c = round, stride = (unsigned)P.blocks_per_item[kind], end = P.resident_runs;
   } else {
-    c = P.fast_head_chunks + round * (unsigned)P.fast_piece, stride = 1;
-    end = min(c + (unsigned)P.fast_piece, P.fast_chunks);
+    c = P.resident_runs + round * (unsigned)P.late_piece, stride = 1;
+    end = min(c + (unsigned)P.late_piece, P.runs);
   }
   prefill_item it;
-  it.kind = kind, it.h0 = (int)j * P.fast_hpi, it.nh = min(P.fast_hpi, (kind == 0 ? P.Nq : P.Nkv) - it.h0);
+  it.kind = kind, it.h0 = (int)j * P.heads_per_item, it.nh = min(P.heads_per_item, (kind == 0 ? P.Nq : P.Nkv) - it.h0);
   it.c = c, it.stride = stride, it.end = end;
   return it;
 }
@@ -252,43 +252,43 @@ __device__ __forceinline__ prefill_item block_item(const qf_cu_params &P) {
 // weights and quantization table are the block's for the whole launch) and
 // walks its token chunks (GPB tokens, one per group). The rows of the next
 // chunk are copied into shared memory (cp.async) while the current chunk is
-// computed, and the next chunk's position and slot are loaded ahead. SEP:
-// cos/sin given per token at full length (COS_SIN source). HOT: kHot (|
-// kHotQuant) or 0 (what the kernel knows of its call).
-template <typename T, int L, bool INTER, bool SEP, int HOT>
-__global__ void __launch_bounds__(kFastBlock, fast_blocks_per_sm(HOT != 0)) fast_kernel(const qf_cu_params P) {
-#if QF_FAST_DEVICE_CODE
-  constexpr int GPB = fast_gpb(L), NH = fast_max_heads(SEP), NCS = fast_ncs(INTER, SEP);
-  static_assert(!HOT || !SEP, "HOT: cos/sin from a cache");
-  constexpr int TDT = HOT ? h16<T>::dtype : 0; /* HOT: the tables' dtype (the input's) */
-  constexpr bool QUANT = (HOT & kHotQuant) != 0; /* the kernel of a call with a quantized cache */
-  // shared memory: the row stages [kFastStages][hpi][2][kFastBlock] (a
+// computed, and the next chunk's position and slot are loaded ahead. COS_SIN_ROWS:
+// cos/sin given per token at full length (COS_SIN source). ENGINE: kEngine (|
+// kEngineQuant) or 0 (what the kernel knows of its call).
+template <typename T, int L, bool INTERLEAVED, bool COS_SIN_ROWS, int ENGINE>
+__global__ void __launch_bounds__(kStreamingBlock, prefill_blocks_per_sm(ENGINE != 0)) prefill_kernel(const qf_cu_params P) {
+#if QF_STREAMING_DEVICE_CODE
+  constexpr int GPB = prefill_groups_per_block(L), NH = max_heads_per_item(COS_SIN_ROWS), COS_SIN_VECS = cos_sin_vecs(INTERLEAVED, COS_SIN_ROWS);
+  static_assert(!ENGINE || !COS_SIN_ROWS, "ENGINE: cos/sin from a cache");
+  constexpr int TDT = ENGINE ? h16<T>::dtype : 0; /* ENGINE: the tables' dtype (the input's) */
+  constexpr bool QUANT = (ENGINE & kEngineQuant) != 0; /* the kernel of a call with a quantized cache */
+  // shared memory: the row stages [kPrefillStages][heads_per_item][2][kStreamingBlock] (a
   // warp's vectors consecutive: no bank conflicts), then the item's
   // quantization table
   extern __shared__ __align__(16) uint4 smem[];
-  const int D = P.D, R = P.R, nl = D >> 4, hpi = P.fast_hpi;
+  const int D = P.D, R = P.R, nl = D >> 4, heads_per_item = P.heads_per_item;
   const float rD = 1.0f / (float)D; /* mean of squares: a multiply, off the critical path */
   const group_lane gl = group_lane_of<L>(threadIdx.x);
   const int lane = gl.lane, grp = gl.grp;
   const bool idle = gl.idle; /* a lane in no group (L not a power of two) */
-  const lane_vecs ll = lane_layout<INTER>(lane, nl, R);
+  const lane_vecs ll = lane_layout<INTERLEAVED>(lane, nl, R);
   const prefill_item it = block_item<QUANT>(P);
   const int kind = it.kind, h0 = it.h0, nh = it.nh;
-  // v items of a quantized cache (P.fast_vadj; neox kernels): the lanes
-  // copy vectors l and l + D/16 of each row into the stage (lvc: whole
+  // v items of a quantized cache (P.v_adjacent; neox kernels): the lanes
+  // copy vectors l and l + D/16 of each row into the stage (copy_vecs: whole
   // 16-byte pieces of a group's half row per copy) but take the adjacent
   // vectors 2l and 2l + 1 from it (lv; v has no rotation pairs), where other
   // lanes of the group copied them (a warp barrier after the wait and one
   // before the next copy), so that a lane's cache bytes are one 16-byte
   // store and a group's one run of whole sectors
-  const bool vadj = !INTER && kind == 2 && P.fast_vadj;
+  const bool v_adjacent = !INTERLEAVED && kind == 2 && P.v_adjacent;
   const int lr = lane < nl ? lane : lane - nl;
-  const lane_vecs lvc = vadj ? lane_vecs{lr, lr + nl, false, false} : ll;
-  const lane_vecs lv = vadj ? lane_vecs{2 * lr, 2 * lr + 1, false, false} : lvc;
+  const lane_vecs copy_vecs = v_adjacent ? lane_vecs{lr, lr + nl, false, false} : ll;
+  const lane_vecs lv = v_adjacent ? lane_vecs{2 * lr, 2 * lr + 1, false, false} : copy_vecs;
   // the stage entries (offsets from the lane's own) of lv's vectors: vector
   // u was copied by lane u % nl of the group into its entry u / nl
-  const int sa = vadj ? (2 * lr) % nl - lane + (2 * lr) / nl * kFastBlock : 0;
-  const int sb = vadj ? (2 * lr + 1) % nl - lane + (2 * lr + 1) / nl * kFastBlock : kFastBlock;
+  const int sa = v_adjacent ? (2 * lr) % nl - lane + (2 * lr) / nl * kStreamingBlock : 0;
+  const int sb = v_adjacent ? (2 * lr + 1) % nl - lane + (2 * lr + 1) / nl * kStreamingBlock : kStreamingBlock;
   const unsigned stride = it.stride, end = it.end;
   unsigned c = it.c;
 
@@ -299,8 +299,8 @@ __global__ void __launch_bounds__(kFastBlock, fast_blocks_per_sm(HOT != 0)) fast
   const bool norm = kind == 0 ? P.q_norm : (kind == 1 && P.k_norm);
   const bool quant = kind > 0 && C.data && C.quant != QKVFUSE_QUANT_NONE;
   uint4 *const stage = smem + threadIdx.x;
-  float *const qtab = reinterpret_cast<float *>(smem + kFastStages * hpi * 2 * kFastBlock);
-  const bool offsets = !HOT && C.quant == QKVFUSE_QUANT_INT8_ASYM;
+  float *const qtab = reinterpret_cast<float *>(smem + kPrefillStages * heads_per_item * 2 * kStreamingBlock);
+  const bool offsets = !ENGINE && C.quant == QKVFUSE_QUANT_INT8_ASYM;
 
   // the lane's vectors of chunk cc's token, copied into stage st (nothing
   // past the block's chunks or the last token); one commit group per chunk
@@ -313,8 +313,8 @@ __global__ void __launch_bounds__(kFastBlock, fast_blocks_per_sm(HOT != 0)) fast
 #pragma unroll
       for (int i = 0; i < NH; i++) {
         if (i >= nh) break;
-        cp_async16(stage + ((st * hpi + i) * 2) * kFastBlock, in + i * D + 8 * lvc.a, policy);
-        cp_async16(stage + ((st * hpi + i) * 2 + 1) * kFastBlock, in + i * D + 8 * lvc.b, policy);
+        cp_async16(stage + ((st * heads_per_item + i) * 2) * kStreamingBlock, in + i * D + 8 * copy_vecs.a, policy);
+        cp_async16(stage + ((st * heads_per_item + i) * 2 + 1) * kStreamingBlock, in + i * D + 8 * copy_vecs.b, policy);
       }
     }
     cp_async_commit();
@@ -325,18 +325,18 @@ __global__ void __launch_bounds__(kFastBlock, fast_blocks_per_sm(HOT != 0)) fast
     const int64_t t = (int64_t)c * GPB + grp;
     if (!idle && t < P.T && lane < nl) {
       const T *in = rows + t * ld;
-      for (int i = 0; i < nh; i++) prefetch_l2(in + i * D + 8 * lvc.a), prefetch_l2(in + i * D + 8 * lvc.b);
+      for (int i = 0; i < nh; i++) prefetch_l2(in + i * D + 8 * copy_vecs.a), prefetch_l2(in + i * D + 8 * copy_vecs.b);
     }
   }
   grid_dependency_wait();
   issue(c, 0);
-  token_ix next = load_token_ix<false, HOT>(P, (int64_t)c * GPB + grp);
+  token_ix next = load_token_ix<false, ENGINE>(P, (int64_t)c * GPB + grp);
 
   // per block: norm weights, quantization table
   float g[16];
   if (norm) load_gamma<TDT>(P, kind == 0 ? P.q_gamma : P.k_gamma, lv, g);
-  const unsigned bad = quant ? fill_qtable<HOT, INTER>(P, qtab, kind, h0, nh, vadj) : 0u;
-  // HOT: the cos/sin of the lane's token in chunk cc, fetched a chunk ahead
+  const unsigned bad = quant ? fill_qtable<ENGINE, INTERLEAVED>(P, qtab, kind, h0, nh, v_adjacent) : 0u;
+  // ENGINE: the cos/sin of the lane's token in chunk cc, fetched a chunk ahead
   // (where it rotates: its position in the table; checked again with the
   // token when the chunk is computed). The compiler evaluates part of this
   // range check ahead of the first head, so every block, v's too, waits
@@ -348,16 +348,16 @@ __global__ void __launch_bounds__(kFastBlock, fast_blocks_per_sm(HOT != 0)) fast
   auto fetch_cs = [&](unsigned cc, const token_ix &x) {
     const bool r = kind < 2 && R > 0 && !idle && lane < nl && (lv.rot_a || lv.rot_b) && cc < end &&
                    (int64_t)cc * GPB + grp < P.T && (QUANT || (x.pos >= 0 && x.pos < P.max_pos));
-    return cs_fetch<T, INTER, QUANT>(P, x.pos, lv, r);
+    return cs_fetch<T, INTERLEAVED, QUANT>(P, x.pos, lv, r);
   };
   cs_bits csb = {};
-  if constexpr (HOT) csb = fetch_cs(c, next);
+  if constexpr (ENGINE) csb = fetch_cs(c, next);
 
   for (int st = 0; c < end; c += stride, st ^= 1) {
     const unsigned cn = c + stride;
     issue(cn, st ^ 1);
     const token_ix ix = next;
-    if (cn < end) next = load_token_ix<false, HOT>(P, (int64_t)cn * GPB + grp);
+    if (cn < end) next = load_token_ix<false, ENGINE>(P, (int64_t)cn * GPB + grp);
 
     const int64_t t = (int64_t)c * GPB + grp;
     const bool live = !idle && t < P.T; /* the group has a token */
@@ -366,39 +366,39 @@ __global__ void __launch_bounds__(kFastBlock, fast_blocks_per_sm(HOT != 0)) fast
     // the token: position and cache destination checked (reported by the
     // first q item's blocks: one per token)
     const token_dest td =
-        check_token<false, HOT>(P, t, ix, kind, live, [&] { return kind == 0 && h0 == 0 && lane == 0; });
+        check_token<false, ENGINE>(P, t, ix, kind, live, [&] { return kind == 0 && h0 == 0 && lane == 0; });
 
     // cos/sin of the lane's elements
     const bool rope = kind < 2 && R > 0 && td.ok && act && (lv.rot_a || lv.rot_b);
-    float cs[NCS][8];
-    if constexpr (HOT)
-      cs_ready<T, INTER, NCS>(csb, cs);
+    float cs[COS_SIN_VECS][8];
+    if constexpr (ENGINE)
+      cs_ready<T, INTERLEAVED, COS_SIN_VECS>(csb, cs);
     else
-      load_cos_sin<INTER, SEP, TDT>(P, t, (int)ix.pos /* < max_pos <= 2^31 when used */, lv, rope, cs);
+      load_cos_sin<INTERLEAVED, COS_SIN_ROWS, TDT>(P, t, (int)ix.pos /* < max_pos <= 2^31 when used */, lv, rope, cs);
 
     // the heads, from this chunk's stage
     cp_async_wait<1>();
-    if (vadj) __syncwarp(); /* the group's copies, for the lanes that take them */
+    if (v_adjacent) __syncwarp(); /* the group's copies, for the lanes that take them */
     const bool to_cache = kind > 0 && td.dest && C.data;
 #pragma unroll
     for (int i = 0; i < NH; i++) {
       if (i >= nh) break; /* uniform per block */
       uint4 ra = make_uint4(0, 0, 0, 0), rb = ra;
       if (act) {
-        ra = stage[((st * hpi + i) * 2) * kFastBlock + sa];
-        rb = stage[((st * hpi + i) * 2) * kFastBlock + sb];
+        ra = stage[((st * heads_per_item + i) * 2) * kStreamingBlock + sa];
+        rb = stage[((st * heads_per_item + i) * 2) * kStreamingBlock + sb];
       }
       float x[16];
-      norm_rope<T, L, INTER, NCS>(ra, rb, norm, g, rD, P.eps, rope, cs, lv, x);
+      norm_rope<T, L, INTERLEAVED, COS_SIN_VECS>(ra, rb, norm, g, rD, P.eps, rope, cs, lv, x);
       const int w[2] = {lv.a, lv.b};
-      store_head<T, 2, HOT, !INTER>(out, C, quant, td.ok && act, to_cache, t, td.row0, h0 + i, D, w, x,
+      store_head<T, 2, ENGINE, !INTERLEAVED>(out, C, quant, td.ok && act, to_cache, t, td.row0, h0 + i, D, w, x,
                        table_scales{qtab, qtab + nh * D, i * D + 4 * lr, 4 * nl,
-                                    (bad >> i & 1u) != 0, offsets}, vadj);
-      if constexpr (HOT) { /* the next chunk's cos/sin, its position loaded at the top of this one */
+                                    (bad >> i & 1u) != 0, offsets}, v_adjacent);
+      if constexpr (ENGINE) { /* the next chunk's cos/sin, its position loaded at the top of this one */
         if (i == 0) csb = fetch_cs(cn, next);
       }
     }
-    if (vadj) __syncwarp(); /* read before the next copy into the stage */
+    if (v_adjacent) __syncwarp(); /* read before the next copy into the stage */
   }
 #else
   __trap();

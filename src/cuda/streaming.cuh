@@ -5,24 +5,24 @@
 // input's dtype (q not quantized), D a multiple of 16 in [32, 512], R a
 // multiple of 16, caches of the input's dtype or int8/fp8 (e4m3, e5m2; scales
 // per tensor, per kv head or per channel), RoPE tables readable as aligned
-// vectors, no beta, not unfused-parity mode (the plan checks; fused.cuh does
+// vectors, no beta, not unfused-parity mode (the plan checks; general.cuh does
 // the rest).
 //
-// Work split, in two forms chosen per call (backend.cu: fast_split).
-// Prefill form (fast_kernel): a group of L = fast_lanes(D) lanes (D/16
+// Work split, in two forms chosen per call (backend.cu: streaming_schedule).
+// Prefill form (prefill_kernel): a group of L = prefill_lanes(D) lanes (D/16
 // rounded up to a power of two, or 6 for D = 96) does one item, two 16-byte
 // vectors per lane per head; an item is (token, up to 4 heads of one kind:
 // q, k or v). The grid's first blocks are the resident ones: each keeps one
 // item for the launch (kind, heads, norm weights in registers, the item's
 // reciprocal cache scales in a shared-memory table) and walks that item's
-// token chunks (fast_gpb(L) tokens, one per group); where blocks walk enough
+// token chunks (prefill_groups_per_block(L) tokens, one per group); where blocks walk enough
 // chunks, the last quarter of them (or a tenth: a quantized cache) goes to
 // further blocks of one or two chunks each, which the hardware starts as
 // resident blocks end, so the multiprocessors that move bytes faster take
 // more (block_item). The rows of the next chunk are copied into shared
 // memory by cp.async while the current chunk is normalized, rotated and
 // stored head by head; its position
-// and slot are loaded a chunk ahead, and (kernels that know their call, HOT)
+// and slot are loaded a chunk ahead, and (kernels that know their call, ENGINE)
 // its cos/sin once the current chunk's first head is stored (cs_fetch).
 // Decode form (decode_kernel), for calls too small to fill the device with
 // two heads per item: one (token, head) per group, one pass, every
@@ -36,7 +36,7 @@
 // (i, i + R/2) sits in one lane; neox with R < D: lanes l < R/16 hold pairs
 // (a = l, b = l + R/16), the others two unrotated vectors past R;
 // interleaved: a = l, b = l + D/16, pairs (2i, 2i+1) inside a vector; v
-// items of a quantized cache (neox kernels, vadj): the lanes copy a = l,
+// items of a quantized cache (neox kernels, v_adjacent): the lanes copy a = l,
 // b = l + D/16 into the stage but compute a = 2l, b = 2l + 1 (one 16-byte
 // cache store). Lanes past the head (D/16 <= l < L) take lane l - D/16's
 // vectors: their reads stay inside the tables; they write nothing.
@@ -66,30 +66,30 @@
 // in each kernel's place, which the dispatch never launches there
 // (backend.cu: qf_cuda_streaming).
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ < QF_CUDA_STREAMING_MIN_CC * 10
-#define QF_FAST_DEVICE_CODE 0
+#define QF_STREAMING_DEVICE_CODE 0
 #else
-#define QF_FAST_DEVICE_CODE 1
+#define QF_STREAMING_DEVICE_CODE 1
 #endif
 
 namespace qf {
 
-constexpr int kFastBlock = 128;
+constexpr int kStreamingBlock = 128;
 // What a kernel knows of its call at compile time (QF_FAST_HOT; backend.cu:
-// fast_hot): HOT = 0, nothing: every dtype and layout is read from the
-// parameters; kHot: the call an inference engine makes: int64 positions into
+// engine_call): ENGINE = 0, nothing: every dtype and layout is read from the
+// parameters; kEngine: the call an inference engine makes: int64 positions into
 // a cos_sin_cache of the input's dtype, norm weights of that dtype, and a
 // cache, if any, that is paged with whole rows (slot_lin, a head's D
-// channels contiguous), int64 slots and no int8 offsets; | kHotCache: and
-// the call has a cache; | kHotQuant (prefill form): and the call writes a
+// channels contiguous), int64 slots and no int8 offsets; | kEngineCache: and
+// the call has a cache; | kEngineQuant (prefill form): and the call writes a
 // quantized cache. Their branches on dtypes and layouts fold away.
-constexpr int kHot = 1, kHotCache = 2, kHotQuant = 4;
+constexpr int kEngine = 1, kEngineCache = 2, kEngineQuant = 4;
 // The prefill form's resident blocks per multiprocessor: its launch bound
-// and its grid. Its kernels that know their call (HOT, below) fit five
+// and its grid. Its kernels that know their call (ENGINE, below) fit five
 // blocks in their registers without spills; the others spill at five, so
 // run four.
-__host__ __device__ constexpr int fast_blocks_per_sm(bool hot) { return hot ? 5 : 4; }
-constexpr int kFastHeads = 4; /* most heads per item (2 with per-token cos/sin: registers) */
-__host__ __device__ constexpr int fast_max_heads(bool sep) { return sep ? 2 : kFastHeads; }
+__host__ __device__ constexpr int prefill_blocks_per_sm(bool hot) { return hot ? 5 : 4; }
+constexpr int kMaxHeadsPerItem = 4; /* most heads per item (2 with per-token cos/sin: registers) */
+__host__ __device__ constexpr int max_heads_per_item(bool sep) { return sep ? 2 : kMaxHeadsPerItem; }
 
 __host__ __device__ constexpr int pow2_at_least(int n) { return n <= 1 ? 1 : 2 * pow2_at_least((n + 1) / 2); }
 
@@ -97,10 +97,10 @@ __host__ __device__ constexpr int pow2_at_least(int n) { return n <= 1 ? 1 : 2 *
 // that count has its own instantiation although it is not a power of two
 // (6: D = 96, five groups in 30 of a warp's 32 lanes, where 8-lane groups
 // would leave a quarter of the lanes idle), else the next power of two.
-__host__ __device__ constexpr int fast_lanes(int D) { return D / 16 == 6 ? 6 : pow2_at_least(D / 16); }
+__host__ __device__ constexpr int prefill_lanes(int D) { return D / 16 == 6 ? 6 : pow2_at_least(D / 16); }
 // Groups per block: 32 / L per warp (L need not divide 32; the warp's
 // remaining lanes are idle).
-__host__ __device__ constexpr int fast_gpb(int L) { return kFastBlock / 32 * (32 / L); }
+__host__ __device__ constexpr int prefill_groups_per_block(int L) { return kStreamingBlock / 32 * (32 / L); }
 // The decode form's lanes per group with NV vectors per lane (decode_kernel):
 // one (D <= 256; else 0: none) or two.
 __host__ __device__ constexpr int decode_lanes(int D, int nv) {
@@ -113,16 +113,16 @@ struct token_ix {
   int64_t pos, slot;
 };
 
-template <bool FIXED, int HOT = 0>
+template <bool FIXED, int ENGINE = 0>
 __device__ __forceinline__ token_ix load_token_ix(const qf_cu_params &P, int64_t t) {
   token_ix x = {0, -1};
   if (t >= P.T) return x;
-  if (HOT || P.positions.data) x.pos = ld_index(P.positions.data, HOT ? QKVFUSE_DTYPE_INT64 : P.positions.dtype, t);
-  if (!HOT && P.page_table) { /* the slot from the page table (never HOT: backend.cu fast_hot) */
+  if (ENGINE || P.positions.data) x.pos = ld_index(P.positions.data, ENGINE ? QKVFUSE_DTYPE_INT64 : P.positions.dtype, t);
+  if (!ENGINE && P.page_table) { /* the slot from the page table (never ENGINE: backend.cu engine_call) */
     x.slot = page_table_slot(P.pt, t);
-  } else if ((HOT & kHotCache) || P.layout != QKVFUSE_CACHE_NONE) {
-    const int64_t at = !HOT && P.layout == QKVFUSE_CACHE_CONTIGUOUS ? div_by<FIXED>(t, P.S, P.batch_div) : t;
-    x.slot = ld_index(P.slot_mapping.data, HOT ? QKVFUSE_DTYPE_INT64 : P.slot_mapping.dtype, at);
+  } else if ((ENGINE & kEngineCache) || P.layout != QKVFUSE_CACHE_NONE) {
+    const int64_t at = !ENGINE && P.layout == QKVFUSE_CACHE_CONTIGUOUS ? div_by<FIXED>(t, P.S, P.batch_div) : t;
+    x.slot = ld_index(P.slot_mapping.data, ENGINE ? QKVFUSE_DTYPE_INT64 : P.slot_mapping.dtype, at);
   }
   return x;
 }
@@ -143,24 +143,24 @@ struct token_dest {
   int64_t row0;
 };
 
-template <bool FIXED, int HOT = 0, typename Reporter>
+template <bool FIXED, int ENGINE = 0, typename Reporter>
 __device__ __forceinline__ token_dest check_token(const qf_cu_params &P, int64_t t, const token_ix &ix, int kind,
                                                   bool live, const Reporter &reporter) {
   token_dest d = {live, false, 0};
-  if (live && (HOT || P.positions.data) && (ix.pos < 0 || ix.pos >= P.max_pos)) {
+  if (live && (ENGINE || P.positions.data) && (ix.pos < 0 || ix.pos >= P.max_pos)) {
     d.ok = false;
     if (reporter()) report(P, QKVFUSE_DATA_ERROR_POSITION);
   }
-  if (live && ((HOT & kHotCache) || P.layout != QKVFUSE_CACHE_NONE) && ix.slot != -1) {
+  if (live && ((ENGINE & kEngineCache) || P.layout != QKVFUSE_CACHE_NONE) && ix.slot != -1) {
     if ((uint64_t)ix.slot >= (uint64_t)P.slot_lim) {
       d.ok = false;
       if (reporter()) report(P, QKVFUSE_DATA_ERROR_SLOT);
     } else if (kind > 0) {
       const qf_cu_cache &CC = kind == 1 ? P.k_cache : P.v_cache;
       int64_t blk, row;
-      if (HOT || P.slot_lin) {
+      if (ENGINE || P.slot_lin) {
         blk = 0, row = ix.slot;
-      } else if (!HOT && P.layout == QKVFUSE_CACHE_CONTIGUOUS) {
+      } else if (!ENGINE && P.layout == QKVFUSE_CACHE_CONTIGUOUS) {
         blk = div_by<FIXED>(t, P.S, P.batch_div), row = ix.slot + (t - blk * P.S);
       } else {
         blk = div_by<FIXED>(ix.slot, CC.block_size, P.page_div), row = ix.slot - blk * CC.block_size;
@@ -215,11 +215,11 @@ struct lane_vecs {
   bool rot_a, rot_b;
 };
 
-template <bool INTER>
+template <bool INTERLEAVED>
 __device__ __forceinline__ lane_vecs lane_layout(int lane, int nl, int R) {
   lane_vecs v;
   if (lane >= nl) lane -= nl; /* past the head (D < 16 L; L < 2 nl): a lane's vectors, read, never written */
-  if (INTER) {
+  if (INTERLEAVED) {
     v.a = lane, v.b = lane + nl;
     v.rot_a = 8 * v.a < R, v.rot_b = 8 * v.b < R;
   } else if (lane < (R >> 4)) {
@@ -233,9 +233,9 @@ __device__ __forceinline__ lane_vecs lane_layout(int lane, int nl, int R) {
 }
 
 // cos/sin vectors a lane keeps: cos A, sin A (, cos B, sin B: interleaved
-// pairs, or SEP: cos/sin given per token at full length, so a neox lane's two
+// pairs, or COS_SIN_ROWS: cos/sin given per token at full length, so a neox lane's two
 // halves have their own; otherwise B shares A's).
-__host__ __device__ constexpr int fast_ncs(bool inter, bool sep) { return inter || sep ? 4 : 2; }
+__host__ __device__ constexpr int cos_sin_vecs(bool inter, bool sep) { return inter || sep ? 4 : 2; }
 
 // The norm weights of the lane's 16 elements ((1 + g) with gamma_offset).
 // GDT: their dtype, known at compile time (else 0: gw's).
@@ -257,37 +257,37 @@ __device__ __forceinline__ void load_gamma(const qf_cu_params &P, const qf_cu_ve
 // The element of a cos/sin cache row (position pos) holding the cos of the
 // pairs of vector w, a rotated one: neox, its 8 pairs 8w .. 8w+7 (w < R/16);
 // interleaved, its 4 pairs 4w .. 4w+3. The sin is R/2 further.
-template <bool INTER>
+template <bool INTERLEAVED>
 __device__ __forceinline__ int64_t cos_at(const qf_cu_mat &csc, int64_t pos, int w) {
-  return pos * csc.ld + (INTER ? 4 * w : 8 * w);
+  return pos * csc.ld + (INTERLEAVED ? 4 * w : 8 * w);
 }
 
 // cos/sin of the lane's rotated elements for token t at position pos (when
 // rope: the token is valid and the lane rotates). CSDT: the call's
 // cos_sin_cache dtype, known at compile time (else 0: read).
-template <bool INTER, bool SEP, int CSDT = 0>
+template <bool INTERLEAVED, bool COS_SIN_ROWS, int CSDT = 0>
 __device__ __forceinline__ void load_cos_sin(const qf_cu_params &P, int64_t t, int pos, const lane_vecs &lv, bool rope,
-                                             float (&cs)[fast_ncs(INTER, SEP)][8]) {
-  constexpr int NCS = fast_ncs(INTER, SEP);
+                                             float (&cs)[cos_sin_vecs(INTERLEAVED, COS_SIN_ROWS)][8]) {
+  constexpr int COS_SIN_VECS = cos_sin_vecs(INTERLEAVED, COS_SIN_ROWS);
   const int R = P.R;
   const bool cache_src = CSDT || P.rope_source == QKVFUSE_ROPE_COS_SIN_CACHE;
   const qf_cu_mat &csc = P.cos_sin_cache;
   const int csdt = CSDT ? CSDT : csc.dtype;
-  if (rope && (SEP || cache_src)) {
+  if (rope && (COS_SIN_ROWS || cache_src)) {
     // tables, one (cos, sin) pair per lane vector, the loads of a pair
-    // before their conversion (registers allow no more): SEP (COS_SIN, as
+    // before their conversion (registers allow no more): COS_SIN_ROWS (COS_SIN, as
     // given) for the rotated vectors; a neox cache row serves both vectors
 #pragma unroll
-    for (int v = 0; v < (SEP || INTER ? 2 : 1); v++) {
+    for (int v = 0; v < (COS_SIN_ROWS || INTERLEAVED ? 2 : 1); v++) {
       const int w = v ? lv.b : lv.a;
-      if (SEP ? !(v ? lv.rot_b : lv.rot_a) : (INTER && 8 * w >= R)) continue;
+      if (COS_SIN_ROWS ? !(v ? lv.rot_b : lv.rot_a) : (INTERLEAVED && 8 * w >= R)) continue;
       table_raw c2[2];
-      if (SEP) {
+      if (COS_SIN_ROWS) {
         c2[0] = ld_table<8>(P.cos.data, P.cos.dtype, t * P.cos.ld + 8 * w);
         c2[1] = ld_table<8>(P.sin.data, P.sin.dtype, t * P.sin.ld + 8 * w);
         cvt_table<8>(c2[0], P.cos.dtype, cs[2 * v]);
         cvt_table<8>(c2[1], P.sin.dtype, cs[2 * v + 1]);
-      } else if (!INTER) { /* pairs 8a .. 8a+7 */
+      } else if (!INTERLEAVED) { /* pairs 8a .. 8a+7 */
         const int64_t base = cos_at<false>(csc, pos, lv.a);
         c2[0] = ld_table<8>(csc.data, csdt, base);
         c2[1] = ld_table<8>(csc.data, csdt, base + (R >> 1));
@@ -306,15 +306,15 @@ __device__ __forceinline__ void load_cos_sin(const qf_cu_params &P, int64_t t, i
     }
   } else if (rope) { /* COMPUTED */
 #pragma unroll
-    for (int v = 0; v < NCS / 2; v++) {
+    for (int v = 0; v < COS_SIN_VECS / 2; v++) {
       const int w = v ? lv.b : lv.a;
-      if (INTER && 8 * w >= R) continue;
+      if (INTERLEAVED && 8 * w >= R) continue;
 #pragma unroll
-      for (int k = 0; k < 8; k += INTER ? 2 : 1) {
+      for (int k = 0; k < 8; k += INTERLEAVED ? 2 : 1) {
         float c, sn;
-        half_cos_sin(P, pos, INTER ? (8 * w + k) >> 1 : 8 * w + k, c, sn);
+        half_cos_sin(P, pos, INTERLEAVED ? (8 * w + k) >> 1 : 8 * w + k, c, sn);
         cs[2 * v][k] = c, cs[2 * v + 1][k] = sn;
-        if (INTER) cs[2 * v][k + 1] = c, cs[2 * v + 1][k + 1] = sn;
+        if (INTERLEAVED) cs[2 * v][k + 1] = c, cs[2 * v + 1][k + 1] = sn;
       }
     }
   }
@@ -333,9 +333,9 @@ __device__ __forceinline__ void rotate_pairs8(float *y, const float *c, const fl
 
 // One head of a lane: its two input vectors unpacked, RMS-normalized over the
 // group's L lanes (every lane of the warp calls it: shuffles) and rotated.
-template <typename T, int L, bool INTER, int NCS>
+template <typename T, int L, bool INTERLEAVED, int COS_SIN_VECS>
 __device__ __forceinline__ void norm_rope(const uint4 &ra, const uint4 &rb, bool norm, const float (&g)[16],
-                                          float rD, float eps, bool rope, const float (&cs)[NCS][8],
+                                          float rD, float eps, bool rope, const float (&cs)[COS_SIN_VECS][8],
                                           const lane_vecs &lv, float (&x)[16]) {
   unpack8<T>(ra, x);
   unpack8<T>(rb, x + 8);
@@ -349,17 +349,17 @@ __device__ __forceinline__ void norm_rope(const uint4 &ra, const uint4 &rb, bool
     for (int k = 0; k < 16; k++) x[k] = x[k] * inv * g[k];
   }
   if (!rope) return;
-  if (!INTER) {
+  if (!INTERLEAVED) {
 #pragma unroll
     for (int k = 0; k < 8; k++) {
       const float a = x[k], b = x[8 + k];
       x[k] = fmaf(a, cs[0][k], -b * cs[1][k]);
-      x[8 + k] = fmaf(b, cs[NCS - 2][k], a * cs[NCS - 1][k]);
+      x[8 + k] = fmaf(b, cs[COS_SIN_VECS - 2][k], a * cs[COS_SIN_VECS - 1][k]);
     }
   } else {
 #pragma unroll
     for (int v = 0; v < 2; v++)
-      if (v ? lv.rot_b : lv.rot_a) rotate_pairs8(x + 8 * v, cs[(2 * v) % NCS], cs[(2 * v + 1) % NCS]);
+      if (v ? lv.rot_b : lv.rot_a) rotate_pairs8(x + 8 * v, cs[(2 * v) % COS_SIN_VECS], cs[(2 * v + 1) % COS_SIN_VECS]);
   }
 }
 
@@ -371,10 +371,10 @@ __device__ __forceinline__ void norm_rope(const uint4 &ra, const uint4 &rb, bool
 // of the head), get(v, r, of) gives vector v's (fetched per vector:
 // registers); `quant`: the cache is quantized. RUNS (the neox prefill
 // kernels): both vectors are quantized first, then stored as one 16-byte
-// run where `run` (NV = 2, w[1] = w[0] + 1: vadj) or as two pieces; the
+// run where `run` (NV = 2, w[1] = w[0] + 1: v_adjacent) or as two pieces; the
 // other kernels store each vector as soon as it is quantized. (The prefill
 // loop passes `write` rather than skipping the call: skipping it spills.)
-template <typename T, int NV, int HOT = 0, bool RUNS = false, typename Scales>
+template <typename T, int NV, int ENGINE = 0, bool RUNS = false, typename Scales>
 __device__ __forceinline__ void store_head(const qf_cu_mat &out, const qf_cu_cache &C, bool quant, bool write,
                                            bool to_cache, int64_t t, int64_t row0, int kvh, int D,
                                            const int (&w)[NV], const float (&x)[8 * NV], const Scales &scales,
@@ -388,34 +388,34 @@ __device__ __forceinline__ void store_head(const qf_cu_mat &out, const qf_cu_cac
   if (!quant) {
     T *c = reinterpret_cast<T *>(C.data);
 #pragma unroll
-    for (int v = 0; v < NV; v++) st_stream(c + cache_at<HOT>(C, row0, kvh, 8 * w[v], D), pack8<T>(x + 8 * v));
+    for (int v = 0; v < NV; v++) st_stream(c + cache_at<ENGINE>(C, row0, kvh, 8 * w[v], D), pack8<T>(x + 8 * v));
     return;
   }
   if (!scales.ok()) return;
   uint8_t *c = static_cast<uint8_t *>(C.data);
-  /* HOT: no offsets, so int8 is symmetric (qm: computed in each loop; fp8 keeps its format) */
+  /* ENGINE: no offsets, so int8 is symmetric (qm: computed in each loop; fp8 keeps its format) */
   if constexpr (RUNS) {
     uint2 q[NV];
 #pragma unroll
     for (int v = 0; v < NV; v++) {
       float r[8], of[8];
       scales.get(v, r, of);
-      const int qm = HOT && C.quant == QKVFUSE_QUANT_INT8_ASYM ? QKVFUSE_QUANT_INT8_SYM : C.quant;
+      const int qm = ENGINE && C.quant == QKVFUSE_QUANT_INT8_ASYM ? QKVFUSE_QUANT_INT8_SYM : C.quant;
       q[v] = quant_bytes8(qm, x + 8 * v, r, of);
     }
     if (NV == 2 && run) { /* w[1] = w[0] + 1 */
-      st_stream(c + cache_at<HOT>(C, row0, kvh, 8 * w[0], D), make_uint4(q[0].x, q[0].y, q[NV - 1].x, q[NV - 1].y));
+      st_stream(c + cache_at<ENGINE>(C, row0, kvh, 8 * w[0], D), make_uint4(q[0].x, q[0].y, q[NV - 1].x, q[NV - 1].y));
     } else {
 #pragma unroll
-      for (int v = 0; v < NV; v++) st_stream(c + cache_at<HOT>(C, row0, kvh, 8 * w[v], D), q[v]);
+      for (int v = 0; v < NV; v++) st_stream(c + cache_at<ENGINE>(C, row0, kvh, 8 * w[v], D), q[v]);
     }
   } else { /* each vector stored as soon as it is quantized (the scales fetched per vector: registers) */
 #pragma unroll
     for (int v = 0; v < NV; v++) {
       float r[8], of[8];
       scales.get(v, r, of);
-      const int qm = HOT && C.quant == QKVFUSE_QUANT_INT8_ASYM ? QKVFUSE_QUANT_INT8_SYM : C.quant;
-      st_stream(c + cache_at<HOT>(C, row0, kvh, 8 * w[v], D), quant_bytes8(qm, x + 8 * v, r, of));
+      const int qm = ENGINE && C.quant == QKVFUSE_QUANT_INT8_ASYM ? QKVFUSE_QUANT_INT8_SYM : C.quant;
+      st_stream(c + cache_at<ENGINE>(C, row0, kvh, 8 * w[v], D), quant_bytes8(qm, x + 8 * v, r, of));
     }
   }
 }

@@ -1,13 +1,13 @@
 // SPDX-License-Identifier: Apache-2.0
-// Streaming kernel (fast.cuh) instantiations for __nv_bfloat16 input.
+// Streaming kernel (streaming.cuh) instantiations for __nv_bfloat16 input.
 #include "cuda/streaming_launch.cuh"
 #include "cuda/launch.h"
 
-qkvfuse_status qf_cuda_launch_fast_bf16(int lanes, int variant, const qf_cu_params *P, unsigned blocks, size_t smem,
+qkvfuse_status qf_cuda_launch_streaming_bf16(int lanes, int variant, const qf_cu_params *P, unsigned blocks, size_t smem,
                                    cudaStream_t stream) {
-  return qf::launch_fast<__nv_bfloat16>(lanes, variant, P, blocks, smem, stream);
+  return qf::launch_streaming<__nv_bfloat16>(lanes, variant, P, blocks, smem, stream);
 }
 
-const void *qf_cuda_fast_probe(void) {
-  return reinterpret_cast<const void *>(qf::fast_kernel<__nv_bfloat16, 8, false, false, 0>);
+const void *qf_cuda_streaming_probe(void) {
+  return reinterpret_cast<const void *>(qf::prefill_kernel<__nv_bfloat16, 8, false, false, 0>);
 }

@@ -14,9 +14,9 @@ namespace qf {
 
 // Element offset of channel jj (a multiple of 8) of a token's row in a cache:
 // chunk = D (paged, paged_hnd, contiguous) or a power of two (nz).
-template <int HOT = 0>
+template <int ENGINE = 0>
 __device__ __forceinline__ int64_t cache_at(const qf_cu_cache &C, int64_t row0, int kvh, int e, int D) {
-  if (HOT || C.chunk == D) return row0 + kvh * C.s_chunk + e;
+  if (ENGINE || C.chunk == D) return row0 + kvh * C.s_chunk + e;
   const int jj = kvh * D + e, sh = __ffs((int)C.chunk) - 1;
   return row0 + (int64_t)(jj >> sh) * C.s_chunk + (jj & ((int)C.chunk - 1));
 }

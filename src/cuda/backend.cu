@@ -14,7 +14,8 @@
 #include "cuda/general.cuh"
 #include "cuda/prefill.cuh"
 #include "cuda/launch.h"
-#include "cuda/launch_plan.h"
+#include "cuda/schedule.h"
+#include "cuda/state.h"
 
 namespace {
 
@@ -46,14 +47,6 @@ void release_cuda(qkvfuse_plan *plan) {
 }
 
 }  // namespace
-
-// n / d as a multiply-high and a shift (streaming.cuh: div_fixed), for n < 2^31.
-extern "C" qf_cu_div qf_cuda_divisor(uint32_t d) {
-  int shift = 0;
-  while (((uint64_t)1 << shift) < d) shift++;
-  const uint64_t mul = (((uint64_t)1 << 32) * (((uint64_t)1 << shift) - d)) / d + 1;
-  return qf_cu_div{d, (uint32_t)mul, shift};
-}
 
 // A divisor for div_by: none (0) where d does not fit 31 bits.
 static qf_cu_div qf_cuda_divisor_or_none(int64_t d) {
@@ -158,34 +151,6 @@ bool qf_cuda_vector_ok(const qf_problem *p, int vec) {
   return true;
 }
 
-// The work split of a call (see general.cuh), the one whose groups walk the
-// fewer tasks in series (the kernel is bound by each task's chain of loads).
-// Either a tile is a few tokens (tile_tokens) with all their heads, so that a block
-// builds the per-token tables once for tile_tokens x heads tasks and each group
-// walks several of them, or it is one token and as many heads as a block
-// has groups, one task per group and a table per tile, counted as two
-// tasks (ties go to the former). Blocks walk the tiles grid-stride, at most
-// qf::kGeneralBlocksPerSm per multiprocessor.
-extern "C" void qf_cuda_general_tiles(int64_t T, int heads, int gpb, int R, int64_t resident, int *tile_tokens, int *tile_heads) {
-  const int table_max = R > 0 ? 12288 / (8 * R) : 256; /* cos/sin tables <= 12 KB */
-  int many = (4 * gpb + heads - 1) / heads;
-  many = many > table_max ? table_max : (many < 1 ? 1 : many);
-  const int64_t tiles_many = (T + many - 1) / many, tiles_one = T * ((heads + gpb - 1) / gpb);
-  const int64_t walk_many = (tiles_many + resident - 1) / resident * ((many * heads + gpb - 1) / gpb);
-  const int64_t walk_one = (tiles_one + resident - 1) / resident * 2;
-  if (walk_many <= walk_one) {
-    *tile_tokens = many;
-    *tile_heads = heads;
-  } else {
-    *tile_tokens = 1;
-    *tile_heads = heads < gpb ? heads : gpb;
-  }
-}
-
-extern "C" int qf_cuda_streaming(int cc, int form) {
-  return cc >= QF_CUDA_STREAMING_MIN_CC && form != QF_CUDA_FORM_GENERAL;
-}
-
 // The plan's multiprocessors (132, an H100 / H200's, where the device did not say).
 static int64_t plan_sms(const qkvfuse_plan *plan) { return plan->device_sm_count > 0 ? plan->device_sm_count : 132; }
 
@@ -226,148 +191,6 @@ static bool streaming_eligible(const qf_problem *p, const qf_cu_params &P) {
   return true;
 }
 
-// The streaming kernel's work split. Items are (token, heads_per_item heads of one
-// kind); heads_per_item is the largest of 4 (2 with per-token cos/sin: registers) and 2
-// that still gives about 1024 threads per multiprocessor (the prefill form
-// may halve it: qf_cuda_prefill_plan). Calls too small
-// for that even with two heads per item are decode-sized: they run the
-// decode form (one (token, head) per group, one pass; one or two vectors per
-// lane). Otherwise the prefill form runs on the resident blocks
-// (prefill_blocks_per_sm per multiprocessor: 5 for the kernels that know their
-// call, QF_FAST_HOT, whose 40 KB of shared memory at most leave room for
-// them; else 4), each block keeping one item for the
-// launch and walking its token chunks (streaming.cuh: block_item); the blocks per
-// item of each kind come from qf_cuda_prefill_plan. Shared memory
-// holds the row stages and, for a quantized cache, the item's reciprocal
-// scales. plan->device_form forces a form (the prefill form then goes down to
-// one head per item, on one block per item).
-// Sets *smem, the launch's variant bits (QF_FAST_DECODE*) and lanes per
-// group; returns the grid size, or 0 if an index or the shared memory (48
-// KB) would overflow (the general kernel then serves the call).
-/* a quantized k chunk's cost in tenths of a q chunk's: it also quantizes */
-static const int64_t kQuantizedKCost = 14;
-static const int64_t kTokenCost = 5; /* a chunk's per-token part, in tenths of one head's */
-
-// The prefill form's blocks per item of each kind (n[k]; items[k] items of
-// kind k, each of `chunks` token chunks, a chunk of kind k costing cost[k]),
-// for `slots` resident blocks. A chunk costs about the same whatever its
-// heads and bytes (counts in proportion to them balance worse), except
-// that a k chunk of a quantized cache also quantizes: cost kQuantizedKCost
-// against 10 where every k item has heads_per_item heads (qf_cuda_prefill_plan; with
-// fewer, 10: there the higher cost plans worse). A block's time is its
-// chunk count, ceil(chunks / n[k]), times cost[k], and the call's time the
-// largest of these; a block walks few chunks, so the rounding up decides
-// and counts in proportion to cost are not the best. So: the smallest such
-// time time_bound whose counts, the fewest blocks that finish within time_bound, fit in
-// the slots (binary search: the count falls as time_bound grows); then the slots
-// left go in whole rounds, one more block for every item, while they fit
-// (more blocks in flight, the same largest time; whole rounds keep equal
-// counts equal, which run faster than unequal ones). Where even one block
-// per item does not fit (more items than slots), one block each.
-extern "C" void qf_cuda_blocks_per_item(int64_t chunks, const int32_t *items, const int64_t *cost, int64_t slots,
-                                        int64_t *n) {
-  auto fits = [&](int64_t time_bound, int64_t *cnt) { /* the fewest blocks per item within time_bound; fit in the slots? */
-    int64_t total = 0;
-    for (int k = 0; k < 3; k++) {
-      cnt[k] = 1;
-      if (!items[k]) continue;
-      const int64_t m = time_bound / cost[k]; /* chunks a block of kind k may walk */
-      if (m < 1) return false;
-      cnt[k] = (chunks + m - 1) / m;
-      total += items[k] * cnt[k];
-    }
-    return total <= slots;
-  };
-  int64_t lo = 1, hi = 0;
-  for (int k = 0; k < 3; k++) hi = cost[k] * chunks > hi ? cost[k] * chunks : hi;
-  if (!fits(hi, n)) {
-    n[0] = n[1] = n[2] = 1;
-    return;
-  }
-  while (lo < hi) {
-    const int64_t mid = lo + (hi - lo) / 2;
-    int64_t cnt[3];
-    if (fits(mid, cnt))
-      hi = mid;
-    else
-      lo = mid + 1;
-  }
-  fits(lo, n);
-  int64_t used = 0, round = 0;
-  for (int k = 0; k < 3; k++) used += items[k] * n[k], round += items[k];
-  for (;;) { /* whole rounds: one more block for every item */
-    bool room = used + round <= slots;
-    for (int k = 0; k < 3; k++) room = room && (!items[k] || n[k] < chunks);
-    if (!room) break;
-    for (int k = 0; k < 3; k++) n[k] += items[k] ? 1 : 0;
-    used += round;
-  }
-}
-
-// The prefill form's heads per item and blocks per item (n[k]; heads[k]
-// heads of kind k, 0 where the kind has no work; `chunks` token chunks;
-// `slots` resident blocks): items of heads_per_item heads (the most that fill the
-// device, streaming_schedule) or of heads_per_item / 2 (at least 2), whichever's longest block
-// is predicted to take less time, with the blocks per item of
-// qf_cuda_blocks_per_item. A block's predicted time is its chunks times
-// their cost (kQuantizedKCost for a quantized k chunk) times (kTokenCost + 10
-// nh), nh the heads of its item: a chunk's per-token part (position, slot,
-// cos/sin, the loop) about half one head's. Half the heads per item double
-// the chunks to deal, so the last round of chunks is less uneven where a
-// block walks few of them; where the rounding does not decide, heads_per_item keeps
-// the per-token part's share smaller. A call with a quantized cache
-// (qcache) keeps heads_per_item: its halved items run slower than this model predicts.
-// Returns the heads per item.
-extern "C" int qf_cuda_prefill_plan(int64_t chunks, const int64_t *heads, int heads_per_item, int k_quant, int qcache,
-                                    int64_t slots, int64_t *n) {
-  int64_t best = -1;
-  int best_h = heads_per_item;
-  for (int c = 0; c < 2; c++) {
-    const int h = c ? heads_per_item / 2 : heads_per_item;
-    if (c && (h < 2 || qcache)) break;
-    int32_t items[3];
-    for (int k = 0; k < 3; k++) items[k] = (int32_t)((heads[k] + h - 1) / h);
-    const int64_t cost[3] = {10, k_quant && heads[1] % h == 0 ? kQuantizedKCost : 10, 10};
-    int64_t m[3];
-    qf_cuda_blocks_per_item(chunks, items, cost, slots, m);
-    int64_t time_bound = 0;
-    for (int k = 0; k < 3; k++) {
-      const int64_t nh = heads[k] < h ? heads[k] : h;
-      const int64_t tk = items[k] ? (chunks + m[k] - 1) / m[k] * cost[k] * (kTokenCost + 10 * nh) : 0;
-      time_bound = tk > time_bound ? tk : time_bound;
-    }
-    if (best < 0 || time_bound < best) best = time_bound, best_h = h, n[0] = m[0], n[1] = m[1], n[2] = m[2];
-  }
-  return best_h;
-}
-
-// The prefill form's tail: the last *tail token chunks of every item, in
-// pieces of *piece chunks, one block each, which the hardware starts as the
-// resident blocks end. Multiprocessors move their bytes at different
-// rates, so a static split ends when the slowest does; the pieces let the
-// faster ones take more. A quarter of the chunks, where a resident block
-// would walk at least 3 (`per`: chunks x items / slots; with fewer, the
-// pieces' second wave of blocks costs more than the balance gains), in
-// pieces of one chunk, or of two where it would walk 16 or more (a piece's
-// block start is then the larger cost). With a quantized cache (qcache),
-// where a resident block would walk 4 to 15 chunks, a tenth of them: fewer
-// pieces, each of which pays a block start, balance as well once the
-// longest run first. The prefill kernel for a quantized cache (streaming.cuh:
-// kEngineQuant, block_item) starts the longest pieces first: k's (norm, RoPE,
-// quantization), then v's (quantization), then q's, so that the last
-// blocks to start are the shortest (a freed slot takes about a microsecond
-// to start its next block); split and in place, whose q and k pieces cost
-// alike, deal theirs piece by piece.
-extern "C" void qf_cuda_prefill_tail(int64_t chunks, int64_t items, int64_t slots, int qcache, int64_t *tail,
-                                     int64_t *piece) {
-  const int64_t per = slots > 0 ? chunks * items / slots : 0;
-  *piece = per >= 16 ? 2 : 1;
-  if (qcache && per >= 4 && per < 16)
-    *tail = chunks / 10;
-  else
-    *tail = per >= 3 ? chunks / 4 / *piece * *piece : 0;
-}
-
 // The call the streaming kernel serves with its dtypes and cache geometry
 // compiled in (QF_FAST_HOT; streaming.cuh: kEngine): the one vLLM and SGLang make.
 // cos/sin from a cos_sin_cache of the input's dtype by int64 positions, norm
@@ -391,6 +214,24 @@ static bool engine_call(const qf_problem *p, const qf_cu_params &P) {
                      p->slot_mapping.dtype == QKVFUSE_DTYPE_INT64 && !p->k_offset.data && !p->v_offset.data));
 }
 
+// The streaming kernel's work split. Items are (token, heads_per_item heads of one
+// kind); heads_per_item is the largest of 4 (2 with per-token cos/sin: registers) and 2
+// that still gives about 1024 threads per multiprocessor (the prefill form
+// may halve it: qf_cuda_schedule_heads_per_item). Calls too small
+// for that even with two heads per item are decode-sized: they run the
+// decode form (one (token, head) per group, one pass; one or two vectors per
+// lane). Otherwise the prefill form runs on the resident blocks
+// (prefill_blocks_per_sm per multiprocessor: 5 for the kernels that know their
+// call, QF_FAST_HOT, whose 40 KB of shared memory at most leave room for
+// them; else 4), each block keeping one item for the
+// launch and walking its token runs (schedule.h); the blocks per
+// item of each kind come from qf_cuda_schedule_heads_per_item. Shared memory
+// holds the row stages and, for a quantized cache, the item's reciprocal
+// scales. plan->device_form forces a form (the prefill form then goes down to
+// one head per item, on one block per item).
+// Sets *smem, the launch's variant bits (QF_FAST_DECODE*) and lanes per
+// group; returns the grid size, or 0 if an index or the shared memory (48
+// KB) would overflow (the general kernel then serves the call).
 static int64_t streaming_schedule(const qkvfuse_plan *plan, const qf_problem *p, qf_cu_params *P, size_t *smem, int *variant,
                           int *lanes) {
   const int64_t sms = plan_sms(plan);
@@ -443,46 +284,23 @@ static int64_t streaming_schedule(const qkvfuse_plan *plan, const qf_problem *p,
   *lanes = qf::prefill_lanes(D);
   if ((*variant & QF_FAST_HOT) && qcache) *variant |= QF_FAST_QUANT; /* its own kernel (streaming.cuh: kEngineQuant) */
   if (tchunks >= 0x7fffffffLL) return 0; /* chunk indices (+ a stride) stay below 2^32 */
-  P->runs = (uint32_t)tchunks;
-  /* the tail (qf_cuda_prefill_tail), then the resident blocks per item of
-     the other chunks: qf_cuda_prefill_plan, by the cost of a chunk (tenths
-     of a q chunk's); the forced prefill form takes three (at most one per
-     chunk), so that on test-sized calls every block walks many chunks
-     through its stages with a chunk stride above one, the last round of
-     chunks is mostly part-filled, as in real prefill calls, and calls of
-     9 chunks or more have a tail (in pieces of one below 48; with a
-     quantized cache, 10% of the chunks from 12 to 47) */
+  /* the late blocks (qf_cuda_schedule_late_blocks), then the resident
+     blocks per item of the other runs (qf_cuda_schedule_heads_per_item);
+     the forced prefill form takes three (at most one per run), so that on
+     test-sized calls every block walks many runs through its stages with a
+     run stride above one, the last round of runs is mostly part-filled, as
+     in real prefill calls, and calls of 9 runs or more have late blocks (in
+     pieces of one below 48; with a quantized cache, 10% of the runs from
+     12 to 47) */
   const int64_t items = P->items[0] + P->items[1] + P->items[2];
   const int64_t slots = form == 2 ? 3 * items : sms * qf::prefill_blocks_per_sm((*variant & QF_FAST_HOT) != 0);
   int64_t piece = 1, tail = 0;
-  qf_cuda_prefill_tail(tchunks, items, slots, qcache, &tail, &piece);
+  qf_cuda_schedule_late_blocks(tchunks, items, slots, qcache, &tail, &piece);
   const int64_t head = tchunks - tail;
   const int64_t nf = head < 3 ? (head > 0 ? head : 1) : 3;
-  int64_t n[3] = {nf, nf, nf}, grid = 0;
-  if (form != 2) set_items(qf_cuda_prefill_plan(head, kind_heads, P->heads_per_item, k_quant, qcache, slots, n));
-  for (int k = 0; k < 3; k++) {
-    P->blocks_per_item[k] = (int32_t)n[k];
-    grid += P->items[k] * n[k];
-  }
-  P->resident_blocks = (int32_t)grid;
-  P->resident_runs = (uint32_t)head;
-  P->late_piece = (int32_t)piece;
-  if (tail) grid += (P->items[0] + P->items[1] + P->items[2]) * (tail / piece);
-  /* the rounds' segments (streaming.cuh: block_item): the distinct counts in
-     ascending order; a segment's rounds have every item of the kinds with
-     at least its count */
-  int64_t prev = 0;
-  for (int s = 0; s < 3; s++) {
-    int64_t next = 0;
-    for (int k = 0; k < 3; k++)
-      if (P->items[k] && n[k] > prev && (next == 0 || n[k] < next)) next = n[k];
-    int64_t width = 0;
-    for (int k = 0; k < 3; k++)
-      if (next && n[k] >= next) width += P->items[k];
-    P->segment_end[s] = (int32_t)(next ? next : prev);
-    P->segment_width[s] = (int32_t)width;
-    if (next) prev = next;
-  }
+  int64_t n[3] = {nf, nf, nf};
+  if (form != 2) set_items(qf_cuda_schedule_heads_per_item(head, kind_heads, P->heads_per_item, k_quant, qcache, slots, n));
+  const int64_t grid = qf_cuda_schedule_prefill_grid(P, tchunks, n, tail, piece);
   if (grid >= 0x7fffffffLL) return 0;
   /* v items of a quantized cache take their lane's two vectors adjacent
      (streaming.cuh: v_adjacent), one 16-byte store of their bytes (16 one-byte
@@ -501,7 +319,7 @@ static qkvfuse_status qf_cuda_run(const qkvfuse_plan *plan, const qf_problem *p,
   device_guard g(plan->desc.device_id);
   if (g.err != cudaSuccess) return cuda_fail(g.err, "cudaSetDevice");
   const qkvfuse_dtype in = p->in[0].dtype;
-  if (qf_cuda_streaming(plan->device_cc, plan->device_form) && streaming_eligible(p, P)) {
+  if (qf_cuda_streaming(plan->device_cc, (qf_cuda_form)plan->device_form) && streaming_eligible(p, P)) {
     size_t smem = 0;
     int variant = (p->desc->rope_style == QKVFUSE_ROPE_INTERLEAVED ? QF_FAST_INTERLEAVED : 0) |
                   (p->desc->rope_source == QKVFUSE_ROPE_COS_SIN ? QF_FAST_SEPARATE : 0);
@@ -518,7 +336,7 @@ static qkvfuse_status qf_cuda_run(const qkvfuse_plan *plan, const qf_problem *p,
   const int nv = qf::pow2_at_least((P.nvec + P.group - 1) / P.group);
   const int64_t resident = plan_sms(plan) * qf::kGeneralBlocksPerSm;
   int tile_tokens = 1, tile_heads = 1;
-  qf_cuda_general_tiles(P.T, P.heads_per_token, qf::kBlock / P.group, P.R, resident, &tile_tokens, &tile_heads);
+  qf_cuda_schedule_general_tiles(P.T, P.heads_per_token, qf::kBlock / P.group, P.R, resident, &tile_tokens, &tile_heads);
   P.tile_tokens = tile_tokens, P.tile_heads = tile_heads, P.head_tiles = (P.heads_per_token + tile_heads - 1) / tile_heads;
   int64_t blocks = (P.T + P.tile_tokens - 1) / P.tile_tokens * P.head_tiles;
   if (blocks > resident) blocks = resident; /* the kernel walks the tiles grid-stride */

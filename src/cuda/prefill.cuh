@@ -4,6 +4,7 @@
 #ifndef QKVFUSE_CUDA_PREFILL_CUH
 #define QKVFUSE_CUDA_PREFILL_CUH
 
+#include "cuda/schedule.h"
 #include "cuda/streaming.cuh"
 
 namespace qf {
@@ -178,77 +179,7 @@ struct table_scales {
   }
 };
 
-// The prefill form's item and token chunks of block b. Blocks
-// [0, resident_blocks) are the resident ones: a block keeps its item for
-// the launch and walks that item's chunks below resident_runs from its
-// index among the item's blocks with a stride of their number (blocks_per_item of
-// its kind), so that all items go through the tokens together. Blocks are
-// dealt in rounds: round r has one block of every item whose kind has more
-// than r blocks per item, q items first, then k, then v; so neighbouring
-// blocks (and each multiprocessor's) hold different items, and kinds whose
-// chunks cost more (backend.cu: streaming_schedule) have more blocks. Rounds come
-// in up to three segments of equal width (segment_end: the segment's last
-// round + 1; segment_width: its blocks per round). The blocks after them
-// take the remaining chunks in pieces of late_piece consecutive chunks,
-// piece by piece, every item's in turn, or (KINDS: the kernel for a
-// quantized cache) kind by kind, the longest first: k's, v's, then q's. The
-// hardware starts each as a resident block ends, so the multiprocessors
-// that move their bytes faster take more of them (backend.cu: the tail).
-struct prefill_item {
-  int kind, h0, nh;        /* kind (0 q, 1 k, 2 v), first head, heads */
-  unsigned c, stride, end; /* the first chunk, the chunk stride, the chunk bound */
-};
-
-template <bool KINDS>
-__device__ __forceinline__ prefill_item block_item(const qf_cu_params &P) {
-  unsigned b = blockIdx.x, round = 0, j = 0, c, stride, end;
-  const bool head = b < (unsigned)P.resident_blocks;
-  int kind = 0;
-  if (head) {
-    unsigned r0 = 0;
-#pragma unroll
-    for (int s = 0; s < 3; s++) {
-      const unsigned w = (unsigned)P.segment_width[s], n = (unsigned)P.segment_end[s] - r0;
-      if (b < n * w) {
-        round = r0 + b / w, j = b - (round - r0) * w;
-        break;
-      }
-      b -= n * w, r0 = (unsigned)P.segment_end[s];
-    }
-  } else if (KINDS) { /* a piece of the tail, kind by kind (k, v, q): item j of piece `round` */
-    const unsigned pieces = (P.runs - P.resident_runs) / (unsigned)P.late_piece;
-    b -= (unsigned)P.resident_blocks, kind = 1;
-#pragma unroll
-    for (int o = 0; o < 2; o++) {
-      const unsigned n = (unsigned)P.items[kind] * pieces;
-      if (b < n) break;
-      b -= n, kind = kind == 1 ? 2 : 0;
-    }
-    round = b / (unsigned)P.items[kind], j = b - round * (unsigned)P.items[kind];
-  } else { /* a piece of the tail: item j of piece `round` */
-    const unsigned items = (unsigned)(P.items[0] + P.items[1] + P.items[2]);
-    b -= (unsigned)P.resident_blocks, round = b / items, j = b - round * items;
-  }
-  /* item j of the round's: the kinds with more than `round` blocks per item (the tail's: all) */
-  if (head || !KINDS) {
-    while (kind < 2 && ((head && round >= (unsigned)P.blocks_per_item[kind]) || j >= (unsigned)P.items[kind])) {
-      if (!head || round < (unsigned)P.blocks_per_item[kind]) j -= P.items[kind];
-      kind++;
-    }
-  }
-  if (head) {
-    c = round, stride = (unsigned)P.blocks_per_item[kind], end = P.resident_runs;
-  } else {
-    c = P.resident_runs + round * (unsigned)P.late_piece, stride = 1;
-    end = min(c + (unsigned)P.late_piece, P.runs);
-  }
-  prefill_item it;
-  it.kind = kind, it.h0 = (int)j * P.heads_per_item, it.nh = min(P.heads_per_item, (kind == 0 ? P.Nq : P.Nkv) - it.h0);
-  it.c = c, it.stride = stride, it.end = end;
-  return it;
-}
-
-// The prefill form. Block b owns an item (block_item: its kind, heads, norm
+// The prefill form. Block b owns an item (schedule.h: qf_cuda_schedule_block; its kind, heads, norm
 // weights and quantization table are the block's for the whole launch) and
 // walks its token chunks (GPB tokens, one per group). The rows of the next
 // chunk are copied into shared memory (cp.async) while the current chunk is
@@ -272,7 +203,7 @@ __global__ void __launch_bounds__(kStreamingBlock, prefill_blocks_per_sm(ENGINE 
   const int lane = gl.lane, grp = gl.grp;
   const bool idle = gl.idle; /* a lane in no group (L not a power of two) */
   const lane_vecs ll = lane_layout<INTERLEAVED>(lane, nl, R);
-  const prefill_item it = block_item<QUANT>(P);
+  const qf_prefill_item it = qf_cuda_schedule_block<QUANT>(&P, blockIdx.x);
   const int kind = it.kind, h0 = it.h0, nh = it.nh;
   // v items of a quantized cache (P.v_adjacent; neox kernels): the lanes
   // copy vectors l and l + D/16 of each row into the stage (copy_vecs: whole
@@ -290,7 +221,7 @@ __global__ void __launch_bounds__(kStreamingBlock, prefill_blocks_per_sm(ENGINE 
   const int sa = v_adjacent ? (2 * lr) % nl - lane + (2 * lr) / nl * kStreamingBlock : 0;
   const int sb = v_adjacent ? (2 * lr + 1) % nl - lane + (2 * lr + 1) / nl * kStreamingBlock : kStreamingBlock;
   const unsigned stride = it.stride, end = it.end;
-  unsigned c = it.c;
+  unsigned c = it.run;
 
   const T *rows = reinterpret_cast<const T *>(P.in[kind].data) + (int64_t)h0 * D;
   const int64_t ld = P.in[kind].ld;

@@ -58,8 +58,8 @@
 #include "cuda/device/report.cuh"
 #include "cuda/device/rope.cuh"
 #include "cuda/device/vec16.cuh"
-#include "cuda/launch_plan.h"
 #include "cuda/params.h"
+#include "cuda/state.h"
 
 // The streaming kernels' device code exists for QF_CUDA_STREAMING_MIN_CC and
 // later (their PTX needs sm_80); an older architecture's image holds a trap

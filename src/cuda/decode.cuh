@@ -184,7 +184,7 @@ __device__ __forceinline__ void ready_weights(const weights_raw<NV> &w, int gdt,
 
 // Whether two raw loads of the weights read the same bits: the words'
 // differences ORed into four independent chains (after the wait, on the k
-// and v warps' path: one chain of 24 dependent ORs was ~100 cycles).
+// and v warps' path: one chain of dependent ORs would be long).
 template <int NV>
 __device__ __forceinline__ bool same_weights(const weights_raw<NV> &a, const weights_raw<NV> &b) {
   uint32_t d[4] = {0, 0, 0, 0};
@@ -219,8 +219,8 @@ __device__ __forceinline__ bool same_weights(const weights_raw<NV> &a, const wei
 // scales are read per lane (no shared table): every (k or v) head has a group
 // for token 0, which checks the head's scales and offsets (reported, used or
 // not); a head with a bad one skips its cache rows. PRELOAD: the k and v
-// blocks also read and ready their norm weights and scales before the wait,
-// speculatively. ENGINE: what the kernel knows of its call (kEngine, | kEngineCache
+// blocks also read and ready their norm weights and scales before the wait
+// (preload). ENGINE: what the kernel knows of its call (kEngine, | kEngineCache
 // with PRELOAD, or 0).
 template <typename T, int L, int NV, bool INTERLEAVED, bool COS_SIN_ROWS, bool PRELOAD, int ENGINE>
 __global__ void __launch_bounds__(kStreamingBlock) decode_kernel(const __grid_constant__ qf_cu_params P) {
@@ -259,8 +259,7 @@ __global__ void __launch_bounds__(kStreamingBlock) decode_kernel(const __grid_co
   const T *in = reinterpret_cast<const T *>(P.in[kind].data) + (act ? t : 0) * P.in[kind].ld + (int64_t)h * D;
 
   // the row, position and slot start their way while the previous kernel
-  // finishes; the setup above reads only parameters; memory waits. (Warming
-  // the constant cache with the parameters here gains nothing.)
+  // finishes; the setup above reads only parameters; memory waits.
   if (act) {
 #pragma unroll
     for (int v = 0; v < NV; v++) prefetch_l2(in + 8 * wv[v]);
@@ -312,16 +311,15 @@ __global__ void __launch_bounds__(kStreamingBlock) decode_kernel(const __grid_co
       if (so) prefetch_l2(so);
     }
   }
-  // PRELOAD (one vector per lane and a quantized cache: backend.cu): the norm
-  // weights and cache scales speculated: read (through L2 only) and readied
+  // PRELOAD (one vector per lane and a quantized cache: choose.cu): the norm
+  // weights and cache scales preloaded: read (through L2 only) and readied
   // before the wait (they are the model's, which a previous kernel seldom
-  // writes; their ~130 instructions then overlap it), read again after the
-  // wait, and readied again unless both reads have the same bits
-  // (test_cuda_pdl). Only the k and v blocks speculate (preload): the q
-  // blocks' weights are a norm's alone, converted in a few instructions, so
-  // speculating them costs more than it saves. The kernels without PRELOAD keep
-  // their inline loads: the helpers below make them slower, and their SASS
-  // depends on this code's exact form.
+  // writes; their conversion then overlaps it), read again after the wait,
+  // and readied again unless both reads have the same bits (test_cuda_pdl).
+  // Only the k and v blocks preload: the q blocks' weights are a norm's
+  // alone, converted in a few instructions, so preloading them costs more
+  // than it saves. The kernels without PRELOAD keep their inline loads
+  // below, which are faster for them than these helpers.
   const qf_cu_vec &gws = kind == 0 ? P.q_gamma : P.k_gamma;
   const bool wnorm = norm && act, wquant = quant && act, preload = PRELOAD && kind > 0;
   weights_raw<NV> wpreload = {};
@@ -348,8 +346,8 @@ __global__ void __launch_bounds__(kStreamingBlock) decode_kernel(const __grid_co
                                                                    h * D, wv)
                                      : weights_raw<NV>{};
   table_raw graw[NV] = {}, sraw[NV] = {}, oraw[NV] = {}; /* !PRELOAD */
-  /* !PRELOAD: gws's twin, declared here on purpose: its place alone changes
-     the non-PRELOAD kernels' SASS */
+  /* !PRELOAD: gws's twin, declared here, not above: the non-PRELOAD
+     kernels' code depends on its place */
   const qf_cu_vec &gw = kind == 0 ? P.q_gamma : P.k_gamma;
   if (!PRELOAD && norm && act) {
 #pragma unroll

@@ -1,9 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0
-// general_kernel instantiations for __half input.
+// The general kernel (general.cuh) instantiated for __half input.
 #include "cuda/general_launch.cuh"
 #include "cuda/launch.h"
 
-qkvfuse_status qf_cuda_launch_general_f16(int vec, int nv, const qf_cu_params *P, unsigned blocks, size_t smem,
-                                  cudaStream_t stream) {
-  return qf::launch_general<__half>(vec, nv, P, blocks, smem, stream);
+qkvfuse_status qf_cuda_launch_general_f16(const qf_cuda_variant *v, const qf_cu_params *P, cudaStream_t stream) {
+  return qf::launch_general<__half>(v, P, stream);
 }

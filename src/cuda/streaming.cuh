@@ -8,7 +8,7 @@
 // vectors, no beta, not unfused-parity mode (the plan checks; general.cuh does
 // the rest).
 //
-// Work split, in two forms chosen per call (backend.cu: streaming_schedule).
+// Work split, in two forms chosen per call (choose.cu: qf_cuda_choose).
 // Prefill form (prefill_kernel): a group of L = prefill_lanes(D) lanes (D/16
 // rounded up to a power of two, or 6 for D = 96) does one item, two 16-byte
 // vectors per lane per head; an item is (token, up to 4 heads of one kind:
@@ -19,7 +19,7 @@
 // chunks, the last quarter of them (or a tenth: a quantized cache) goes to
 // further blocks of one or two chunks each, which the hardware starts as
 // resident blocks end, so the multiprocessors that move bytes faster take
-// more (block_item). The rows of the next chunk are copied into shared
+// more (schedule.h). The rows of the next chunk are copied into shared
 // memory by cp.async while the current chunk is normalized, rotated and
 // stored head by head; its position
 // and slot are loaded a chunk ahead, and (kernels that know their call, ENGINE)
@@ -64,7 +64,7 @@
 // The streaming kernels' device code exists for QF_CUDA_STREAMING_MIN_CC and
 // later (their PTX needs sm_80); an older architecture's image holds a trap
 // in each kernel's place, which the dispatch never launches there
-// (backend.cu: qf_cuda_streaming).
+// (state.h: qf_cuda_streaming).
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ < QF_CUDA_STREAMING_MIN_CC * 10
 #define QF_STREAMING_DEVICE_CODE 0
 #else
@@ -74,8 +74,8 @@
 namespace qf {
 
 constexpr int kStreamingBlock = 128;
-// What a kernel knows of its call at compile time (QF_FAST_HOT; backend.cu:
-// engine_call): ENGINE = 0, nothing: every dtype and layout is read from the
+// What a kernel knows of its call at compile time (variant.h: engine; eligible.cu:
+// qf_cuda_engine_call): ENGINE = 0, nothing: every dtype and layout is read from the
 // parameters; kEngine: the call an inference engine makes: int64 positions into
 // a cos_sin_cache of the input's dtype, norm weights of that dtype, and a
 // cache, if any, that is paged with whole rows (slot_lin, a head's D
@@ -118,7 +118,7 @@ __device__ __forceinline__ token_ix load_token_ix(const qf_cu_params &P, int64_t
   token_ix x = {0, -1};
   if (t >= P.T) return x;
   if (ENGINE || P.positions.data) x.pos = ld_index(P.positions.data, ENGINE ? QKVFUSE_DTYPE_INT64 : P.positions.dtype, t);
-  if (!ENGINE && P.page_table) { /* the slot from the page table (never ENGINE: backend.cu engine_call) */
+  if (!ENGINE && P.page_table) { /* the slot from the page table (never ENGINE: eligible.cu, qf_cuda_engine_call) */
     x.slot = page_table_slot(P.pt, t);
   } else if ((ENGINE & kEngineCache) || P.layout != QKVFUSE_CACHE_NONE) {
     const int64_t at = !ENGINE && P.layout == QKVFUSE_CACHE_CONTIGUOUS ? div_by<FIXED>(t, P.S, P.batch_div) : t;
@@ -132,7 +132,7 @@ __device__ __forceinline__ token_ix load_token_ix(const qf_cu_params &P, int64_t
 // reporter() is true: one lane per token); dest says whether the token has a
 // cache row (kind 1 k or 2 v and a slot other than -1) and row0 is its
 // element offset in that cache. The slot's range check is one unsigned
-// compare (slot_lim: backend.cu), and a cache of whole rows (slot_lin) places
+// compare (slot_lim: params.cu), and a cache of whole rows (slot_lin) places
 // slot s at s * s_row without a division: both shorten the decode form's
 // critical path. The position's check stays two signed compares (here and
 // for the decode form's rope flag): they tell the compiler the position is

@@ -1,11 +1,10 @@
 // SPDX-License-Identifier: Apache-2.0
-// Streaming kernel (streaming.cuh) instantiations for __nv_bfloat16 input.
+// The streaming kernel (prefill.cuh, decode.cuh) instantiated for __nv_bfloat16 input.
 #include "cuda/streaming_launch.cuh"
 #include "cuda/launch.h"
 
-qkvfuse_status qf_cuda_launch_streaming_bf16(int lanes, int variant, const qf_cu_params *P, unsigned blocks, size_t smem,
-                                   cudaStream_t stream) {
-  return qf::launch_streaming<__nv_bfloat16>(lanes, variant, P, blocks, smem, stream);
+qkvfuse_status qf_cuda_launch_streaming_bf16(const qf_cuda_variant *v, const qf_cu_params *P, cudaStream_t stream) {
+  return qf::launch_streaming<__nv_bfloat16>(v, P, stream);
 }
 
 const void *qf_cuda_streaming_probe(void) {

@@ -12,7 +12,7 @@
 namespace qf {
 
 // a / b for 0 <= a and 0 < b, by a 32-bit division when both fit (a 64-bit
-// division is a subroutine of ~70 instructions on the decode critical path).
+// division is a long subroutine on the decode critical path).
 __device__ __forceinline__ int64_t div_small(int64_t a, int64_t b) {
   if (((uint64_t)a | (uint64_t)b) >> 32 == 0) return (int64_t)((uint32_t)a / (uint32_t)b);
   return a / b;
@@ -25,7 +25,7 @@ __device__ __forceinline__ unsigned div_fixed(unsigned n, const qf_cu_div &d) {
 }
 
 // a / b for 0 <= a and 0 < b. FIXED (the decode form): with d = b's divisor
-// (backend.cu: qf_cuda_divisor_or_none; d.d = 0: none), a multiply where a <
+// (params.cu: qf_cuda_divisor_or_none; d.d = 0: none), a multiply where a <
 // 2^31 (any result for a < 0). Not in the prefill form, whose token check
 // one chunk ahead is off its critical path: there the multiply's extra code
 // only costs.

@@ -38,10 +38,12 @@ struct device_guard {
 };
 
 void release_cuda(qkvfuse_plan *plan) {
-  if (plan->device_state) {
+  qf_cuda_state state = qf_cuda_state_of(plan);
+  if (state.turns) {
     device_guard g(plan->desc.device_id);
-    cudaFree(plan->device_state);
-    plan->device_state = nullptr;
+    cudaFree(const_cast<uint64_t *>(state.turns));
+    state.turns = nullptr;
+    qf_cuda_state_set(plan, &state);
   }
 }
 
@@ -52,7 +54,7 @@ static qkvfuse_status qf_cuda_run(const qkvfuse_plan *plan, const qf_problem *p,
   qf_cuda_make_params(plan, p, &P);
   device_guard g(plan->desc.device_id);
   if (g.err != cudaSuccess) return cuda_fail(g.err, "cudaSetDevice");
-  const qf_cuda_variant v = qf_cuda_choose(plan, p, &P);
+  const qf_cuda_variant v = qf_cuda_choose(qf_cuda_state_of(plan), p, &P);
   return qf_cuda_launch(&v, &P, (cudaStream_t)stream);
 }
 
@@ -137,24 +139,24 @@ static qkvfuse_status device_facts(int dev, int *sms, int *cc) {
 
 extern "C" qkvfuse_status qf_cuda_plan(qkvfuse_plan *plan) {
   const qkvfuse_desc *d = &plan->desc;
-  int sms = 0, cc = 0;
-  QF_FORWARD(device_facts(d->device_id, &sms, &cc));
-  plan->device_sm_count = sms;
-  plan->device_cc = cc;
+  qf_cuda_state state = {};
+  QF_FORWARD(device_facts(d->device_id, &state.sm_count, &state.cc));
   // programmatic dependent launch (launch.h): sm_90 and later, unless the
   // environment says QKVFUSE_CUDA_PDL=0
   const char *pdl = getenv("QKVFUSE_CUDA_PDL");
-  plan->device_pdl = cc >= 90 && !(pdl && strcmp(pdl, "0") == 0);
+  state.pdl = state.cc >= 90 && !(pdl && strcmp(pdl, "0") == 0);
   // the streaming kernel's form: by size, unless QKVFUSE_CUDA_FORM says
-  // decode or prefill, or general: no streaming kernel, as below sm_80
+  // decode, decode_narrow or prefill, or general: no streaming kernel, as
+  // below sm_80
   // (tests run each form over every shape)
   const char *form = getenv("QKVFUSE_CUDA_FORM");
-  plan->device_form = !form                                   ? QF_CUDA_FORM_BY_SIZE
-                      : strcmp(form, "decode") == 0        ? QF_CUDA_FORM_DECODE
-                      : strcmp(form, "prefill") == 0       ? QF_CUDA_FORM_PREFILL
-                      : strcmp(form, "decode_narrow") == 0 ? QF_CUDA_FORM_DECODE_NARROW
-                      : strcmp(form, "general") == 0       ? QF_CUDA_FORM_GENERAL
-                                                           : QF_CUDA_FORM_BY_SIZE;
+  state.form = !form                                   ? QF_CUDA_FORM_BY_SIZE
+               : strcmp(form, "decode") == 0        ? QF_CUDA_FORM_DECODE
+               : strcmp(form, "prefill") == 0       ? QF_CUDA_FORM_PREFILL
+               : strcmp(form, "decode_narrow") == 0 ? QF_CUDA_FORM_DECODE_NARROW
+               : strcmp(form, "general") == 0       ? QF_CUDA_FORM_GENERAL
+                                                    : QF_CUDA_FORM_BY_SIZE;
+  qf_cuda_state_set(plan, &state);
   plan->backend = QKVFUSE_BACKEND_CUDA;
   plan->backend_name = "cuda";
   plan->run = qf_cuda_run;
@@ -178,7 +180,8 @@ extern "C" qkvfuse_status qf_cuda_plan(qkvfuse_plan *plan) {
       cudaFree(buf);
       return cuda_fail(e, "cudaMemcpy (frequency table)");
     }
-    plan->device_state = buf;
+    state.turns = static_cast<const uint64_t *>(buf);
+    qf_cuda_state_set(plan, &state);
   }
   return QKVFUSE_SUCCESS;
 }

@@ -9,7 +9,7 @@
 #include "cuda/variant.h"
 
 // The plan's multiprocessors (132, an H100 / H200's, where the device did not say).
-static int64_t plan_sms(const qkvfuse_plan *plan) { return plan->device_sm_count > 0 ? plan->device_sm_count : 132; }
+static int64_t plan_sms(const qf_cuda_state &state) { return state.sm_count > 0 ? state.sm_count : 132; }
 
 // The streaming kernel's form and schedule; returns why it cannot run the
 // call (an index or the shared memory would overflow), or nullptr.
@@ -27,10 +27,10 @@ static int64_t plan_sms(const qkvfuse_plan *plan) { return plan->device_sm_count
 // (schedule.h). Shared memory holds the row stages and, for a quantized
 // cache, the item's reciprocal scales. The plan's form may force one form
 // (the prefill form then goes down to one head per item).
-static const char *streaming_schedule(const qkvfuse_plan *plan, const qf_problem *p, qf_cu_params *P,
+static const char *streaming_schedule(const qf_cuda_state &state, const qf_problem *p, qf_cu_params *P,
                                       qf_cuda_variant *v) {
-  const int64_t sms = plan_sms(plan);
-  const qf_cuda_form form = (qf_cuda_form)plan->device_form;
+  const int64_t sms = plan_sms(state);
+  const qf_cuda_form form = state.form;
   const bool k_work = p->k_out.data || p->desc->cache_layout != QKVFUSE_CACHE_NONE;
   const bool v_work = p->v_out.data || p->desc->cache_layout != QKVFUSE_CACHE_NONE;
   const bool k_quant = p->k_cache.data && p->desc->k_quant != QKVFUSE_QUANT_NONE;
@@ -113,14 +113,14 @@ static const char *streaming_schedule(const qkvfuse_plan *plan, const qf_problem
 // The general kernel's instantiation and tiles (schedule.h:
 // qf_cuda_schedule_general_tiles): 16-byte vectors where every row and cache
 // allows them, else single elements; a power-of-two group of lanes per head.
-static void general_schedule(const qkvfuse_plan *plan, const qf_problem *p, qf_cu_params *P, qf_cuda_variant *v) {
+static void general_schedule(const qf_cuda_state &state, const qf_problem *p, qf_cu_params *P, qf_cuda_variant *v) {
   v->kernel = QF_CUDA_KERNEL_GENERAL;
   const int vmax = 16 / (int)qkvfuse_dtype_size(p->in[0].dtype);
   v->vec = qf_cuda_vector_ok(p, vmax) ? vmax : 1;
   P->nvec = (int32_t)(p->D / v->vec);
   P->group = qf::pow2_at_least(P->nvec < 32 ? P->nvec : 32);
   v->vecs_per_lane = qf::pow2_at_least((P->nvec + P->group - 1) / P->group);
-  const int64_t resident = plan_sms(plan) * qf::kGeneralBlocksPerSm;
+  const int64_t resident = plan_sms(state) * qf::kGeneralBlocksPerSm;
   int tile_tokens = 1, tile_heads = 1;
   qf_cuda_schedule_general_tiles(P->T, P->heads_per_token, qf::kBlock / P->group, P->R, resident, &tile_tokens,
                                  &tile_heads);
@@ -132,23 +132,22 @@ static void general_schedule(const qkvfuse_plan *plan, const qf_problem *p, qf_c
   v->smem = qf::general_smem_bytes(P->D, P->R, tile_tokens, qf::kBlock / P->group);
 }
 
-qf_cuda_variant qf_cuda_choose(const qkvfuse_plan *plan, const qf_problem *p, qf_cu_params *P) {
+qf_cuda_variant qf_cuda_choose(const qf_cuda_state &state, const qf_problem *p, qf_cu_params *P) {
   qf_cuda_variant v = {};
   v.input = p->in[0].dtype;
-  const qf_cuda_form form = (qf_cuda_form)plan->device_form;
-  if (!qf_cuda_streaming(plan->device_cc, form))
-    v.refused = form == QF_CUDA_FORM_GENERAL ? "QKVFUSE_CUDA_FORM=general" : "a device below sm_80";
+  if (!qf_cuda_streaming(state.cc, state.form))
+    v.refused = state.form == QF_CUDA_FORM_GENERAL ? "QKVFUSE_CUDA_FORM=general" : "a device below sm_80";
   else
     v.refused = qf_cuda_streaming_refusal(p, P);
   if (!v.refused) {
     v.interleaved = p->desc->rope_style == QKVFUSE_ROPE_INTERLEAVED;
     v.cos_sin_rows = p->desc->rope_source == QKVFUSE_ROPE_COS_SIN;
     v.engine = qf_cuda_engine_call(p, P);
-    v.refused = streaming_schedule(plan, p, P, &v);
+    v.refused = streaming_schedule(state, p, P, &v);
     if (!v.refused) return v;
   }
   qf_cuda_variant g = {};
   g.input = v.input, g.refused = v.refused;
-  general_schedule(plan, p, P, &g);
+  general_schedule(state, p, P, &g);
   return g;
 }

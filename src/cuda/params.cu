@@ -6,6 +6,7 @@
 
 #include "cuda/backend.h"
 #include "cuda/schedule.h"
+#include "cuda/state.h"
 
 // A divisor for div_by: none (0) where d does not fit 31 bits.
 static qf_cu_div qf_cuda_divisor_or_none(int64_t d) {
@@ -14,6 +15,7 @@ static qf_cu_div qf_cuda_divisor_or_none(int64_t d) {
 
 void qf_cuda_make_params(const qkvfuse_plan *plan, const qf_problem *p, qf_cu_params *P) {
   const qkvfuse_desc *d = p->desc;
+  const qf_cuda_state state = qf_cuda_state_of(plan);
   memset(P, 0, sizeof *P);
   const bool write_v = p->v_out.data || d->cache_layout != QKVFUSE_CACHE_NONE;
   P->T = p->T;
@@ -48,7 +50,7 @@ void qf_cuda_make_params(const qkvfuse_plan *plan, const qf_problem *p, qf_cu_pa
   P->max_pos = d->rope_source == QKVFUSE_ROPE_COMPUTED ? ((int64_t)1 << 31) : p->cos_sin_cache.rows;
   P->cos = mat(p->cos);
   P->sin = mat(p->sin);
-  P->turns = (const uint64_t *)plan->device_state;
+  P->turns = state.turns;
   P->slot_mapping = vec(p->slot_mapping);
   P->page_table = d->cache_addressing == QKVFUSE_ADDRESS_PAGE_TABLE;
   P->pt = p->page_table;
@@ -83,5 +85,5 @@ void qf_cuda_make_params(const qkvfuse_plan *plan, const qf_problem *p, qf_cu_pa
                   v.s_block == v.block_size * v.s_row;
   }
   P->error_flags = p->error_flags;
-  P->pdl = plan->device_pdl;
+  P->pdl = state.pdl;
 }

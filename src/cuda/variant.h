@@ -8,6 +8,7 @@
 
 #include "core/plan.h"
 #include "cuda/params.h"
+#include "cuda/state.h"
 #include "qkvfuse.h"
 
 /* The kernels: the general kernel (general.cuh) serves every call; the
@@ -39,9 +40,9 @@ typedef struct qf_cuda_variant {
   const char *refused;   /* general kernel: why the streaming kernel does not serve the call (static) */
 } qf_cuda_variant;
 
-/* The launch of a call: the streaming kernel where the device, the plan's
- * form and the call allow (its schedule in *P), else the general kernel
+/* The launch of a call on a plan of CUDA state `state`: the streaming
+ * kernel where the device, the plan's form and the call allow (its schedule in *P), else the general kernel
  * (its tiles in *P), with the reason in `refused`. */
-qf_cuda_variant qf_cuda_choose(const qkvfuse_plan *plan, const qf_problem *p, qf_cu_params *P);
+qf_cuda_variant qf_cuda_choose(const qf_cuda_state &state, const qf_problem *p, qf_cu_params *P);
 
 #endif /* QKVFUSE_CUDA_VARIANT_H */

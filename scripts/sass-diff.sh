@@ -71,7 +71,7 @@ def kernels(path):
             k[name].append(line)
     return k
 base, new, context = kernels(sys.argv[1]), kernels(sys.argv[2]), int(sys.argv[3])
-cbank = lambda code: [re.sub(r"c\[0x0\]\[0x[0-9a-f]+\]", "c[0x0][*]", s) for s in code]
+cbank = lambda code: [re.sub(r"c\[0x0\]\[([A-Z0-9]+\+)?0x[0-9a-f]+\]", "c[0x0][*]", s) for s in code]
 bad = counts = 0
 for name in sorted(set(base) | set(new)):
     if name not in base or name not in new:

@@ -35,6 +35,7 @@
 #ifndef QKVFUSE_CUDA_GENERAL_CUH
 #define QKVFUSE_CUDA_GENERAL_CUH
 
+#include "cuda/device/address.cuh"
 #include "cuda/device/elem.cuh"
 #include "cuda/device/ptx.cuh"
 #include "cuda/device/quantize.cuh"
@@ -248,13 +249,13 @@ __device__ __forceinline__ void process_task(const qf_cu_params &P, float (&x)[N
 
   // stage 4 + scatter: quantize into the cache row
   const qf_cu_cache &C = kind == 1 ? P.k_cache : P.v_cache;
-  const int64_t row0 = tok[j].cblock * C.s_block + tok[j].crow * C.s_row;
+  const int64_t row0 = cache_row(C, tok[j].cblock, tok[j].crow);
   const int chunk = (int)C.chunk;
   if (C.quant == QKVFUSE_QUANT_NONE) {
 #pragma unroll
     for (int v = 0; v < NV; v++) {
       const int vi = v * G + lane, jj = ocol + vi * VEC;
-      if (vi < P.nvec) store_floats<VEC>(C.data, C.dtype, row0 + (int64_t)(jj / chunk) * C.s_chunk + jj % chunk, x[v]);
+      if (vi < P.nvec) store_floats<VEC>(C.data, C.dtype, cache_element(C, row0, jj, chunk), x[v]);
     }
     return;
   }
@@ -276,7 +277,7 @@ __device__ __forceinline__ void process_task(const qf_cu_params &P, float (&x)[N
   for (int v = 0; v < NV; v++) {
     const int vi = v * G + lane, jj = ocol + vi * VEC;
     if (vi < P.nvec)
-      store_bytes<VEC>(static_cast<uint8_t *>(C.data) + row0 + (int64_t)(jj / chunk) * C.s_chunk + jj % chunk, q[v]);
+      store_bytes<VEC>(static_cast<uint8_t *>(C.data) + cache_element(C, row0, jj, chunk), q[v]);
   }
 }
 

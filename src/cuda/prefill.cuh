@@ -27,7 +27,7 @@ constexpr int kPrefillStages = 2;
 // reciprocal scales [nh * D], then (int8 asymmetric) offsets [nh * D], each
 // head's D values in lane order: the 8 channels of vector u (8u .. 8u+7) as
 // two quads at quad (2 s + half) nl + o of the head (table_quad), o the lane
-// that holds u and s its slot (0: A, 1: B; lane_layout), so that a group's
+// that holds u and s its place (0: A, 1: B; lane_layout), so that a group's
 // lanes read each quad of theirs as consecutive 16-byte pieces, free of
 // bank conflicts (in channel order, lanes 32 bytes apart: 2-way conflicts
 // at least). Returns bit i set when a scale or offset of head h0 + i is bad
@@ -56,7 +56,7 @@ __device__ __forceinline__ unsigned fill_qtable(const qf_cu_params &P, float *ta
   const bool pc = (kind == 1 ? P.k_scale_pc : P.v_scale_pc) != 0;
   const bool ph = (kind == 1 ? P.k_scale_ph : P.v_scale_ph) != 0; /* one per kv head */
   unsigned mine = 0;
-  // chunks of 8 channels (inside one head: D % 16 == 0), two per thread per
+  // groups of 8 channels (inside one head: D % 16 == 0), two per thread per
   // round, every load of a round issued before any is used
   for (int c0 = 8 * (int)threadIdx.x; c0 < n; c0 += 16 * (int)blockDim.x) {
     float s[2][8], o[2][8];
@@ -109,8 +109,8 @@ __device__ __forceinline__ void ld_shared8(const float *p, int qs, float *o) {
 }
 
 // The ENGINE prefill kernels' cos/sin of a lane for one token, as loaded from
-// the 16-bit cos_sin_cache (cs_fetch, a chunk ahead: the chunk's first
-// heads cover the round trip) and converted when the chunk starts
+// the 16-bit cos_sin_cache (cs_fetch, a run ahead: the run's first
+// heads cover the round trip) and converted when the run starts
 // (cs_ready), to the values load_cos_sin gives. neox: the cos and the sin of
 // the lane's 8 pairs; interleaved: of vector A's 4 pairs (x, y) and of B's
 // (z, w).
@@ -181,9 +181,9 @@ struct table_scales {
 
 // The prefill form. Block b owns an item (schedule.h: qf_cuda_schedule_block; its kind, heads, norm
 // weights and quantization table are the block's for the whole launch) and
-// walks its token chunks (GPB tokens, one per group). The rows of the next
-// chunk are copied into shared memory (cp.async) while the current chunk is
-// computed, and the next chunk's position and slot are loaded ahead. COS_SIN_ROWS:
+// walks its token runs (GPB tokens, one per group). The rows of the next
+// run are copied into shared memory (cp.async) while the current run is
+// computed, and the next run's position and slot are loaded ahead. COS_SIN_ROWS:
 // cos/sin given per token at full length (COS_SIN source). ENGINE: kEngine (|
 // kEngineQuant) or 0 (what the kernel knows of its call).
 template <typename T, int L, bool INTERLEAVED, bool COS_SIN_ROWS, int ENGINE>
@@ -233,8 +233,8 @@ __global__ void __launch_bounds__(kStreamingBlock, prefill_blocks_per_sm(ENGINE 
   float *const qtab = reinterpret_cast<float *>(smem + kPrefillStages * heads_per_item * 2 * kStreamingBlock);
   const bool offsets = !ENGINE && C.quant == QKVFUSE_QUANT_INT8_ASYM;
 
-  // the lane's vectors of chunk cc's token, copied into stage st (nothing
-  // past the block's chunks or the last token); one commit group per chunk
+  // the lane's vectors of run cc's token, copied into stage st (nothing
+  // past the block's runs or the last token); one commit group per run
   // either way
   const uint64_t policy = evict_first_policy();
   auto issue = [&](unsigned cc, int st) {
@@ -251,7 +251,7 @@ __global__ void __launch_bounds__(kStreamingBlock, prefill_blocks_per_sm(ENGINE 
     cp_async_commit();
   };
 
-  // the first chunk's rows start their way to L2 while the previous kernel finishes
+  // the first run's rows start their way to L2 while the previous kernel finishes
   {
     const int64_t t = (int64_t)c * GPB + grp;
     if (!idle && t < P.T && lane < nl) {
@@ -267,11 +267,11 @@ __global__ void __launch_bounds__(kStreamingBlock, prefill_blocks_per_sm(ENGINE 
   float g[16];
   if (norm) load_gamma<TDT>(P, kind == 0 ? P.q_gamma : P.k_gamma, lv, g);
   const unsigned bad = quant ? fill_qtable<ENGINE, INTERLEAVED>(P, qtab, kind, h0, nh, v_adjacent) : 0u;
-  // ENGINE: the cos/sin of the lane's token in chunk cc, fetched a chunk ahead
+  // ENGINE: the cos/sin of the lane's token in run cc, fetched a run ahead
   // (where it rotates: its position in the table; checked again with the
-  // token when the chunk is computed). The compiler evaluates part of this
+  // token when the run is computed). The compiler evaluates part of this
   // range check ahead of the first head, so every block, v's too, waits
-  // there for the position loaded at the chunk's top. With a quantized
+  // there for the position loaded at the run's top. With a quantized
   // cache (QUANT) the position is read only after the first head,
   // clamped, its check left to the token (cs_fetch LATE), so that the wait
   // overlaps the first head. The other calls keep the early wait: without
@@ -307,7 +307,7 @@ __global__ void __launch_bounds__(kStreamingBlock, prefill_blocks_per_sm(ENGINE 
     else
       load_cos_sin<INTERLEAVED, COS_SIN_ROWS, TDT>(P, t, (int)ix.pos /* < max_pos <= 2^31 when used */, lv, rope, cs);
 
-    // the heads, from this chunk's stage
+    // the heads, from this run's stage
     cp_async_wait<1>();
     if (v_adjacent) __syncwarp(); /* the group's copies, for the lanes that take them */
     const bool to_cache = kind > 0 && td.dest && C.data;
@@ -325,7 +325,7 @@ __global__ void __launch_bounds__(kStreamingBlock, prefill_blocks_per_sm(ENGINE 
       store_head<T, 2, ENGINE, !INTERLEAVED>(out, C, quant, td.ok && act, to_cache, t, td.row0, h0 + i, D, w, x,
                        table_scales{qtab, qtab + nh * D, i * D + 4 * lr, 4 * nl,
                                     (bad >> i & 1u) != 0, offsets}, v_adjacent);
-      if constexpr (ENGINE) { /* the next chunk's cos/sin, its position loaded at the top of this one */
+      if constexpr (ENGINE) { /* the next run's cos/sin, its position loaded at the top of this one */
         if (i == 0) csb = fetch_cs(cn, next);
       }
     }

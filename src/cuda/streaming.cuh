@@ -15,15 +15,15 @@
 // q, k or v). The grid's first blocks are the resident ones: each keeps one
 // item for the launch (kind, heads, norm weights in registers, the item's
 // reciprocal cache scales in a shared-memory table) and walks that item's
-// token chunks (prefill_groups_per_block(L) tokens, one per group); where blocks walk enough
-// chunks, the last quarter of them (or a tenth: a quantized cache) goes to
-// further blocks of one or two chunks each, which the hardware starts as
-// resident blocks end, so the multiprocessors that move bytes faster take
-// more (schedule.h). The rows of the next chunk are copied into shared
-// memory by cp.async while the current chunk is normalized, rotated and
-// stored head by head; its position
-// and slot are loaded a chunk ahead, and (kernels that know their call, ENGINE)
-// its cos/sin once the current chunk's first head is stored (cs_fetch).
+// token runs (prefill_groups_per_block(L) tokens, one per group); where
+// blocks walk enough runs, the last quarter of them (or a tenth: a quantized
+// cache) goes to late blocks of one or two runs each, which the hardware
+// starts as resident blocks end, so the multiprocessors that move bytes
+// faster take more (schedule.h). The rows of the next run are copied into
+// shared memory by cp.async while the current run is normalized, rotated and
+// stored head by head; its position and slot are loaded a run ahead, and
+// (the engine call's kernels, ENGINE) its cos/sin once the current run's
+// first head is stored (cs_fetch).
 // Decode form (decode_kernel), for calls too small to fill the device with
 // two heads per item: one (token, head) per group, one pass, every
 // independent load (row, position, slot, norm weights, cache scales) issued
@@ -165,7 +165,7 @@ __device__ __forceinline__ token_dest check_token(const qf_cu_params &P, int64_t
       } else {
         blk = div_by<FIXED>(ix.slot, CC.block_size, P.page_div), row = ix.slot - blk * CC.block_size;
       }
-      d.dest = true, d.row0 = blk * CC.s_block + row * CC.s_row;
+      d.dest = true, d.row0 = cache_row(CC, blk, row);
     }
   }
   return d;

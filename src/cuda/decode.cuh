@@ -43,17 +43,17 @@ __device__ __forceinline__ int64_t vec_cos_at(const qf_cu_mat &csc, int64_t pos,
   return cos_at<INTERLEAVED>(csc, pos, INTERLEAVED || w < hv ? w : w - hv);
 }
 
-template <bool INTERLEAVED, bool COS_SIN_ROWS, int CSDT = 0>
+template <bool INTERLEAVED, bool COS_SIN_ROWS, int COS_SIN_DTYPE = 0>
 __device__ __forceinline__ vec_cs_raw vec_cs_load(const qf_cu_params &P, int64_t t, int pos, int w, bool rope) {
   vec_cs_raw r = {};
   if (!rope) return r;
   const int R = P.R;
   const qf_cu_mat &csc = P.cos_sin_cache;
-  const int csdt = CSDT ? CSDT : csc.dtype;
+  const int csdt = COS_SIN_DTYPE ? COS_SIN_DTYPE : csc.dtype;
   if (COS_SIN_ROWS) {
     r.c = ld_table<8>(P.cos.data, P.cos.dtype, t * P.cos.ld + 8 * w);
     r.s = ld_table<8>(P.sin.data, P.sin.dtype, t * P.sin.ld + 8 * w);
-  } else if (CSDT || P.rope_source == QKVFUSE_ROPE_COS_SIN_CACHE) {
+  } else if (COS_SIN_DTYPE || P.rope_source == QKVFUSE_ROPE_COS_SIN_CACHE) {
     const int64_t base = vec_cos_at<INTERLEAVED>(csc, pos, w, R);
     r.c = ld_table<INTERLEAVED ? 4 : 8>(csc.data, csdt, base);
     r.s = ld_table<INTERLEAVED ? 4 : 8>(csc.data, csdt, base + (R >> 1));
@@ -61,14 +61,14 @@ __device__ __forceinline__ vec_cs_raw vec_cs_load(const qf_cu_params &P, int64_t
   return r;
 }
 
-template <bool INTERLEAVED, bool COS_SIN_ROWS, int CSDT = 0>
+template <bool INTERLEAVED, bool COS_SIN_ROWS, int COS_SIN_DTYPE = 0>
 __device__ __forceinline__ void vec_cs_get(const qf_cu_params &P, const vec_cs_raw &r, int pos, int w, bool rope,
                                            float (&c)[8], float (&s)[8]) {
   if (!rope) return;
   const int hv = P.R >> 4;
   const bool first = !INTERLEAVED && w < hv;
-  const bool cache_src = CSDT || P.rope_source == QKVFUSE_ROPE_COS_SIN_CACHE;
-  const int csdt = CSDT ? CSDT : P.cos_sin_cache.dtype;
+  const bool cache_src = COS_SIN_DTYPE || P.rope_source == QKVFUSE_ROPE_COS_SIN_CACHE;
+  const int csdt = COS_SIN_DTYPE ? COS_SIN_DTYPE : P.cos_sin_cache.dtype;
   if (COS_SIN_ROWS) {
     cvt_table<8>(r.c, P.cos.dtype, c);
     cvt_table<8>(r.s, P.sin.dtype, s);
@@ -132,13 +132,13 @@ struct lane_weights {
 // and quant (its cache is quantized, scales sc / offsets so, per channel: pc,
 // from channel ch0 of the head) ; L2ONLY: through L2 only (before the grid
 // dependency wait: ld_l2).
-template <int NV, bool L2ONLY, int GDT = 0>
+template <int NV, bool L2ONLY, int GAMMA_DTYPE = 0>
 __device__ __forceinline__ weights_raw<NV> load_weights(const qf_cu_vec &gw, const float *sc, const float *so, bool pc,
                                                         bool norm, bool quant, int ch0, const int (&wv)[NV]) {
   weights_raw<NV> w = {};
 #pragma unroll
   for (int v = 0; v < NV; v++) {
-    if (norm) w.g[v] = ld_table<8, L2ONLY>(gw.data, GDT ? GDT : gw.dtype, 8 * wv[v]);
+    if (norm) w.g[v] = ld_table<8, L2ONLY>(gw.data, GAMMA_DTYPE ? GAMMA_DTYPE : gw.dtype, 8 * wv[v]);
     if (quant && pc) {
       w.s[v] = ld_table<8, L2ONLY>(sc, QKVFUSE_DTYPE_FLOAT32, ch0 + 8 * wv[v]);
       if (so) w.o[v] = ld_table<8, L2ONLY>(so, QKVFUSE_DTYPE_FLOAT32, ch0 + 8 * wv[v]);
@@ -227,15 +227,15 @@ __global__ void __launch_bounds__(kStreamingBlock) decode_kernel(const __grid_co
 #if QF_STREAMING_DEVICE_CODE
   constexpr int GPB = kStreamingBlock / L, COS_SIN_VECS = cos_sin_vecs(INTERLEAVED, COS_SIN_ROWS), N = 8 * NV;
   static_assert(!ENGINE || !COS_SIN_ROWS, "ENGINE: cos/sin from a cache");
-  constexpr int TDT = ENGINE ? h16<T>::dtype : 0; /* ENGINE: the tables' dtype (the input's) */
-  const int D = P.D, R = P.R, nl = D >> (NV == 1 ? 3 : 4); /* lanes with data */
+  constexpr int TABLE_DTYPE = ENGINE ? h16<T>::dtype : 0; /* ENGINE: the tables' dtype (the input's) */
+  const int D = P.D, R = P.R, data_lanes = D >> (NV == 1 ? 3 : 4); /* lanes with data */
   const int lane = threadIdx.x & (L - 1), grp = threadIdx.x / L;
   lane_vecs lv = {0, 0, false, false};
   int wv[NV]; /* the lane's vectors */
   if constexpr (NV == 1) {
-    wv[0] = lane < nl ? lane : lane - nl;
+    wv[0] = lane < data_lanes ? lane : lane - data_lanes;
   } else {
-    lv = lane_layout<INTERLEAVED>(lane, nl, R);
+    lv = lane_layout<INTERLEAVED>(lane, data_lanes, R);
     wv[0] = lv.a, wv[NV - 1] = lv.b;
   }
   unsigned b = blockIdx.x;
@@ -248,7 +248,7 @@ __global__ void __launch_bounds__(kStreamingBlock) decode_kernel(const __grid_co
   const unsigned idx = b * GPB + grp, tu = div_fixed(idx, Nd);
   const int h = (int)(idx - tu * Nd.d);
   const int64_t t = tu;
-  const bool live = t < P.T, act = live && lane < nl;
+  const bool live = t < P.T, act = live && lane < data_lanes;
   const bool norm = kind == 0 ? P.q_norm : (kind == 1 && P.k_norm);
   const qf_cu_cache &C = kind == 1 ? P.k_cache : P.v_cache;
   const float *sc = kind == 1 ? P.k_scale : P.v_scale, *so = kind == 1 ? P.k_offset : P.v_offset;
@@ -325,8 +325,8 @@ __global__ void __launch_bounds__(kStreamingBlock) decode_kernel(const __grid_co
   weights_raw<NV> wpreload = {};
   lane_weights<NV> lw;
   if (preload) {
-    wpreload = load_weights<NV, true, TDT>(gws, sc, ENGINE ? nullptr : so, pc, wnorm, wquant, h * D, wv);
-    ready_weights<NV>(wpreload, TDT ? TDT : gws.dtype, P.gamma_offset, norm, wquant, lw);
+    wpreload = load_weights<NV, true, TABLE_DTYPE>(gws, sc, ENGINE ? nullptr : so, pc, wnorm, wquant, h * D, wv);
+    ready_weights<NV>(wpreload, TABLE_DTYPE ? TABLE_DTYPE : gws.dtype, P.gamma_offset, norm, wquant, lw);
   }
   // ENGINE: the mean's 1 / D (an IEEE division) readied before the wait, off the
   // normalization's critical path
@@ -342,7 +342,7 @@ __global__ void __launch_bounds__(kStreamingBlock) decode_kernel(const __grid_co
 #pragma unroll
   for (int v = 0; v < NV; v++) raw[v] = act ? ld_stream(in + 8 * wv[v]) : make_uint4(0, 0, 0, 0);
   const token_ix ix = load_token_ix<true, ENGINE>(P, t);
-  const weights_raw<NV> wraw = PRELOAD ? load_weights<NV, false, TDT>(gws, sc, ENGINE ? nullptr : so, pc, wnorm, wquant,
+  const weights_raw<NV> wraw = PRELOAD ? load_weights<NV, false, TABLE_DTYPE>(gws, sc, ENGINE ? nullptr : so, pc, wnorm, wquant,
                                                                    h * D, wv)
                                      : weights_raw<NV>{};
   table_raw graw[NV] = {}, sraw[NV] = {}, oraw[NV] = {}; /* !PRELOAD */
@@ -351,7 +351,7 @@ __global__ void __launch_bounds__(kStreamingBlock) decode_kernel(const __grid_co
   const qf_cu_vec &gw = kind == 0 ? P.q_gamma : P.k_gamma;
   if (!PRELOAD && norm && act) {
 #pragma unroll
-    for (int v = 0; v < NV; v++) graw[v] = ld_table<8>(gw.data, TDT ? TDT : gw.dtype, 8 * wv[v]);
+    for (int v = 0; v < NV; v++) graw[v] = ld_table<8>(gw.data, TABLE_DTYPE ? TABLE_DTYPE : gw.dtype, 8 * wv[v]);
   }
   if (!PRELOAD && quant && act) {
 #pragma unroll
@@ -378,9 +378,9 @@ __global__ void __launch_bounds__(kStreamingBlock) decode_kernel(const __grid_co
   float cs[COS_SIN_VECS][8];
   vec_cs_raw csraw = {};
   if constexpr (NV == 1)
-    csraw = vec_cs_load<INTERLEAVED, COS_SIN_ROWS, TDT>(P, t, pos, wv[0], rope);
+    csraw = vec_cs_load<INTERLEAVED, COS_SIN_ROWS, TABLE_DTYPE>(P, t, pos, wv[0], rope);
   else
-    load_cos_sin<INTERLEAVED, COS_SIN_ROWS, TDT>(P, t, pos, lv, rope, cs);
+    load_cos_sin<INTERLEAVED, COS_SIN_ROWS, TABLE_DTYPE>(P, t, pos, lv, rope, cs);
 
   // 3. the token: position and cache destination checked; the norm weights,
   // the scales
@@ -391,12 +391,12 @@ __global__ void __launch_bounds__(kStreamingBlock) decode_kernel(const __grid_co
   bool bad = false;
   if (PRELOAD) {
     if (!preload || !same_weights<NV>(wraw, wpreload))
-      ready_weights<NV>(wraw, TDT ? TDT : gws.dtype, P.gamma_offset, norm, wquant, lw);
+      ready_weights<NV>(wraw, TABLE_DTYPE ? TABLE_DTYPE : gws.dtype, P.gamma_offset, norm, wquant, lw);
     if (lw.bad) report(P, QKVFUSE_DATA_ERROR_SCALE);
   } else {
     if (norm) {
 #pragma unroll
-      for (int v = 0; v < NV; v++) cvt_table<8>(graw[v], TDT ? TDT : gw.dtype, g + 8 * v);
+      for (int v = 0; v < NV; v++) cvt_table<8>(graw[v], TABLE_DTYPE ? TABLE_DTYPE : gw.dtype, g + 8 * v);
       if (P.gamma_offset) {
 #pragma unroll
         for (int k = 0; k < N; k++) g[k] += 1.0f;
@@ -434,7 +434,7 @@ __global__ void __launch_bounds__(kStreamingBlock) decode_kernel(const __grid_co
       for (int k = 0; k < 8; k++) x[k] = x[k] * inv * gk[k];
     }
     float c[8], s[8];
-    vec_cs_get<INTERLEAVED, COS_SIN_ROWS, TDT>(P, csraw, pos, wv[0], rope, c, s);
+    vec_cs_get<INTERLEAVED, COS_SIN_ROWS, TABLE_DTYPE>(P, csraw, pos, wv[0], rope, c, s);
     if (!INTERLEAVED && kind < 2 && R > 0) { /* uniform per block: the partners' values by shuffles */
       const int hv = R >> 4, src = rot && act ? (wv[0] < hv ? lane + hv : lane - hv) : lane;
       float xp[8];

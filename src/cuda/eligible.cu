@@ -51,10 +51,10 @@ const char *qf_cuda_streaming_refusal(const qf_problem *p, const qf_cu_params *P
     if (caches[i]->data && quant[i] == QKVFUSE_QUANT_NONE && caches[i]->dtype != in)
       return "a cache of another dtype than the input, not quantized";
   /* per-channel scales and offsets are read as vectors; per-head and per-tensor ones one at a time */
-  const bool kpc = P->k_scale_pc != 0, vpc = P->v_scale_pc != 0;
+  const bool k_per_channel = P->k_scale_pc != 0, v_per_channel = P->v_scale_pc != 0;
   const void *tables[] = {p->q_gamma.data, p->k_gamma.data, p->cos_sin_cache.data, p->cos.data, p->sin.data,
-                          kpc ? p->k_scale.data : nullptr, vpc ? p->v_scale.data : nullptr,
-                          kpc ? p->k_offset.data : nullptr, vpc ? p->v_offset.data : nullptr};
+                          k_per_channel ? p->k_scale.data : nullptr, v_per_channel ? p->v_scale.data : nullptr,
+                          k_per_channel ? p->k_offset.data : nullptr, v_per_channel ? p->v_offset.data : nullptr};
   for (const void *t : tables)
     if (!aligned16(t)) return "a norm weight, cos/sin or per-channel scale table not 16-byte aligned";
   const qf_mat *rows[] = {&p->cos_sin_cache, &p->cos, &p->sin};

@@ -26,7 +26,7 @@ constexpr int kPrefillStages = 2;
 // block for the block's item (nh heads of kind 1 k or 2 v, from head h0):
 // reciprocal scales [nh * D], then (int8 asymmetric) offsets [nh * D], each
 // head's D values in lane order: the 8 channels of vector u (8u .. 8u+7) as
-// two quads at quad (2 s + half) nl + o of the head (table_quad), o the lane
+// two quads at quad (2 s + half) data_lanes + o of the head (table_quad), o the lane
 // that holds u and s its place (0: A, 1: B; lane_layout), so that a group's
 // lanes read each quad of theirs as consecutive 16-byte pieces, free of
 // bank conflicts (in channel order, lanes 32 bytes apart: 2-way conflicts
@@ -34,24 +34,24 @@ constexpr int kPrefillStages = 2;
 // (each bad value read is reported); the block-wide votes are also the
 // barrier after which every thread may read the table.
 template <bool INTERLEAVED>
-__device__ __forceinline__ int table_quad(int u, int nl, int R, bool adj) {
+__device__ __forceinline__ int table_quad(int u, int data_lanes, int R, bool adj) {
   const int hr = R >> 4; /* neox: lanes below hr hold rotation pairs (u, u + hr) */
   int o, s;
   if (adj) { /* v_adjacent (neox only): lane o holds 2o and 2o + 1 */
     o = u >> 1, s = u & 1;
   } else if (INTERLEAVED || u < 2 * hr) {
-    const int w = INTERLEAVED ? nl : hr;
+    const int w = INTERLEAVED ? data_lanes : hr;
     s = u >= w, o = u - (s ? w : 0);
   } else {
     o = hr + ((u - 2 * hr) >> 1), s = (u - 2 * hr) & 1;
   }
-  return 2 * s * nl + o;
+  return 2 * s * data_lanes + o;
 }
 
 template <int ENGINE, bool INTERLEAVED>
 __device__ __forceinline__ unsigned fill_qtable(const qf_cu_params &P, float *tab, int kind, int h0, int nh,
                                                 bool adj) {
-  const int D = P.D, n = nh * D, nl = D >> 4;
+  const int D = P.D, n = nh * D, data_lanes = D >> 4;
   const float *sc = kind == 1 ? P.k_scale : P.v_scale, *of = ENGINE ? nullptr : kind == 1 ? P.k_offset : P.v_offset;
   const bool pc = (kind == 1 ? P.k_scale_pc : P.v_scale_pc) != 0;
   const bool ph = (kind == 1 ? P.k_scale_ph : P.v_scale_ph) != 0; /* one per kv head */
@@ -82,12 +82,12 @@ __device__ __forceinline__ unsigned fill_qtable(const qf_cu_params &P, float *ta
     for (int h = 0; h < 2; h++) {
       const int c = c0 + 8 * h * (int)blockDim.x;
       if (c >= n) continue;
-      const int hi = c / D, at = hi * D + 4 * table_quad<INTERLEAVED>((c - hi * D) >> 3, nl, P.R, adj);
+      const int hi = c / D, at = hi * D + 4 * table_quad<INTERLEAVED>((c - hi * D) >> 3, data_lanes, P.R, adj);
       bool ok = true;
 #pragma unroll
       for (int k = 0; k < 8; k++) {
         ok &= scale_ok(s[h][k]) && offset_ok(o[h][k]);
-        const int e = at + (k < 4 ? k : 4 * nl + k - 4); /* the second quad nl quads further */
+        const int e = at + (k < 4 ? k : 4 * data_lanes + k - 4); /* the second quad data_lanes quads further */
         tab[e] = rcp_approx(s[h][k]);
         if (of) tab[n + e] = o[h][k];
       }
@@ -168,8 +168,8 @@ __device__ __forceinline__ void cs_ready(const cs_bits &r, float (&cs)[COS_SIN_V
 // lane order: the lane's vector v in quads 2v and 2v + 1 of its own).
 struct table_scales {
   const float *rtab, *otab; /* the item's reciprocal scales and offsets, [nh * D] */
-  int e0;                   /* the lane's first quad of the head: ch0 + 4 (its lane, less nl past the head) */
-  int qs;                   /* floats from one of the lane's quads to its next: 4 nl */
+  int e0;                   /* the lane's first quad of the head: ch0 + 4 (its lane, less data_lanes past the head) */
+  int qs;                   /* floats from one of the lane's quads to its next: 4 data_lanes */
   bool bad, offsets;        /* a scale or offset of the head is bad; int8 asymmetric */
   __device__ bool ok() const { return !bad; }
   __device__ void get(int v, float *r, float *of) const {
@@ -191,18 +191,18 @@ __global__ void __launch_bounds__(kStreamingBlock, prefill_blocks_per_sm(ENGINE 
 #if QF_STREAMING_DEVICE_CODE
   constexpr int GPB = prefill_groups_per_block(L), NH = max_heads_per_item(COS_SIN_ROWS), COS_SIN_VECS = cos_sin_vecs(INTERLEAVED, COS_SIN_ROWS);
   static_assert(!ENGINE || !COS_SIN_ROWS, "ENGINE: cos/sin from a cache");
-  constexpr int TDT = ENGINE ? h16<T>::dtype : 0; /* ENGINE: the tables' dtype (the input's) */
+  constexpr int TABLE_DTYPE = ENGINE ? h16<T>::dtype : 0; /* ENGINE: the tables' dtype (the input's) */
   constexpr bool QUANT = (ENGINE & kEngineQuant) != 0; /* the kernel of a call with a quantized cache */
   // shared memory: the row stages [kPrefillStages][heads_per_item][2][kStreamingBlock] (a
   // warp's vectors consecutive: no bank conflicts), then the item's
   // quantization table
   extern __shared__ __align__(16) uint4 smem[];
-  const int D = P.D, R = P.R, nl = D >> 4, heads_per_item = P.heads_per_item;
+  const int D = P.D, R = P.R, data_lanes = D >> 4, heads_per_item = P.heads_per_item;
   const float rD = 1.0f / (float)D; /* mean of squares: a multiply, off the critical path */
   const group_lane gl = group_lane_of<L>(threadIdx.x);
   const int lane = gl.lane, grp = gl.grp;
   const bool idle = gl.idle; /* a lane in no group (L not a power of two) */
-  const lane_vecs ll = lane_layout<INTERLEAVED>(lane, nl, R);
+  const lane_vecs ll = lane_layout<INTERLEAVED>(lane, data_lanes, R);
   const qf_prefill_item it = qf_cuda_schedule_block<QUANT>(&P, blockIdx.x);
   const int kind = it.kind, h0 = it.h0, nh = it.nh;
   // v items of a quantized cache (P.v_adjacent; neox kernels): the lanes
@@ -213,13 +213,13 @@ __global__ void __launch_bounds__(kStreamingBlock, prefill_blocks_per_sm(ENGINE 
   // before the next copy), so that a lane's cache bytes are one 16-byte
   // store and a group's one run of whole sectors
   const bool v_adjacent = !INTERLEAVED && kind == 2 && P.v_adjacent;
-  const int lr = lane < nl ? lane : lane - nl;
-  const lane_vecs copy_vecs = v_adjacent ? lane_vecs{lr, lr + nl, false, false} : ll;
+  const int lr = lane < data_lanes ? lane : lane - data_lanes;
+  const lane_vecs copy_vecs = v_adjacent ? lane_vecs{lr, lr + data_lanes, false, false} : ll;
   const lane_vecs lv = v_adjacent ? lane_vecs{2 * lr, 2 * lr + 1, false, false} : copy_vecs;
   // the stage entries (offsets from the lane's own) of lv's vectors: vector
-  // u was copied by lane u % nl of the group into its entry u / nl
-  const int sa = v_adjacent ? (2 * lr) % nl - lane + (2 * lr) / nl * kStreamingBlock : 0;
-  const int sb = v_adjacent ? (2 * lr + 1) % nl - lane + (2 * lr + 1) / nl * kStreamingBlock : kStreamingBlock;
+  // u was copied by lane u % data_lanes of the group into its entry u / data_lanes
+  const int sa = v_adjacent ? (2 * lr) % data_lanes - lane + (2 * lr) / data_lanes * kStreamingBlock : 0;
+  const int sb = v_adjacent ? (2 * lr + 1) % data_lanes - lane + (2 * lr + 1) / data_lanes * kStreamingBlock : kStreamingBlock;
   const unsigned stride = it.stride, end = it.end;
   unsigned c = it.run;
 
@@ -239,7 +239,7 @@ __global__ void __launch_bounds__(kStreamingBlock, prefill_blocks_per_sm(ENGINE 
   const uint64_t policy = evict_first_policy();
   auto issue = [&](unsigned cc, int st) {
     const int64_t t = (int64_t)cc * GPB + grp;
-    if (!idle && cc < end && t < P.T && lane < nl) {
+    if (!idle && cc < end && t < P.T && lane < data_lanes) {
       const T *in = rows + t * ld;
 #pragma unroll
       for (int i = 0; i < NH; i++) {
@@ -254,7 +254,7 @@ __global__ void __launch_bounds__(kStreamingBlock, prefill_blocks_per_sm(ENGINE 
   // the first run's rows start their way to L2 while the previous kernel finishes
   {
     const int64_t t = (int64_t)c * GPB + grp;
-    if (!idle && t < P.T && lane < nl) {
+    if (!idle && t < P.T && lane < data_lanes) {
       const T *in = rows + t * ld;
       for (int i = 0; i < nh; i++) prefetch_l2(in + i * D + 8 * copy_vecs.a), prefetch_l2(in + i * D + 8 * copy_vecs.b);
     }
@@ -265,7 +265,7 @@ __global__ void __launch_bounds__(kStreamingBlock, prefill_blocks_per_sm(ENGINE 
 
   // per block: norm weights, quantization table
   float g[16];
-  if (norm) load_gamma<TDT>(P, kind == 0 ? P.q_gamma : P.k_gamma, lv, g);
+  if (norm) load_gamma<TABLE_DTYPE>(P, kind == 0 ? P.q_gamma : P.k_gamma, lv, g);
   const unsigned bad = quant ? fill_qtable<ENGINE, INTERLEAVED>(P, qtab, kind, h0, nh, v_adjacent) : 0u;
   // ENGINE: the cos/sin of the lane's token in run cc, fetched a run ahead
   // (where it rotates: its position in the table; checked again with the
@@ -277,7 +277,7 @@ __global__ void __launch_bounds__(kStreamingBlock, prefill_blocks_per_sm(ENGINE 
   // overlaps the first head. The other calls keep the early wait: without
   // it their v blocks gain less than their q and k blocks lose.
   auto fetch_cs = [&](unsigned cc, const token_ix &x) {
-    const bool r = kind < 2 && R > 0 && !idle && lane < nl && (lv.rot_a || lv.rot_b) && cc < end &&
+    const bool r = kind < 2 && R > 0 && !idle && lane < data_lanes && (lv.rot_a || lv.rot_b) && cc < end &&
                    (int64_t)cc * GPB + grp < P.T && (QUANT || (x.pos >= 0 && x.pos < P.max_pos));
     return cs_fetch<T, INTERLEAVED, QUANT>(P, x.pos, lv, r);
   };
@@ -292,7 +292,7 @@ __global__ void __launch_bounds__(kStreamingBlock, prefill_blocks_per_sm(ENGINE 
 
     const int64_t t = (int64_t)c * GPB + grp;
     const bool live = !idle && t < P.T; /* the group has a token */
-    const bool act = live && lane < nl; /* the lane holds data */
+    const bool act = live && lane < data_lanes; /* the lane holds data */
 
     // the token: position and cache destination checked (reported by the
     // first q item's blocks: one per token)
@@ -305,7 +305,7 @@ __global__ void __launch_bounds__(kStreamingBlock, prefill_blocks_per_sm(ENGINE 
     if constexpr (ENGINE)
       cs_ready<T, INTERLEAVED, COS_SIN_VECS>(csb, cs);
     else
-      load_cos_sin<INTERLEAVED, COS_SIN_ROWS, TDT>(P, t, (int)ix.pos /* < max_pos <= 2^31 when used */, lv, rope, cs);
+      load_cos_sin<INTERLEAVED, COS_SIN_ROWS, TABLE_DTYPE>(P, t, (int)ix.pos /* < max_pos <= 2^31 when used */, lv, rope, cs);
 
     // the heads, from this run's stage
     cp_async_wait<1>();
@@ -323,7 +323,7 @@ __global__ void __launch_bounds__(kStreamingBlock, prefill_blocks_per_sm(ENGINE 
       norm_rope<T, L, INTERLEAVED, COS_SIN_VECS>(ra, rb, norm, g, rD, P.eps, rope, cs, lv, x);
       const int w[2] = {lv.a, lv.b};
       store_head<T, 2, ENGINE, !INTERLEAVED>(out, C, quant, td.ok && act, to_cache, t, td.row0, h0 + i, D, w, x,
-                       table_scales{qtab, qtab + nh * D, i * D + 4 * lr, 4 * nl,
+                       table_scales{qtab, qtab + nh * D, i * D + 4 * lr, 4 * data_lanes,
                                     (bad >> i & 1u) != 0, offsets}, v_adjacent);
       if constexpr (ENGINE) { /* the next run's cos/sin, its position loaded at the top of this one */
         if (i == 0) csb = fetch_cs(cn, next);

@@ -216,11 +216,11 @@ struct lane_vecs {
 };
 
 template <bool INTERLEAVED>
-__device__ __forceinline__ lane_vecs lane_layout(int lane, int nl, int R) {
+__device__ __forceinline__ lane_vecs lane_layout(int lane, int data_lanes, int R) {
   lane_vecs v;
-  if (lane >= nl) lane -= nl; /* past the head (D < 16 L; L < 2 nl): a lane's vectors, read, never written */
+  if (lane >= data_lanes) lane -= data_lanes; /* past the head (D < 16 L; L < 2 data_lanes): a lane's vectors, read, never written */
   if (INTERLEAVED) {
-    v.a = lane, v.b = lane + nl;
+    v.a = lane, v.b = lane + data_lanes;
     v.rot_a = 8 * v.a < R, v.rot_b = 8 * v.b < R;
   } else if (lane < (R >> 4)) {
     v.a = lane, v.b = lane + (R >> 4);
@@ -238,11 +238,11 @@ __device__ __forceinline__ lane_vecs lane_layout(int lane, int nl, int R) {
 __host__ __device__ constexpr int cos_sin_vecs(bool inter, bool sep) { return inter || sep ? 4 : 2; }
 
 // The norm weights of the lane's 16 elements ((1 + g) with gamma_offset).
-// GDT: their dtype, known at compile time (else 0: gw's).
-template <int GDT = 0>
+// GAMMA_DTYPE: their dtype, known at compile time (else 0: gw's).
+template <int GAMMA_DTYPE = 0>
 __device__ __forceinline__ void load_gamma(const qf_cu_params &P, const qf_cu_vec &gw, const lane_vecs &lv,
                                            float (&g)[16]) {
-  const int gdt = GDT ? GDT : gw.dtype;
+  const int gdt = GAMMA_DTYPE ? GAMMA_DTYPE : gw.dtype;
   table_raw raw[2]; /* both loads in flight before either converts */
   raw[0] = ld_table<8>(gw.data, gdt, 8 * lv.a);
   raw[1] = ld_table<8>(gw.data, gdt, 8 * lv.b);
@@ -263,16 +263,16 @@ __device__ __forceinline__ int64_t cos_at(const qf_cu_mat &csc, int64_t pos, int
 }
 
 // cos/sin of the lane's rotated elements for token t at position pos (when
-// rope: the token is valid and the lane rotates). CSDT: the call's
+// rope: the token is valid and the lane rotates). COS_SIN_DTYPE: the call's
 // cos_sin_cache dtype, known at compile time (else 0: read).
-template <bool INTERLEAVED, bool COS_SIN_ROWS, int CSDT = 0>
+template <bool INTERLEAVED, bool COS_SIN_ROWS, int COS_SIN_DTYPE = 0>
 __device__ __forceinline__ void load_cos_sin(const qf_cu_params &P, int64_t t, int pos, const lane_vecs &lv, bool rope,
                                              float (&cs)[cos_sin_vecs(INTERLEAVED, COS_SIN_ROWS)][8]) {
   constexpr int COS_SIN_VECS = cos_sin_vecs(INTERLEAVED, COS_SIN_ROWS);
   const int R = P.R;
-  const bool cache_src = CSDT || P.rope_source == QKVFUSE_ROPE_COS_SIN_CACHE;
+  const bool cache_src = COS_SIN_DTYPE || P.rope_source == QKVFUSE_ROPE_COS_SIN_CACHE;
   const qf_cu_mat &csc = P.cos_sin_cache;
-  const int csdt = CSDT ? CSDT : csc.dtype;
+  const int csdt = COS_SIN_DTYPE ? COS_SIN_DTYPE : csc.dtype;
   if (rope && (COS_SIN_ROWS || cache_src)) {
     // tables, one (cos, sin) pair per lane vector, the loads of a pair
     // before their conversion (registers allow no more): COS_SIN_ROWS (COS_SIN, as

@@ -401,7 +401,7 @@ __device__ __forceinline__ void store_head(const qf_cu_mat &out, const qf_cu_cac
       float r[8], of[8];
       scales.get(v, r, of);
       const int qm = ENGINE && C.quant == QKVFUSE_QUANT_INT8_ASYM ? QKVFUSE_QUANT_INT8_SYM : C.quant;
-      q[v] = quant_bytes8(qm, x + 8 * v, r, of);
+      q[v] = quantize_bytes8(qm, x + 8 * v, r, of);
     }
     if (NV == 2 && run) { /* w[1] = w[0] + 1 */
       st_stream(c + cache_at<ENGINE>(C, row0, kvh, 8 * w[0], D), make_uint4(q[0].x, q[0].y, q[NV - 1].x, q[NV - 1].y));
@@ -415,7 +415,7 @@ __device__ __forceinline__ void store_head(const qf_cu_mat &out, const qf_cu_cac
       float r[8], of[8];
       scales.get(v, r, of);
       const int qm = ENGINE && C.quant == QKVFUSE_QUANT_INT8_ASYM ? QKVFUSE_QUANT_INT8_SYM : C.quant;
-      st_stream(c + cache_at<ENGINE>(C, row0, kvh, 8 * w[v], D), quant_bytes8(qm, x + 8 * v, r, of));
+      st_stream(c + cache_at<ENGINE>(C, row0, kvh, 8 * w[v], D), quantize_bytes8(qm, x + 8 * v, r, of));
     }
   }
 }

@@ -14,14 +14,17 @@
 
 namespace qf {
 
+// The general kernel's quantizer (quantize, below) and its conversions of one
+// value: x / scale (+ offset), rounded as the CPU backends round it.
+
 // sat8(rint(x)); NaN -> 0.
-__device__ __forceinline__ int8_t to_int8(float x) {
+__device__ __forceinline__ int8_t quantize_int8(float x) {
   if (isnan(x)) return 0;
   return (int8_t)fminf(fmaxf(rintf(x), -128.0f), 127.0f);
 }
 
 // OCP e4m3fn, round to nearest even, saturating to +-448; NaN keeps its sign.
-__device__ __forceinline__ uint8_t to_e4m3(float x) {
+__device__ __forceinline__ uint8_t quantize_e4m3(float x) {
   if (isnan(x)) return (uint8_t)(signbit(x) ? 0xff : 0x7f);
   return (uint8_t)__nv_cvt_float_to_fp8(x, __NV_SATFINITE, __NV_E4M3);
 }
@@ -29,7 +32,7 @@ __device__ __forceinline__ uint8_t to_e4m3(float x) {
 // OCP e5m2, round to nearest even, saturating to +-57344 (Inf included:
 // __NV_SATFINITE, as vLLM's fp8_e5m2 cache); NaN keeps its sign (the
 // conversion itself writes 0x7F for every NaN).
-__device__ __forceinline__ uint8_t to_e5m2(float x) {
+__device__ __forceinline__ uint8_t quantize_e5m2(float x) {
   if (isnan(x)) return (uint8_t)(signbit(x) ? 0xff : 0x7f);
   return (uint8_t)__nv_cvt_float_to_fp8(x, __NV_SATFINITE, __NV_E5M2);
 }
@@ -56,9 +59,9 @@ __device__ __forceinline__ bool quantize(int quant, const float (&v)[VEC], const
     }
     float x = v[k] / sc;
     if (quant == QKVFUSE_QUANT_INT8_ASYM) x = x + of;
-    q[k] = quant == QKVFUSE_QUANT_FP8_E4M3   ? to_e4m3(x)
-           : quant == QKVFUSE_QUANT_FP8_E5M2 ? to_e5m2(x)
-                                             : (uint8_t)to_int8(x);
+    q[k] = quant == QKVFUSE_QUANT_FP8_E4M3   ? quantize_e4m3(x)
+           : quant == QKVFUSE_QUANT_FP8_E5M2 ? quantize_e5m2(x)
+                                             : (uint8_t)quantize_int8(x);
   }
   return ok;
 }
@@ -66,6 +69,11 @@ __device__ __forceinline__ bool quantize(int quant, const float (&v)[VEC], const
 // A scale or offset a cache row may use: finite, and (scales) not zero.
 __device__ __forceinline__ bool scale_ok(float s) { return (__float_as_uint(s) & 0x7fffffffu) - 1u < 0x7f7fffffu; }
 __device__ __forceinline__ bool offset_ok(float s) { return (__float_as_uint(s) & 0x7fffffffu) < 0x7f800000u; }
+
+// The streaming kernel's quantizer (quantize_bytes8, below): 8 values times
+// reciprocal scales (+ offsets), one conversion instruction per value or
+// pair: a division per value, as the general kernel's, would lengthen the
+// streaming kernel's chain.
 
 // sat8(rint(y)); NaN -> 0.
 __device__ __forceinline__ uint32_t sat_s8(float y) {
@@ -76,7 +84,7 @@ __device__ __forceinline__ uint32_t sat_s8(float y) {
 
 // 8 values to fp8 (x * r) bytes of format FMT, saturating; NaN keeps its sign.
 template <__nv_fp8_interpretation_t FMT>
-__device__ __forceinline__ void fp8_bytes8(const float *x, const float *r, uint32_t (&w)[2]) {
+__device__ __forceinline__ void quantize_fp8_bytes8(const float *x, const float *r, uint32_t (&w)[2]) {
 #pragma unroll
   for (int k = 0; k < 8; k += 2) {
     const __nv_fp8x2_storage_t q2 =
@@ -89,12 +97,12 @@ __device__ __forceinline__ void fp8_bytes8(const float *x, const float *r, uint3
 }
 
 // 8 values to int8 (x * r (+ of)) or fp8 e4m3 / e5m2 (x * r) bytes.
-__device__ __forceinline__ uint2 quant_bytes8(int quant, const float *x, const float *r, const float *of) {
+__device__ __forceinline__ uint2 quantize_bytes8(int quant, const float *x, const float *r, const float *of) {
   uint32_t w[2] = {0, 0};
   if (quant == QKVFUSE_QUANT_FP8_E4M3) {
-    fp8_bytes8<__NV_E4M3>(x, r, w);
+    quantize_fp8_bytes8<__NV_E4M3>(x, r, w);
   } else if (quant == QKVFUSE_QUANT_FP8_E5M2) {
-    fp8_bytes8<__NV_E5M2>(x, r, w);
+    quantize_fp8_bytes8<__NV_E5M2>(x, r, w);
   } else if (quant == QKVFUSE_QUANT_INT8_ASYM) {
 #pragma unroll
     for (int k = 0; k < 8; k++) w[k >> 2] |= sat_s8(fmaf(x[k], r[k], of[k])) << (8 * (k & 3));

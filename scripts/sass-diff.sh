@@ -12,9 +12,10 @@
 # Kernel names are demangled, their parameter lists dropped and renamed
 # kernels mapped to today's names (RENAMES, sed expressions), so a renamed
 # kernel compares with its old self. A kernel that differs only in
-# constant-bank offsets (c[0x0][0x...]: a parameter struct laid out anew) is
-# reported as "differs in constant-bank offsets only". Exit status 1 when a
-# kernel differs otherwise or is missing on one side.
+# constant-bank offsets (c[0x0][0x...] and c[0x0][R+0x...]: a parameter
+# struct laid out anew) is reported as "differs in constant-bank offsets
+# only"; parameter offsets a kernel computes as immediates still differ.
+# Exit status 1 when a kernel differs otherwise or is missing on one side.
 #
 # Environment: ARCH (default 90: sm_90 SASS), JOBS (default 2), OUT (default
 # build-sass: ignored by git; base/ and new/ builds are kept and rebuilt
@@ -49,9 +50,11 @@ build "$out/base/src" "$out/base/build"
 build . "$out/new/build"
 
 # sass SIDE: every kernel of a side's objects as "== name" then its
-# instructions (addresses, encodings and the predicate padding dropped)
+# instructions (addresses and encodings dropped)
 sass() {
-  for o in $(find "$out/$1/build/CMakeFiles/qkvfuse_obj.dir" -name '*.o' | sort); do "$dump" -sass "$o" 2>/dev/null; done |
+  for o in $(find "$out/$1/build/CMakeFiles/qkvfuse_obj.dir" -name '*.o' | sort); do
+    "$dump" -sass "$o" 2>/dev/null
+  done |
     awk '/Function : / { print "== " $3; next }
          /^ +\/\*[0-9a-f]+\*\// { sub(/^ +\/\*[0-9a-f]+\*\/ +/, ""); sub(/ *\/\*.*$/, ""); print }' |
     c++filt |

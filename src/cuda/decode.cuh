@@ -280,8 +280,8 @@ __global__ void __launch_bounds__(kStreamingBlock) decode_kernel(const __grid_co
   // wait then find them there. Prefetched, not loaded: after the wait their
   // round trip is hidden behind the normalization anyway
   const bool rot = NV == 1 ? (INTERLEAVED ? 8 * wv[0] < R : wv[0] < (R >> 3)) : (lv.rot_a || lv.rot_b);
-  if (NV == 1 && !COS_SIN_ROWS && kind < 2 && R > 0 && act && rot && (ENGINE || P.rope_source == QKVFUSE_ROPE_COS_SIN_CACHE) &&
-      (ENGINE || P.positions.data)) {
+  if (NV == 1 && !COS_SIN_ROWS && kind < 2 && R > 0 && act && rot &&
+      (ENGINE || P.rope_source == QKVFUSE_ROPE_COS_SIN_CACHE) && (ENGINE || P.positions.data)) {
     const int64_t hp = position_hint<ENGINE>(P, t);
     if (hp >= 0 && hp < P.max_pos) {
       const qf_cu_mat &csc = P.cos_sin_cache;
@@ -342,9 +342,9 @@ __global__ void __launch_bounds__(kStreamingBlock) decode_kernel(const __grid_co
 #pragma unroll
   for (int v = 0; v < NV; v++) raw[v] = act ? ld_stream(in + 8 * wv[v]) : make_uint4(0, 0, 0, 0);
   const token_ix ix = load_token_ix<true, ENGINE>(P, t);
-  const weights_raw<NV> wraw = PRELOAD ? load_weights<NV, false, TABLE_DTYPE>(gws, sc, ENGINE ? nullptr : so, pc, wnorm, wquant,
-                                                                   h * D, wv)
-                                     : weights_raw<NV>{};
+  const weights_raw<NV> wraw =
+      PRELOAD ? load_weights<NV, false, TABLE_DTYPE>(gws, sc, ENGINE ? nullptr : so, pc, wnorm, wquant, h * D, wv)
+              : weights_raw<NV>{};
   table_raw graw[NV] = {}, sraw[NV] = {}, oraw[NV] = {}; /* !PRELOAD */
   /* !PRELOAD: gws's twin, declared here, not above: the non-PRELOAD
      kernels' code depends on its place */
@@ -448,7 +448,8 @@ __global__ void __launch_bounds__(kStreamingBlock) decode_kernel(const __grid_co
       rotate_pairs8(x, c, s);
     }
   } else {
-    norm_rope<T, L, INTERLEAVED, COS_SIN_VECS>(raw[0], raw[NV - 1], norm, gk, ENGINE ? rDh : 1.0f / (float)D, P.eps, rope, cs, lv, x);
+    norm_rope<T, L, INTERLEAVED, COS_SIN_VECS>(raw[0], raw[NV - 1], norm, gk, ENGINE ? rDh : 1.0f / (float)D, P.eps,
+                                               rope, cs, lv, x);
   }
   if (!(ok && act)) return;
   const qf_cu_mat &out = kind == 0 ? P.q_out : (kind == 1 ? P.k_out : P.v_out);

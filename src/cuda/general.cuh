@@ -67,7 +67,8 @@ static_assert(sizeof(tile_token) % 16 == 0, "the float tables after the tokens m
 
 // Byte size of the shared memory of a block (tables + group scratch).
 __host__ __device__ inline size_t general_smem_bytes(int D, int R, int tile_tokens, int groups) {
-  return sizeof(tile_token) * (size_t)tile_tokens + sizeof(float) * (4 * (size_t)D + 2 * (size_t)tile_tokens * R + (size_t)groups * R);
+  return sizeof(tile_token) * (size_t)tile_tokens +
+         sizeof(float) * (4 * (size_t)D + 2 * (size_t)tile_tokens * R + (size_t)groups * R);
 }
 
 // The raw bytes of one lane's share of a head, as loaded.
@@ -289,7 +290,8 @@ __global__ void __launch_bounds__(kBlock, kGeneralBlocksPerSm) general_kernel(co
   const unsigned gmask = G == 32 ? 0xffffffffu : (((1u << G) - 1u) << ((threadIdx.x & 31) & ~(G - 1)));
   tile_token *tok = reinterpret_cast<tile_token *>(smem_raw);
   float *g_q = reinterpret_cast<float *>(tok + P.tile_tokens), *g_k = g_q + D, *b_q = g_k + D, *b_k = b_q + D;
-  float *cos_t = b_k + D, *sin_t = cos_t + (size_t)P.tile_tokens * R, *ys = sin_t + (size_t)P.tile_tokens * R + (size_t)grp * R;
+  float *cos_t = b_k + D, *sin_t = cos_t + (size_t)P.tile_tokens * R,
+        *ys = sin_t + (size_t)P.tile_tokens * R + (size_t)grp * R;
   grid_dependency_wait();
 
   // ---- once per block: the RMSNorm weights; block 0 also checks every

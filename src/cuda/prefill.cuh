@@ -187,9 +187,11 @@ struct table_scales {
 // cos/sin given per token at full length (COS_SIN source). ENGINE: kEngine (|
 // kEngineQuant) or 0 (what the kernel knows of its call).
 template <typename T, int L, bool INTERLEAVED, bool COS_SIN_ROWS, int ENGINE>
-__global__ void __launch_bounds__(kStreamingBlock, prefill_blocks_per_sm(ENGINE != 0)) prefill_kernel(const qf_cu_params P) {
+__global__ void __launch_bounds__(kStreamingBlock, prefill_blocks_per_sm(ENGINE != 0))
+    prefill_kernel(const qf_cu_params P) {
 #if QF_STREAMING_DEVICE_CODE
-  constexpr int GPB = prefill_groups_per_block(L), NH = max_heads_per_item(COS_SIN_ROWS), COS_SIN_VECS = cos_sin_vecs(INTERLEAVED, COS_SIN_ROWS);
+  constexpr int GPB = prefill_groups_per_block(L), NH = max_heads_per_item(COS_SIN_ROWS),
+                COS_SIN_VECS = cos_sin_vecs(INTERLEAVED, COS_SIN_ROWS);
   static_assert(!ENGINE || !COS_SIN_ROWS, "ENGINE: cos/sin from a cache");
   constexpr int TABLE_DTYPE = ENGINE ? h16<T>::dtype : 0; /* ENGINE: the tables' dtype (the input's) */
   constexpr bool QUANT = (ENGINE & kEngineQuant) != 0; /* the kernel of a call with a quantized cache */
@@ -219,7 +221,8 @@ __global__ void __launch_bounds__(kStreamingBlock, prefill_blocks_per_sm(ENGINE 
   // the stage entries (offsets from the lane's own) of lv's vectors: vector
   // u was copied by lane u % data_lanes of the group into its entry u / data_lanes
   const int sa = v_adjacent ? (2 * lr) % data_lanes - lane + (2 * lr) / data_lanes * kStreamingBlock : 0;
-  const int sb = v_adjacent ? (2 * lr + 1) % data_lanes - lane + (2 * lr + 1) / data_lanes * kStreamingBlock : kStreamingBlock;
+  const int sb =
+      v_adjacent ? (2 * lr + 1) % data_lanes - lane + (2 * lr + 1) / data_lanes * kStreamingBlock : kStreamingBlock;
   const unsigned stride = it.stride, end = it.end;
   unsigned c = it.run;
 
@@ -305,7 +308,8 @@ __global__ void __launch_bounds__(kStreamingBlock, prefill_blocks_per_sm(ENGINE 
     if constexpr (ENGINE)
       cs_ready<T, INTERLEAVED, COS_SIN_VECS>(csb, cs);
     else
-      load_cos_sin<INTERLEAVED, COS_SIN_ROWS, TABLE_DTYPE>(P, t, (int)ix.pos /* < max_pos <= 2^31 when used */, lv, rope, cs);
+      load_cos_sin<INTERLEAVED, COS_SIN_ROWS, TABLE_DTYPE>(P, t, (int)ix.pos /* < max_pos <= 2^31 when used */, lv,
+                                                           rope, cs);
 
     // the heads, from this run's stage
     cp_async_wait<1>();

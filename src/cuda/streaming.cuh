@@ -117,7 +117,8 @@ template <bool FIXED, int ENGINE = 0>
 __device__ __forceinline__ token_ix load_token_ix(const qf_cu_params &P, int64_t t) {
   token_ix x = {0, -1};
   if (t >= P.T) return x;
-  if (ENGINE || P.positions.data) x.pos = ld_index(P.positions.data, ENGINE ? QKVFUSE_DTYPE_INT64 : P.positions.dtype, t);
+  if (ENGINE || P.positions.data)
+    x.pos = ld_index(P.positions.data, ENGINE ? QKVFUSE_DTYPE_INT64 : P.positions.dtype, t);
   if (!ENGINE && P.page_table) { /* the slot from the page table (never ENGINE: eligible.cu, qf_cuda_engine_call) */
     x.slot = page_table_slot(P.pt, t);
   } else if ((ENGINE & kEngineCache) || P.layout != QKVFUSE_CACHE_NONE) {
@@ -218,7 +219,8 @@ struct lane_vecs {
 template <bool INTERLEAVED>
 __device__ __forceinline__ lane_vecs lane_layout(int lane, int data_lanes, int R) {
   lane_vecs v;
-  if (lane >= data_lanes) lane -= data_lanes; /* past the head (D < 16 L; L < 2 data_lanes): a lane's vectors, read, never written */
+  if (lane >= data_lanes)
+    lane -= data_lanes; /* past the head (D < 16 L; L < 2 data_lanes): a lane's vectors, read, never written */
   if (INTERLEAVED) {
     v.a = lane, v.b = lane + data_lanes;
     v.rot_a = 8 * v.a < R, v.rot_b = 8 * v.b < R;

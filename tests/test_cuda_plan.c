@@ -62,7 +62,7 @@ static void check_divisor(uint32_t d, uint32_t n) {
 }
 
 static void divisors(tk_rng *r) {
-  uint32_t ds[4096 + 96 + 200];
+  uint32_t ds[4096 + 20 * 5 + 200]; /* 1..4096, 2^12..2^31 and their 4 neighbours, random */
   int nd = 0;
   for (uint32_t d = 1; d <= 4096; d++) ds[nd++] = d;
   for (int s = 12; s <= 31; s++)

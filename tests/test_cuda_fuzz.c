@@ -24,7 +24,7 @@
  *   test_cuda_fuzz [--iters N] [--seed S] [--engine] [--verbose]   (exit 77 without a GPU)
  * --engine: every case the call an inference engine makes (tk_spec_engine),
  * which the CUDA backend serves with its dtypes and cache geometry compiled
- * in (QF_FAST_HOT; random valid cases rarely are one). */
+ * in (the engine call: src/cuda/variant.h; random valid cases rarely are one). */
 #include <cuda_runtime_api.h>
 #include <math.h>
 #include <stdio.h>

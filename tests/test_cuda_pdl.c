@@ -67,7 +67,7 @@ static const variant variants[] = {
     {8, 4, 128, 0, 2, BF16, F32, 0, I8S, FP8, 2, 0, INTER, I32, 1},
     {32, 8, 128, 0, 48, BF16, F32, 0, I8S, I8S, 2, 2, NEOX, I32, 0},   /* the two-vector decode form */
     {32, 8, 128, 0, 600, BF16, BF16, 0, I8A, I8S, 2, 0, NEOX, I64, 0}, /* the prefill form */
-    /* an engine's calls: the speculating form with constant dtypes and geometry (QF_FAST_HOT) */
+    /* an engine's calls: the preloading form with constant dtypes and geometry (the engine call) */
     {32, 8, 128, 0, 1, BF16, BF16, 0, I8S, I8S, 2, 2, NEOX, I64, 0},
     {32, 2, 128, 64, 3, BF16, BF16, 0, FP8, I8S, 0, 2, INTER, I64, 1},
 };

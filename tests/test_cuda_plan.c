@@ -1,40 +1,52 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* The CUDA backend's host arithmetic (src/cuda/launch_plan.h), checked on
- * the CPU, so it runs in CI without a GPU:
+/* The CUDA kernels' schedule (src/cuda/schedule.h) and the backend's
+ * device rule (src/cuda/state.h), checked on the CPU, so it runs in CI
+ * without a GPU (and in builds without CUDA). Counts of token runs are
+ * "chunks" below, the resident blocks "slots":
  * - qf_cuda_divisor: (umulhi(n, mul) + n) >> shift == n / d, computed here in
  *   32-bit unsigned arithmetic as the kernels do, for d in 1..4096, powers of
  *   two and their neighbours, large and random d, and n at 0, near multiples
  *   of d, near 2^31 and at random below 2^31;
- * - qf_cuda_blocks_per_item: against a brute-force search over every
+ * - qf_cuda_schedule_blocks_per_item: against a brute-force search over every
  *   (n_q, n_k) with n_v as large as the slots allow, on small random and
  *   edge cases: every n >= 1 and <= max(chunks, 1); the counts fit the slots
  *   whenever one block per item does (else one each); the largest block time
  *   ceil(chunks / n) * cost is the smallest any fitting counts reach; and one
  *   more block for every item would not fit (whole rounds);
- * - qf_cuda_prefill_plan: heads per item hpi or hpi / 2 (at least 2; hpi
- *   with a quantized cache), the blocks per item of qf_cuda_blocks_per_item
+ * - qf_cuda_schedule_heads_per_item: heads per item hpi or hpi / 2 (at least 2; hpi
+ *   with a quantized cache), the blocks per item of qf_cuda_schedule_blocks_per_item
  *   for that choice, and the smaller predicted longest block (chunks * cost
  *   * (5 + 10 heads); ties: hpi), on random shapes; and the choices an
  *   independent model of the rule makes for the bench presets on the
  *   H200's 660 slots;
- * - qf_cuda_prefill_tail: its bounds (a multiple of the piece, a quarter of
+ * - qf_cuda_schedule_late_blocks: its bounds (a multiple of the piece, a quarter of
  *   the chunks rounded down, none below 3 chunks per resident block; 10%
  *   with a quantized cache from 4 to 15; pieces of 1 or 2) on random shapes,
  *   and its values for the bench shapes;
- * - qf_cuda_general_tiles: one of its two tilings, the one whose groups walk
+ * - qf_cuda_schedule_general_tiles: one of its two tilings, the one whose groups walk
  *   fewer tasks in series (ties: all heads), on random shapes up to 5M
  *   tokens, and its tiles for the int32 dequant bench op's shapes.
  * - qf_cuda_streaming: the streaming kernels (sm_80 PTX) on compute
  *   capability 8.0 and later only, whatever the form, unless the form is
  *   general; an sm_75 GPU (and anything older) gets the general kernel for
  *   every call.
- * This program includes an internal header (the functions are not API).
+ * - the prefill form's decoder over its encoder's output: on random shapes
+ *   (q, k, v work or not; 1 to 4 heads per item; the planned blocks per item
+ *   or random ones, as the forced prefill form takes; with and without late
+ *   blocks), the blocks 0 .. grid - 1 of qf_cuda_schedule_prefill_grid's
+ *   launch, read back by qf_cuda_schedule_block (late blocks dealt piece by
+ *   piece and kind by kind), each get one item of a kind with work, its
+ *   heads inside the kind's, and together cover every (kind, item, token
+ *   run) exactly once.
+ * This program includes internal headers (the functions are not API).
  *   test_cuda_plan [--cases N] [--seed S] */
 #include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
-#include "cuda/launch_plan.h"
+#include "cuda/schedule.h"
+#include "cuda/state.h"
 #include "harness.h"
 #include "rng.h"
 
@@ -50,7 +62,7 @@ static void check_divisor(uint32_t d, uint32_t n) {
 }
 
 static void divisors(tk_rng *r) {
-  uint32_t ds[4096 + 96 + 200];
+  uint32_t ds[4096 + 20 * 5 + 200]; /* 1..4096, 2^12..2^31 and their 4 neighbours, random */
   int nd = 0;
   for (uint32_t d = 1; d <= 4096; d++) ds[nd++] = d;
   for (int s = 12; s <= 31; s++)
@@ -109,7 +121,7 @@ static int64_t best_time(int64_t chunks, const int32_t *items, const int64_t *co
 
 static void check_blocks(int64_t chunks, const int32_t *items, const int64_t *cost, int64_t slots) {
   int64_t n[3] = {-7, -7, -7};
-  qf_cuda_blocks_per_item(chunks, items, cost, slots, n);
+  qf_cuda_schedule_blocks_per_item(chunks, items, cost, slots, n);
   char what[200] = "";
   const int64_t top = chunks > 1 ? chunks : 1;
   int64_t used = 0, round = 0, t = 0;
@@ -145,7 +157,7 @@ static int64_t plan_time(int64_t chunks, const int64_t *heads, int h, int k_quan
   int32_t items[3];
   for (int k = 0; k < 3; k++) items[k] = (int32_t)((heads[k] + h - 1) / h);
   const int64_t cost[3] = {10, k_quant && heads[1] % h == 0 ? 14 : 10, 10};
-  qf_cuda_blocks_per_item(chunks, items, cost, slots, n);
+  qf_cuda_schedule_blocks_per_item(chunks, items, cost, slots, n);
   int64_t t = 0;
   for (int k = 0; k < 3; k++) {
     if (!items[k]) continue;
@@ -159,7 +171,7 @@ static int64_t plan_time(int64_t chunks, const int64_t *heads, int h, int k_quan
 static void check_plan(int64_t chunks, const int64_t *heads, int hpi, int k_quant, int qcache, int64_t slots,
                        int want) {
   int64_t n[3] = {-7, -7, -7}, m[3];
-  const int got = qf_cuda_prefill_plan(chunks, heads, hpi, k_quant, qcache, slots, n);
+  const int got = qf_cuda_schedule_heads_per_item(chunks, heads, hpi, k_quant, qcache, slots, n);
   char what[200] = "";
   if (got != hpi && (got * 2 != hpi || got < 2 || qcache)) {
     snprintf(what, sizeof what, "%d heads per item", got);
@@ -183,7 +195,7 @@ static void check_plan(int64_t chunks, const int64_t *heads, int hpi, int k_quan
            (long long)slots, what);
 }
 
-/* qf_cuda_prefill_tail: a multiple of the piece, at most a quarter of the
+/* qf_cuda_schedule_late_blocks: a multiple of the piece, at most a quarter of the
  * chunks and at least a quarter less one piece where it applies; none where
  * a resident block would walk fewer than 3 chunks; with a quantized cache
  * (qcache), from 4 to 15 chunks per block, a tenth of the chunks rounded down;
@@ -192,7 +204,7 @@ static void check_plan(int64_t chunks, const int64_t *heads, int hpi, int k_quan
 static void check_tail(int64_t chunks, int64_t items, int64_t slots, int qcache, int64_t want_tail,
                        int64_t want_piece) {
   int64_t tail = -1, piece = -1;
-  qf_cuda_prefill_tail(chunks, items, slots, qcache, &tail, &piece);
+  qf_cuda_schedule_late_blocks(chunks, items, slots, qcache, &tail, &piece);
   const double per = (double)chunks * (double)items / (double)slots;
   const int tenth = qcache && per >= 4 && per < 16; /* the 10% rule: 10 tail in (chunks - 10, chunks] */
   char what[96] = "";
@@ -211,14 +223,14 @@ static void check_tail(int64_t chunks, int64_t items, int64_t slots, int qcache,
            (long long)items, (long long)slots, qcache, what);
 }
 
-/* qf_cuda_general_tiles: one of the two tilings (tpb tokens with all heads,
+/* qf_cuda_schedule_general_tiles: one of the two tilings (tpb tokens with all heads,
  * tpb giving the groups about four tasks each within 12 KB of cos/sin
  * tables; or one token and min(heads, gpb) heads), the one whose groups walk
  * fewer tasks in series, a one-token tile counted as two (ties: the first);
  * want_tpb / want_hpb > 0: the expected tile. */
 static void check_tiles(int64_t T, int heads, int gpb, int R, int64_t resident, int want_tpb, int want_hpb) {
   int tpb = -1, hpb = -1;
-  qf_cuda_general_tiles(T, heads, gpb, R, resident, &tpb, &hpb);
+  qf_cuda_schedule_general_tiles(T, heads, gpb, R, resident, &tpb, &hpb);
   int many = (4 * gpb + heads - 1) / heads;
   if (R > 0 && many * 8 * R > 12288) many = 12288 / (8 * R);
   if (many < 1) many = 1;
@@ -242,11 +254,73 @@ static void check_tiles(int64_t T, int heads, int gpb, int R, int64_t resident, 
 static void check_streaming(void) {
   static const int caps[] = {60, 70, 72, 75, 80, 86, 87, 89, 90, 100, 103, 110, 120, 121};
   for (size_t i = 0; i < sizeof caps / sizeof caps[0]; i++)
-    for (int form = 0; form <= 4; form++) { /* by size, decode, prefill, decode1, general */
-      const int want = caps[i] >= 80 && form != 4, got = qf_cuda_streaming(caps[i], form);
+    for (int form = 0; form <= 4; form++) { /* by size, decode, prefill, decode_narrow, general */
+      const int want = caps[i] >= 80 && form != 4, got = qf_cuda_streaming(caps[i], (qf_cuda_form)form);
       if (got != want && failed++ < 10)
         printf("FAIL test_cuda_plan streaming cc=%d form=%d: %d, want %d\n", caps[i], form, got, want);
     }
+}
+
+/* The decoder over the encoder's output (see the header). heads[k]: the heads
+ * of kind k (0: no work); hpi: heads per item before the plan; forced: random
+ * blocks per item instead of the plan's. */
+static void check_cover(int64_t chunks, const int64_t *heads, int hpi, int k_quant, int qcache, int64_t slots,
+                        int forced, tk_rng *r) {
+  qf_cu_params P;
+  memset(&P, 0, sizeof P);
+  P.Nq = (int32_t)heads[0];
+  P.Nkv = (int32_t)(heads[1] ? heads[1] : heads[2]);
+  for (int k = 0; k < 3; k++) P.items[k] = (int32_t)((heads[k] + hpi - 1) / hpi);
+  int64_t late = 0, piece = 1, n[3];
+  qf_cuda_schedule_late_blocks(chunks, (int64_t)P.items[0] + P.items[1] + P.items[2], slots, qcache, &late, &piece);
+  const int64_t resident_runs = chunks - late;
+  if (forced) {
+    for (int k = 0; k < 3; k++) n[k] = 1 + (int64_t)(tk_rng_next(r) % (uint64_t)resident_runs);
+  } else {
+    hpi = qf_cuda_schedule_heads_per_item(resident_runs, heads, hpi, k_quant, qcache, slots, n);
+    for (int k = 0; k < 3; k++) P.items[k] = (int32_t)((heads[k] + hpi - 1) / hpi);
+  }
+  P.heads_per_item = hpi;
+  const int64_t grid = qf_cuda_schedule_prefill_grid(&P, chunks, n, late, piece);
+  const int64_t per_kind = (int64_t)P.items[0] > P.items[1] ? P.items[0] : P.items[1];
+  const int64_t width = (per_kind > P.items[2] ? per_kind : P.items[2]) * chunks;
+  unsigned char *seen = malloc((size_t)(3 * width));
+  if (!seen) return;
+  for (int kinds = 0; kinds < 2; kinds++) {
+    char what[160] = "";
+    memset(seen, 0, (size_t)(3 * width));
+    for (int64_t b = 0; b < grid && !what[0]; b++) {
+      const qf_prefill_item it = qf_cuda_schedule_block(&P, (unsigned)b, kinds != 0);
+      const int64_t kh = it.kind >= 0 && it.kind < 3 ? heads[it.kind] : 0;
+      const int64_t want_nh = kh - it.h0 < hpi ? kh - it.h0 : hpi;
+      if (!kh || it.h0 < 0 || it.h0 % hpi || it.h0 >= kh || it.nh != want_nh || it.stride < 1 || it.end > chunks) {
+        snprintf(what, sizeof what, "block %lld: kind %d heads %d+%d stride %u end %u", (long long)b, it.kind, it.h0,
+                 it.nh, it.stride, it.end);
+        break;
+      }
+      for (unsigned c = it.run; c < it.end; c += it.stride) {
+        unsigned char *s = &seen[it.kind * width + it.h0 / hpi * chunks + c];
+        if (++*s > 1) {
+          snprintf(what, sizeof what, "block %lld: run %u of kind %d item %d taken twice", (long long)b, c, it.kind,
+                   it.h0 / hpi);
+          break;
+        }
+      }
+    }
+    for (int k = 0; k < 3 && !what[0]; k++)
+      for (int64_t i = 0; i < P.items[k] && !what[0]; i++)
+        for (int64_t c = 0; c < chunks && !what[0]; c++)
+          if (!seen[k * width + i * chunks + c])
+            snprintf(what, sizeof what, "run %lld of kind %d item %lld taken by no block", (long long)c, k,
+                     (long long)i);
+    if (what[0] && failed++ < 10)
+      printf("FAIL test_cuda_plan cover chunks=%lld heads=%lld,%lld,%lld hpi=%d slots=%lld late=%lld/%lld n=%lld,%lld,"
+             "%lld kinds=%d grid=%lld: %s\n",
+             (long long)chunks, (long long)heads[0], (long long)heads[1], (long long)heads[2], hpi, (long long)slots,
+             (long long)late, (long long)piece, (long long)n[0], (long long)n[1], (long long)n[2], kinds,
+             (long long)grid, what);
+  }
+  free(seen);
 }
 
 int main(int argc, char **argv) {
@@ -346,7 +420,16 @@ int main(int argc, char **argv) {
     check_tiles(T, (int)(1 + tk_rng_next(&r) % 200), gpb, tk_rng_next(&r) % 4 ? R : 0,
                 (int64_t)(1 + tk_rng_next(&r) % 2000), 0, 0);
   }
-  printf("test_cuda_plan: divisors, %d + %d block counts, %d + %d prefill plans, %d + %d tails and %d + %d general "
+  for (int i = 0; i < cases; i++) {
+    const int64_t nkv = (int64_t)(1 + tk_rng_next(&r) % 16), work = (int64_t)(tk_rng_next(&r) % 3);
+    const int64_t heads[3] = {(int64_t)(1 + tk_rng_next(&r) % 64), work ? nkv : 0, work == 2 ? nkv : 0};
+    const int hpi = 1 << (int)(tk_rng_next(&r) % 3), k_quant = (int)(tk_rng_next(&r) % 2);
+    const int qcache = k_quant || tk_rng_next(&r) % 2;
+    check_cover((int64_t)(1 + tk_rng_next(&r) % 300), heads, hpi, k_quant && heads[1], qcache,
+                (int64_t)(1 + tk_rng_next(&r) % 1400), (int)(tk_rng_next(&r) % 2), &r);
+  }
+  printf("test_cuda_plan: %d prefill schedules decoded, ", cases);
+  printf("divisors, %d + %d block counts, %d + %d prefill plans, %d + %d tails and %d + %d general "
          "tiles checked, %d failed\n",
          (int)(sizeof fixed / sizeof fixed[0]), cases, (int)(sizeof presets / sizeof presets[0]), cases,
          (int)(sizeof tails / sizeof tails[0]), cases, (int)(sizeof tiles / sizeof tiles[0]), cases, failed);

@@ -10,7 +10,7 @@
  * variants with both slot modes (a random slot per token; pages).
  * --engine: every case the call an inference engine makes (tk_spec_engine),
  * which the CUDA backend's decode form serves with its dtypes and cache
- * geometry as constants (QF_FAST_HOT).
+ * geometry as constants (the engine call: src/cuda/variant.h).
  * (env: QKVFUSE_TEST_BACKENDS, QKVFUSE_TEST_SEED, QKVFUSE_TEST_CASES).
  * Case i of seed S is fully determined by (S, i): a failure prints the
  * command line that reruns exactly that case. Exit 77 (skip) when no

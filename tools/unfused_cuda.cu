@@ -12,7 +12,7 @@
 
 #include "core/error.h"
 #include "cuda/backend.h"
-#include "cuda/fused.cuh"
+#include "cuda/general.cuh"
 #include "cuda/launch.h"
 #include "unfused_cuda.h"
 

@@ -11,6 +11,9 @@
 extern "C" {
 #endif
 
+/* Bytes of a plan's backend-owned state (qkvfuse_plan.device_state). */
+#define QF_PLAN_DEVICE_STATE_BYTES 32
+
 /* A backend runs a validated problem. CPU backends may assume every
  * data-dependent check passed; the CUDA backend must guard them itself. */
 typedef qkvfuse_status (*qf_backend_run_fn)(const qkvfuse_plan *plan, const qf_problem *p, void *stream);
@@ -44,12 +47,16 @@ struct qkvfuse_plan {
   qf_variants variants;    /* what the plan was created with (set before the backend is chosen) */
   double inv_freq[QF_MAX_HEAD_DIM / 2]; /* COMPUTED: f_i, radians per position */
   double mscale;
-  /* backend-owned state (device tables), released by `release` */
-  int device_sm_count;     /* CUDA: multiprocessors of the plan's device */
-  int device_cc;           /* CUDA: the device's compute capability, major * 10 + minor */
-  int device_pdl;          /* CUDA: launch with programmatic dependent launch (sm_90+, QKVFUSE_CUDA_PDL != 0) */
-  int device_form;         /* CUDA streaming kernel's form: 0 by size, 1 decode, 2 prefill, 3 decode with one vector per lane, 4 none: the general kernel (QKVFUSE_CUDA_FORM) */
-  void *device_state;
+  /* backend-owned state, opaque to the core (the CUDA backend's device
+     facts, launch options and device tables: src/cuda/state.h), held inside
+     the plan so that planning allocates nothing on the host; what it owns
+     is released by `release` */
+  union {
+    void *ptr;
+    int64_t i64;
+    double f64;
+    unsigned char bytes[QF_PLAN_DEVICE_STATE_BYTES];
+  } device_state;
   void (*release)(struct qkvfuse_plan *plan);
 };
 

@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0
-// The CUDA backend: planning (device checks, the COMPUTED frequency table),
-// and run = resolved problem -> kernel parameters -> one launch chosen by
-// dispatch(). No allocation and no synchronization inside run.
+// The CUDA backend: planning (device checks, launch options, the COMPUTED
+// frequency table) and run: the call's kernel parameters (params.cu), the
+// one choice of its kernel and schedule (choose.cu: qf_cuda_choose), the
+// launch (launch.cu). No allocation and no synchronization inside run.
 #include <cuda_runtime.h>
 #include <math.h>
 #include <stdint.h>
@@ -11,9 +12,9 @@
 #include "core/backends.h"
 #include "core/error.h"
 #include "cuda/backend.h"
-#include "cuda/fast.cuh"
 #include "cuda/launch.h"
-#include "cuda/launch_plan.h"
+#include "cuda/state.h"
+#include "cuda/variant.h"
 
 namespace {
 
@@ -37,492 +38,24 @@ struct device_guard {
 };
 
 void release_cuda(qkvfuse_plan *plan) {
-  if (plan->device_state) {
+  qf_cuda_state state = qf_cuda_state_of(plan);
+  if (state.turns) {
     device_guard g(plan->desc.device_id);
-    cudaFree(plan->device_state);
-    plan->device_state = nullptr;
+    cudaFree(const_cast<uint64_t *>(state.turns));
+    state.turns = nullptr;
+    qf_cuda_state_set(plan, &state);
   }
 }
 
 }  // namespace
-
-// n / d as a multiply-high and a shift (fast.cuh: div_fixed), for n < 2^31.
-extern "C" qf_cu_div qf_cuda_divisor(uint32_t d) {
-  int shift = 0;
-  while (((uint64_t)1 << shift) < d) shift++;
-  const uint64_t mul = (((uint64_t)1 << 32) * (((uint64_t)1 << shift) - d)) / d + 1;
-  return qf_cu_div{d, (uint32_t)mul, shift};
-}
-
-// A divisor for div_by: none (0) where d does not fit 31 bits.
-static qf_cu_div qf_cuda_divisor_or_none(int64_t d) {
-  return d > 0 && d < ((int64_t)1 << 31) ? qf_cuda_divisor((uint32_t)d) : qf_cu_div{0, 0, 0};
-}
-
-void qf_cuda_make_params(const qkvfuse_plan *plan, const qf_problem *p, qf_cu_params *P) {
-  const qkvfuse_desc *d = p->desc;
-  memset(P, 0, sizeof *P);
-  const bool write_v = p->v_out.data || d->cache_layout != QKVFUSE_CACHE_NONE;
-  P->T = p->T;
-  P->S = p->S;
-  P->Nq = (int32_t)p->Nq;
-  P->Nkv = (int32_t)p->Nkv;
-  P->D = (int32_t)p->D;
-  P->R = (int32_t)p->R;
-  P->heads_per_token = (int32_t)(p->Nq + p->Nkv + (write_v ? p->Nkv : 0));
-  P->q_norm = d->q_norm;
-  P->k_norm = d->k_norm;
-  P->gamma_offset = d->gamma_offset;
-  P->parity = d->rounding == QKVFUSE_ROUNDING_UNFUSED_PARITY;
-  P->rope_source = d->rope_source;
-  P->interleaved = d->rope_style == QKVFUSE_ROPE_INTERLEAVED;
-  P->layout = d->cache_layout;
-  P->eps = d->eps;
-  P->mscale = (float)p->mscale;
-  P->io_dtype = p->io_dtype;
-  auto mat = [](const qf_mat &m) { return qf_cu_mat{m.data, m.ld, (int32_t)(m.data ? m.dtype : 0)}; };
-  auto vec = [](const qf_vec &v) { return qf_cu_vec{v.data, (int32_t)(v.data ? v.dtype : 0), v.n > 1}; };
-  for (int i = 0; i < 3; i++) P->in[i] = mat(p->in[i]);
-  P->weight_scale = (const float *)p->weight_scale.data;
-  P->act_scale = (const float *)p->act_scale.data;
-  P->bias = vec(p->bias);
-  P->q_gamma = vec(p->q_gamma);
-  P->k_gamma = vec(p->k_gamma);
-  P->q_beta = vec(p->q_beta);
-  P->k_beta = vec(p->k_beta);
-  P->positions = vec(p->positions);
-  P->cos_sin_cache = mat(p->cos_sin_cache);
-  P->max_pos = d->rope_source == QKVFUSE_ROPE_COMPUTED ? ((int64_t)1 << 31) : p->cos_sin_cache.rows;
-  P->cos = mat(p->cos);
-  P->sin = mat(p->sin);
-  P->turns = (const uint64_t *)plan->device_state;
-  P->slot_mapping = vec(p->slot_mapping);
-  P->page_table = d->cache_addressing == QKVFUSE_ADDRESS_PAGE_TABLE;
-  P->pt = p->page_table;
-  P->k_scale = (const float *)p->k_scale.data;
-  P->v_scale = (const float *)p->v_scale.data;
-  P->k_offset = (const float *)p->k_offset.data;
-  P->v_offset = (const float *)p->v_offset.data;
-  /* problem.h: k_scale_group is 1 per channel, D per kv head */
-  P->k_scale_pc = p->k_scale.n > 1 && p->k_scale_group == 1;
-  P->v_scale_pc = p->v_scale.n > 1 && p->v_scale_group == 1;
-  P->k_scale_ph = p->k_scale.n > 1 && p->k_scale_group > 1;
-  P->v_scale_ph = p->v_scale.n > 1 && p->v_scale_group > 1;
-  P->q_quant = d->q_quant;
-  P->q_scale = (const float *)p->q_scale.data;
-  P->q_out = mat(p->q_out);
-  P->k_out = mat(p->k_out);
-  P->v_out = mat(p->v_out);
-  P->q_copy = mat(p->q_copy);
-  auto cache = [](const qf_cache &c, qkvfuse_quant_mode q) {
-    return qf_cu_cache{c.data, c.s_block, c.s_row, c.s_chunk, c.chunk, c.blocks, c.block_size,
-                       (int32_t)(c.data ? c.dtype : 0), (int32_t)q};
-  };
-  P->k_cache = cache(p->k_cache, d->k_quant);
-  P->v_cache = cache(p->v_cache, d->v_quant);
-  P->page_div = qf_cuda_divisor_or_none(p->k_cache.data ? p->k_cache.block_size : 0);
-  P->batch_div = qf_cuda_divisor_or_none(p->S);
-  if (p->k_cache.data) {
-    const qf_cache &k = p->k_cache, &v = p->v_cache;
-    const int64_t starts = k.block_size - p->S + 1; /* contiguous: start indices 0 .. block_size - S */
-    P->slot_lim = d->cache_layout == QKVFUSE_CACHE_CONTIGUOUS ? (starts > 0 ? starts : 0) : k.blocks * k.block_size;
-    P->slot_lin = d->cache_layout != QKVFUSE_CACHE_CONTIGUOUS && k.s_block == k.block_size * k.s_row &&
-                  v.s_block == v.block_size * v.s_row;
-  }
-  P->error_flags = p->error_flags;
-  P->pdl = plan->device_pdl;
-}
-
-static bool aligned(const void *ptr, int64_t bytes) { return ((uintptr_t)ptr % (uintptr_t)bytes) == 0; }
-
-// Whether cache c takes vectors of vec elements: its pointer and every
-// stride of its layout (block, row, chunk and chunk size) whole vectors.
-static bool cache_vector_ok(const qf_cache &c, int vec) {
-  const int64_t es = (int64_t)qkvfuse_dtype_size(c.dtype);
-  return aligned(c.data, vec * es) && c.s_block % vec == 0 && c.s_row % vec == 0 && c.s_chunk % vec == 0 &&
-         c.chunk % vec == 0;
-}
-
-bool qf_cuda_vector_ok(const qf_problem *p, int vec) {
-  if (p->D % vec) return false;
-  const qf_mat *mats[] = {&p->in[0], &p->in[1], &p->in[2], &p->q_out, &p->k_out, &p->v_out, &p->q_copy};
-  for (const qf_mat *m : mats) {
-    if (!m->data) continue;
-    const int64_t es = (int64_t)qkvfuse_dtype_size(m->dtype);
-    if (!aligned(m->data, vec * es) || (m->rows > 1 && m->ld % vec)) return false;
-  }
-  const qf_cache *caches[] = {&p->k_cache, &p->v_cache};
-  for (const qf_cache *c : caches)
-    if (c->data && !cache_vector_ok(*c, vec)) return false;
-  return true;
-}
-
-// The work split of a call (see fused.cuh), the one whose groups walk the
-// fewer tasks in series (the kernel is bound by each task's chain of loads).
-// Either a tile is a few tokens (tpb) with all their heads, so that a block
-// builds the per-token tables once for tpb x heads tasks and each group
-// walks several of them, or it is one token and as many heads as a block
-// has groups, one task per group and a table per tile, counted as two
-// tasks (ties go to the former). Blocks walk the tiles grid-stride, at most
-// qf::kFusedBlocksPerSm per multiprocessor.
-extern "C" void qf_cuda_general_tiles(int64_t T, int heads, int gpb, int R, int64_t resident, int *tpb, int *hpb) {
-  const int table_max = R > 0 ? 12288 / (8 * R) : 256; /* cos/sin tables <= 12 KB */
-  int many = (4 * gpb + heads - 1) / heads;
-  many = many > table_max ? table_max : (many < 1 ? 1 : many);
-  const int64_t tiles_many = (T + many - 1) / many, tiles_one = T * ((heads + gpb - 1) / gpb);
-  const int64_t walk_many = (tiles_many + resident - 1) / resident * ((many * heads + gpb - 1) / gpb);
-  const int64_t walk_one = (tiles_one + resident - 1) / resident * 2;
-  if (walk_many <= walk_one) {
-    *tpb = many;
-    *hpb = heads;
-  } else {
-    *tpb = 1;
-    *hpb = heads < gpb ? heads : gpb;
-  }
-}
-
-extern "C" int qf_cuda_streaming(int cc, int form) {
-  return cc >= QF_CUDA_STREAMING_MIN_CC && form != QF_CUDA_FORM_GENERAL;
-}
-
-// The plan's multiprocessors (132, an H100 / H200's, where the device did not say).
-static int64_t plan_sms(const qkvfuse_plan *plan) { return plan->device_sm_count > 0 ? plan->device_sm_count : 132; }
-
-static bool aligned16(const void *ptr) { return ptr == nullptr || aligned(ptr, 16); }
-
-// The streaming kernel's preconditions (fast.cuh): 16-bit input, outputs of
-// its dtype, rows and caches in aligned 8-element vectors, D a multiple of 16
-// in [32, 512], R a multiple of 16, caches of the input dtype or quantized, no
-// beta, not parity mode, small tables readable as aligned vectors, q not
-// quantized.
-static bool fast_ok(const qf_problem *p, const qf_cu_params &P) {
-  const qkvfuse_dtype in = p->in[0].dtype;
-  if ((in != QKVFUSE_DTYPE_BFLOAT16 && in != QKVFUSE_DTYPE_FLOAT16) || P.parity || p->q_copy.data) return false;
-  // a quantized q (desc.q_quant) goes to the general kernel: the streaming
-  // kernel's q items store rows of the input's dtype (store_head) and read no
-  // q scale; quantizing there would add a scale load and a per-vector fp8
-  // path to the q items of every call, for a q_out an fp8 attention reads
-  if (p->desc->q_quant != QKVFUSE_QUANT_NONE) return false;
-  if (p->D % 16 || p->D < 32 || p->D > 512 || p->R % 16 || !qf_cuda_vector_ok(p, 8)) return false;
-  const qf_mat *outs[] = {&p->q_out, &p->k_out, &p->v_out};
-  for (const qf_mat *m : outs)
-    if (m->data && m->dtype != in) return false;
-  if (p->q_beta.data || p->k_beta.data || p->weight_scale.data) return false;
-  const qf_cache *caches[] = {&p->k_cache, &p->v_cache};
-  const qkvfuse_quant_mode quant[] = {p->desc->k_quant, p->desc->v_quant};
-  for (int i = 0; i < 2; i++)
-    if (caches[i]->data && quant[i] == QKVFUSE_QUANT_NONE && caches[i]->dtype != in) return false;
-  /* per-channel scales and offsets are read as vectors; per-head and per-tensor ones one at a time */
-  const bool kpc = P.k_scale_pc != 0, vpc = P.v_scale_pc != 0;
-  const void *tables[] = {p->q_gamma.data, p->k_gamma.data, p->cos_sin_cache.data, p->cos.data, p->sin.data,
-                          kpc ? p->k_scale.data : nullptr, vpc ? p->v_scale.data : nullptr,
-                          kpc ? p->k_offset.data : nullptr, vpc ? p->v_offset.data : nullptr};
-  for (const void *t : tables)
-    if (!aligned16(t)) return false;
-  const qf_mat *rows[] = {&p->cos_sin_cache, &p->cos, &p->sin};
-  for (const qf_mat *m : rows)
-    if (m->data && m->rows > 1 && m->ld % 8) return false;
-  return true;
-}
-
-// The streaming kernel's work split. Items are (token, hpi heads of one
-// kind); hpi is the largest of 4 (2 with per-token cos/sin: registers) and 2
-// that still gives about 1024 threads per multiprocessor (the prefill form
-// may halve it: qf_cuda_prefill_plan). Calls too small
-// for that even with two heads per item are decode-sized: they run the
-// decode form (one (token, head) per group, one pass; one or two vectors per
-// lane). Otherwise the prefill form runs on the resident blocks
-// (fast_blocks_per_sm per multiprocessor: 5 for the kernels that know their
-// call, QF_FAST_HOT, whose 40 KB of shared memory at most leave room for
-// them; else 4), each block keeping one item for the
-// launch and walking its token chunks (fast.cuh: block_item); the blocks per
-// item of each kind come from qf_cuda_prefill_plan. Shared memory
-// holds the row stages and, for a quantized cache, the item's reciprocal
-// scales. plan->device_form forces a form (the prefill form then goes down to
-// one head per item, on one block per item).
-// Sets *smem, the launch's variant bits (QF_FAST_DECODE*) and lanes per
-// group; returns the grid size, or 0 if an index or the shared memory (48
-// KB) would overflow (the general kernel then serves the call).
-/* a quantized k chunk's cost in tenths of a q chunk's: it also quantizes */
-static const int64_t kFastKCost = 14;
-static const int64_t kFastTokenCost = 5; /* a chunk's per-token part, in tenths of one head's */
-
-// The prefill form's blocks per item of each kind (n[k]; items[k] items of
-// kind k, each of `chunks` token chunks, a chunk of kind k costing cost[k]),
-// for `slots` resident blocks. A chunk costs about the same whatever its
-// heads and bytes (counts in proportion to them balance worse), except
-// that a k chunk of a quantized cache also quantizes: cost kFastKCost
-// against 10 where every k item has hpi heads (qf_cuda_prefill_plan; with
-// fewer, 10: there the higher cost plans worse). A block's time is its
-// chunk count, ceil(chunks / n[k]), times cost[k], and the call's time the
-// largest of these; a block walks few chunks, so the rounding up decides
-// and counts in proportion to cost are not the best. So: the smallest such
-// time tau whose counts, the fewest blocks that finish within tau, fit in
-// the slots (binary search: the count falls as tau grows); then the slots
-// left go in whole rounds, one more block for every item, while they fit
-// (more blocks in flight, the same largest time; whole rounds keep equal
-// counts equal, which run faster than unequal ones). Where even one block
-// per item does not fit (more items than slots), one block each.
-extern "C" void qf_cuda_blocks_per_item(int64_t chunks, const int32_t *items, const int64_t *cost, int64_t slots,
-                                        int64_t *n) {
-  auto fits = [&](int64_t tau, int64_t *cnt) { /* the fewest blocks per item within tau; fit in the slots? */
-    int64_t total = 0;
-    for (int k = 0; k < 3; k++) {
-      cnt[k] = 1;
-      if (!items[k]) continue;
-      const int64_t m = tau / cost[k]; /* chunks a block of kind k may walk */
-      if (m < 1) return false;
-      cnt[k] = (chunks + m - 1) / m;
-      total += items[k] * cnt[k];
-    }
-    return total <= slots;
-  };
-  int64_t lo = 1, hi = 0;
-  for (int k = 0; k < 3; k++) hi = cost[k] * chunks > hi ? cost[k] * chunks : hi;
-  if (!fits(hi, n)) {
-    n[0] = n[1] = n[2] = 1;
-    return;
-  }
-  while (lo < hi) {
-    const int64_t mid = lo + (hi - lo) / 2;
-    int64_t cnt[3];
-    if (fits(mid, cnt))
-      hi = mid;
-    else
-      lo = mid + 1;
-  }
-  fits(lo, n);
-  int64_t used = 0, round = 0;
-  for (int k = 0; k < 3; k++) used += items[k] * n[k], round += items[k];
-  for (;;) { /* whole rounds: one more block for every item */
-    bool room = used + round <= slots;
-    for (int k = 0; k < 3; k++) room = room && (!items[k] || n[k] < chunks);
-    if (!room) break;
-    for (int k = 0; k < 3; k++) n[k] += items[k] ? 1 : 0;
-    used += round;
-  }
-}
-
-// The prefill form's heads per item and blocks per item (n[k]; heads[k]
-// heads of kind k, 0 where the kind has no work; `chunks` token chunks;
-// `slots` resident blocks): items of hpi heads (the most that fill the
-// device, fast_split) or of hpi / 2 (at least 2), whichever's longest block
-// is predicted to take less time, with the blocks per item of
-// qf_cuda_blocks_per_item. A block's predicted time is its chunks times
-// their cost (kFastKCost for a quantized k chunk) times (kFastTokenCost + 10
-// nh), nh the heads of its item: a chunk's per-token part (position, slot,
-// cos/sin, the loop) about half one head's. Half the heads per item double
-// the chunks to deal, so the last round of chunks is less uneven where a
-// block walks few of them; where the rounding does not decide, hpi keeps
-// the per-token part's share smaller. A call with a quantized cache
-// (qcache) keeps hpi: its halved items run slower than this model predicts.
-// Returns the heads per item.
-extern "C" int qf_cuda_prefill_plan(int64_t chunks, const int64_t *heads, int hpi, int k_quant, int qcache,
-                                    int64_t slots, int64_t *n) {
-  int64_t best = -1;
-  int best_h = hpi;
-  for (int c = 0; c < 2; c++) {
-    const int h = c ? hpi / 2 : hpi;
-    if (c && (h < 2 || qcache)) break;
-    int32_t items[3];
-    for (int k = 0; k < 3; k++) items[k] = (int32_t)((heads[k] + h - 1) / h);
-    const int64_t cost[3] = {10, k_quant && heads[1] % h == 0 ? kFastKCost : 10, 10};
-    int64_t m[3];
-    qf_cuda_blocks_per_item(chunks, items, cost, slots, m);
-    int64_t tau = 0;
-    for (int k = 0; k < 3; k++) {
-      const int64_t nh = heads[k] < h ? heads[k] : h;
-      const int64_t tk = items[k] ? (chunks + m[k] - 1) / m[k] * cost[k] * (kFastTokenCost + 10 * nh) : 0;
-      tau = tk > tau ? tk : tau;
-    }
-    if (best < 0 || tau < best) best = tau, best_h = h, n[0] = m[0], n[1] = m[1], n[2] = m[2];
-  }
-  return best_h;
-}
-
-// The prefill form's tail: the last *tail token chunks of every item, in
-// pieces of *piece chunks, one block each, which the hardware starts as the
-// resident blocks end. Multiprocessors move their bytes at different
-// rates, so a static split ends when the slowest does; the pieces let the
-// faster ones take more. A quarter of the chunks, where a resident block
-// would walk at least 3 (`per`: chunks x items / slots; with fewer, the
-// pieces' second wave of blocks costs more than the balance gains), in
-// pieces of one chunk, or of two where it would walk 16 or more (a piece's
-// block start is then the larger cost). With a quantized cache (qcache),
-// where a resident block would walk 4 to 15 chunks, a tenth of them: fewer
-// pieces, each of which pays a block start, balance as well once the
-// longest run first. The prefill kernel for a quantized cache (fast.cuh:
-// kHotQuant, block_item) starts the longest pieces first: k's (norm, RoPE,
-// quantization), then v's (quantization), then q's, so that the last
-// blocks to start are the shortest (a freed slot takes about a microsecond
-// to start its next block); split and in place, whose q and k pieces cost
-// alike, deal theirs piece by piece.
-extern "C" void qf_cuda_prefill_tail(int64_t chunks, int64_t items, int64_t slots, int qcache, int64_t *tail,
-                                     int64_t *piece) {
-  const int64_t per = slots > 0 ? chunks * items / slots : 0;
-  *piece = per >= 16 ? 2 : 1;
-  if (qcache && per >= 4 && per < 16)
-    *tail = chunks / 10;
-  else
-    *tail = per >= 3 ? chunks / 4 / *piece * *piece : 0;
-}
-
-// The call the streaming kernel serves with its dtypes and cache geometry
-// compiled in (QF_FAST_HOT; fast.cuh: kHot): the one vLLM and SGLang make.
-// cos/sin from a cos_sin_cache of the input's dtype by int64 positions, norm
-// weights of the input's dtype, and a cache, if any, that is paged with
-// whole rows (slot_lin: vLLM's [blocks, block_size, Nkv, D]) and a head's D
-// channels contiguous, int64 slots, no int8 offsets. A page table
-// (cache_addressing page_table) is not that call: the HOT kernels read
-// slot_mapping as int64 at compile time, so its calls take the kernels that
-// read their addressing from the parameters (fast.cuh: load_token_ix).
-static bool fast_hot(const qf_problem *p, const qf_cu_params &P) {
-  const qkvfuse_dtype in = p->in[0].dtype;
-  const bool cache = p->desc->cache_layout != QKVFUSE_CACHE_NONE;
-  if (cache && p->desc->cache_addressing != QKVFUSE_ADDRESS_SLOTS) return false;
-  const qf_cache *caches[] = {&p->k_cache, &p->v_cache};
-  for (const qf_cache *c : caches)
-    if (c->data && c->chunk != p->D) return false;
-  return p->desc->rope_source == QKVFUSE_ROPE_COS_SIN_CACHE && p->positions.dtype == QKVFUSE_DTYPE_INT64 &&
-         p->cos_sin_cache.dtype == in && (!p->q_gamma.data || p->q_gamma.dtype == in) &&
-         (!p->k_gamma.data || p->k_gamma.dtype == in) &&
-         (!cache || (p->desc->cache_layout != QKVFUSE_CACHE_CONTIGUOUS && P.slot_lin &&
-                     p->slot_mapping.dtype == QKVFUSE_DTYPE_INT64 && !p->k_offset.data && !p->v_offset.data));
-}
-
-static int64_t fast_split(const qkvfuse_plan *plan, const qf_problem *p, qf_cu_params *P, size_t *smem, int *variant,
-                          int *lanes) {
-  const int64_t sms = plan_sms(plan);
-  const bool k_work = p->k_out.data || p->desc->cache_layout != QKVFUSE_CACHE_NONE;
-  const bool v_work = p->v_out.data || p->desc->cache_layout != QKVFUSE_CACHE_NONE;
-  const bool k_quant = p->k_cache.data && p->desc->k_quant != QKVFUSE_QUANT_NONE;
-  const bool v_quant = p->v_cache.data && p->desc->v_quant != QKVFUSE_QUANT_NONE;
-  const bool qcache = k_quant || v_quant; /* the call has a quantized cache */
-  const int D = (int)p->D;
-  const int64_t gpb = qf::fast_gpb(qf::fast_lanes(D)), tchunks = (p->T + gpb - 1) / gpb;
-  const int64_t groups_q = p->T * p->Nq, groups_kv = p->T * p->Nkv;
-  const int64_t kind_heads[3] = {p->Nq, k_work ? p->Nkv : 0, v_work ? p->Nkv : 0}; /* 0: no work */
-  const int64_t heads = kind_heads[0] + kind_heads[1] + kind_heads[2];
-  const int form = plan->device_form;
-  /* the decode form's vectors per lane: one for the smallest calls (at
-     most two warps per multiprocessor: their time is one instruction
-     chain's, which one vector shortens), else two */
-  const int l1 = qf::decode_lanes(D, 1);
-  const bool nv1 = l1 && (form == 3 || p->T * heads * l1 <= sms * 64);
-  const int dlanes = nv1 ? l1 : qf::decode_lanes(D, 2);
-  const int64_t dgpb = qf::kFastBlock / dlanes;
-  int64_t units = 0;
-  *smem = 0;
-  auto set_items = [&](int hpi) {
-    P->fast_hpi = hpi;
-    for (int k = 0; k < 3; k++) P->fast_items[k] = (int32_t)((kind_heads[k] + hpi - 1) / hpi);
-  };
-  bool decode = form != 2 && groups_q < 0x7fffffffLL - dgpb; /* div_fixed: indices below 2^31 */
-  for (int hpi = qf::fast_max_heads(p->desc->rope_source == QKVFUSE_ROPE_COS_SIN); hpi >= (form == 2 ? 1 : 2);
-       hpi >>= 1) {
-    set_items(hpi);
-    units = tchunks * (P->fast_items[0] + P->fast_items[1] + P->fast_items[2]);
-    if (units * qf::kFastBlock >= sms * 1024) break;
-  }
-  if (form == 0 && units * qf::kFastBlock >= sms * 1024) decode = false;
-  if (decode) {
-    /* the one-vector form of a call with a quantized cache speculates its
-       k and v blocks' norm weights and scales before the grid dependency
-       wait (fast.cuh: decode_kernel, SPEC); calls without one do not: for
-       them the extra reads cost more than they hide */
-    *variant |= QF_FAST_DECODE | (nv1 ? QF_FAST_DECODE1 : 0) | (nv1 && qcache ? QF_FAST_SPEC : 0);
-    *lanes = dlanes;
-    P->dec_blocks_q = (int32_t)((groups_q + dgpb - 1) / dgpb);
-    const int32_t blocks_kv = (int32_t)((groups_kv + dgpb - 1) / dgpb);
-    P->dec_blocks_k = k_work ? blocks_kv : 0;
-    P->dec_q = qf_cuda_divisor((uint32_t)p->Nq);
-    P->dec_kv = qf_cuda_divisor((uint32_t)p->Nkv);
-    return P->dec_blocks_q + P->dec_blocks_k + (v_work ? blocks_kv : 0);
-  }
-  *lanes = qf::fast_lanes(D);
-  if ((*variant & QF_FAST_HOT) && qcache) *variant |= QF_FAST_QUANT; /* its own kernel (fast.cuh: kHotQuant) */
-  if (tchunks >= 0x7fffffffLL) return 0; /* chunk indices (+ a stride) stay below 2^32 */
-  P->fast_chunks = (uint32_t)tchunks;
-  /* the tail (qf_cuda_prefill_tail), then the resident blocks per item of
-     the other chunks: qf_cuda_prefill_plan, by the cost of a chunk (tenths
-     of a q chunk's); the forced prefill form takes three (at most one per
-     chunk), so that on test-sized calls every block walks many chunks
-     through its stages with a chunk stride above one, the last round of
-     chunks is mostly part-filled, as in real prefill calls, and calls of
-     9 chunks or more have a tail (in pieces of one below 48; with a
-     quantized cache, 10% of the chunks from 12 to 47) */
-  const int64_t items = P->fast_items[0] + P->fast_items[1] + P->fast_items[2];
-  const int64_t slots = form == 2 ? 3 * items : sms * qf::fast_blocks_per_sm((*variant & QF_FAST_HOT) != 0);
-  int64_t piece = 1, tail = 0;
-  qf_cuda_prefill_tail(tchunks, items, slots, qcache, &tail, &piece);
-  const int64_t head = tchunks - tail;
-  const int64_t nf = head < 3 ? (head > 0 ? head : 1) : 3;
-  int64_t n[3] = {nf, nf, nf}, grid = 0;
-  if (form != 2) set_items(qf_cuda_prefill_plan(head, kind_heads, P->fast_hpi, k_quant, qcache, slots, n));
-  for (int k = 0; k < 3; k++) {
-    P->fast_bpi[k] = (int32_t)n[k];
-    grid += P->fast_items[k] * n[k];
-  }
-  P->fast_head_blocks = (int32_t)grid;
-  P->fast_head_chunks = (uint32_t)head;
-  P->fast_piece = (int32_t)piece;
-  if (tail) grid += (P->fast_items[0] + P->fast_items[1] + P->fast_items[2]) * (tail / piece);
-  /* the rounds' segments (fast.cuh: block_item): the distinct counts in
-     ascending order; a segment's rounds have every item of the kinds with
-     at least its count */
-  int64_t prev = 0;
-  for (int s = 0; s < 3; s++) {
-    int64_t next = 0;
-    for (int k = 0; k < 3; k++)
-      if (P->fast_items[k] && n[k] > prev && (next == 0 || n[k] < next)) next = n[k];
-    int64_t width = 0;
-    for (int k = 0; k < 3; k++)
-      if (next && n[k] >= next) width += P->fast_items[k];
-    P->fast_seg_end[s] = (int32_t)(next ? next : prev);
-    P->fast_seg_width[s] = (int32_t)width;
-    if (next) prev = next;
-  }
-  if (grid >= 0x7fffffffLL) return 0;
-  /* v items of a quantized cache take their lane's two vectors adjacent
-     (fast.cuh: vadj), one 16-byte store of their bytes (16 one-byte
-     elements) */
-  P->fast_vadj = v_quant && cache_vector_ok(p->v_cache, 16);
-  const bool offsets = p->k_offset.data || p->v_offset.data;
-  *smem = (size_t)qf::kFastStages * P->fast_hpi * 2 * qf::kFastBlock * 16 +
-          (qcache ? sizeof(float) * (offsets ? 2 : 1) * P->fast_hpi * (size_t)p->D : 0);
-  if (*smem > 48 * 1024) return 0; /* the default limit of dynamic shared memory */
-  return grid;
-}
 
 static qkvfuse_status qf_cuda_run(const qkvfuse_plan *plan, const qf_problem *p, void *stream) {
   qf_cu_params P;
   qf_cuda_make_params(plan, p, &P);
   device_guard g(plan->desc.device_id);
   if (g.err != cudaSuccess) return cuda_fail(g.err, "cudaSetDevice");
-  const qkvfuse_dtype in = p->in[0].dtype;
-  if (qf_cuda_streaming(plan->device_cc, plan->device_form) && fast_ok(p, P)) {
-    size_t smem = 0;
-    int variant = (p->desc->rope_style == QKVFUSE_ROPE_INTERLEAVED ? QF_FAST_INTERLEAVED : 0) |
-                  (p->desc->rope_source == QKVFUSE_ROPE_COS_SIN ? QF_FAST_SEPARATE : 0);
-    int lanes = 0;
-    if (fast_hot(p, P)) variant |= QF_FAST_HOT;
-    const int64_t blocks = fast_split(plan, p, &P, &smem, &variant, &lanes);
-    if (blocks > 0) return qf_cuda_launch(in, 0, 0, lanes, variant, &P, (unsigned)blocks, smem, (cudaStream_t)stream);
-  }
-  const int in_bytes = (int)qkvfuse_dtype_size(in);
-  const int vmax = 16 / in_bytes;
-  const int vec = qf_cuda_vector_ok(p, vmax) ? vmax : 1;
-  P.nvec = (int32_t)(p->D / vec);
-  P.group = qf::pow2_at_least(P.nvec < 32 ? P.nvec : 32);
-  const int nv = qf::pow2_at_least((P.nvec + P.group - 1) / P.group);
-  const int64_t resident = plan_sms(plan) * qf::kFusedBlocksPerSm;
-  int tpb = 1, hpb = 1;
-  qf_cuda_general_tiles(P.T, P.heads_per_token, qf::kBlock / P.group, P.R, resident, &tpb, &hpb);
-  P.tpb = tpb, P.hpb = hpb, P.head_tiles = (P.heads_per_token + hpb - 1) / hpb;
-  int64_t blocks = (P.T + P.tpb - 1) / P.tpb * P.head_tiles;
-  if (blocks > resident) blocks = resident; /* the kernel walks the tiles grid-stride */
-  const size_t smem = qf::fused_smem_bytes(P.D, P.R, P.tpb, qf::kBlock / P.group);
-  return qf_cuda_launch(in, vec, nv, 0, 0, &P, (unsigned)blocks, smem, (cudaStream_t)stream);
+  const qf_cuda_variant v = qf_cuda_choose(qf_cuda_state_of(plan), p, &P);
+  return qf_cuda_launch(&v, &P, (cudaStream_t)stream);
 }
 
 // The CUDA architectures this build's device code was compiled for
@@ -593,8 +126,8 @@ static qkvfuse_status device_facts(int dev, int *sms, int *cc) {
     // for it (refused here, naming the device, rather than at a launch)
     device_guard guard(dev);
     if (guard.err != cudaSuccess) return cuda_fail(guard.err, "cudaSetDevice");
-    QF_FORWARD(check_image(dev, *cc, qf_cuda_fused_probe(), "general"));
-    if (*cc >= QF_CUDA_STREAMING_MIN_CC) QF_FORWARD(check_image(dev, *cc, qf_cuda_fast_probe(), "streaming"));
+    QF_FORWARD(check_image(dev, *cc, qf_cuda_general_probe(), "general"));
+    if (*cc >= QF_CUDA_STREAMING_MIN_CC) QF_FORWARD(check_image(dev, *cc, qf_cuda_streaming_probe(), "streaming"));
   }
   if (dev < kCachedDevices) {
     __atomic_store_n(&g_device_sms[dev], *sms, __ATOMIC_RELAXED);
@@ -606,24 +139,24 @@ static qkvfuse_status device_facts(int dev, int *sms, int *cc) {
 
 extern "C" qkvfuse_status qf_cuda_plan(qkvfuse_plan *plan) {
   const qkvfuse_desc *d = &plan->desc;
-  int sms = 0, cc = 0;
-  QF_FORWARD(device_facts(d->device_id, &sms, &cc));
-  plan->device_sm_count = sms;
-  plan->device_cc = cc;
+  qf_cuda_state state = {};
+  QF_FORWARD(device_facts(d->device_id, &state.sm_count, &state.cc));
   // programmatic dependent launch (launch.h): sm_90 and later, unless the
   // environment says QKVFUSE_CUDA_PDL=0
   const char *pdl = getenv("QKVFUSE_CUDA_PDL");
-  plan->device_pdl = cc >= 90 && !(pdl && strcmp(pdl, "0") == 0);
+  state.pdl = state.cc >= 90 && !(pdl && strcmp(pdl, "0") == 0);
   // the streaming kernel's form: by size, unless QKVFUSE_CUDA_FORM says
-  // decode or prefill, or general: no streaming kernel, as below sm_80
+  // decode, decode_narrow or prefill, or general: no streaming kernel, as
+  // below sm_80
   // (tests run each form over every shape)
   const char *form = getenv("QKVFUSE_CUDA_FORM");
-  plan->device_form = !form                           ? 0
-                      : strcmp(form, "decode") == 0   ? 1
-                      : strcmp(form, "prefill") == 0  ? 2
-                      : strcmp(form, "decode1") == 0 ? 3
-                      : strcmp(form, "general") == 0 ? QF_CUDA_FORM_GENERAL
-                                                      : 0;
+  state.form = !form                                   ? QF_CUDA_FORM_BY_SIZE
+               : strcmp(form, "decode") == 0        ? QF_CUDA_FORM_DECODE
+               : strcmp(form, "prefill") == 0       ? QF_CUDA_FORM_PREFILL
+               : strcmp(form, "decode_narrow") == 0 ? QF_CUDA_FORM_DECODE_NARROW
+               : strcmp(form, "general") == 0       ? QF_CUDA_FORM_GENERAL
+                                                    : QF_CUDA_FORM_BY_SIZE;
+  qf_cuda_state_set(plan, &state);
   plan->backend = QKVFUSE_BACKEND_CUDA;
   plan->backend_name = "cuda";
   plan->run = qf_cuda_run;
@@ -647,7 +180,8 @@ extern "C" qkvfuse_status qf_cuda_plan(qkvfuse_plan *plan) {
       cudaFree(buf);
       return cuda_fail(e, "cudaMemcpy (frequency table)");
     }
-    plan->device_state = buf;
+    state.turns = static_cast<const uint64_t *>(buf);
+    qf_cuda_state_set(plan, &state);
   }
   return QKVFUSE_SUCCESS;
 }

@@ -1,16 +1,37 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* Internals of the CUDA backend shared by its translation units. */
+/* The CUDA backend's host functions shared by its translation units. */
 #ifndef QKVFUSE_CUDA_BACKEND_H
 #define QKVFUSE_CUDA_BACKEND_H
 
 #include "core/plan.h"
 #include "cuda/params.h"
 
-/* Kernel parameters of a resolved problem. */
+/* Kernel parameters of a resolved problem, less the schedule (params.cu). */
 void qf_cuda_make_params(const qkvfuse_plan *plan, const qf_problem *p, qf_cu_params *P);
 
-/* May every thread move `vec` consecutive elements as one access (D, bases
- * and strides all multiples of vec elements)? */
+/* May every thread move `vec` consecutive elements as one access: D, bases
+ * and strides all multiples of vec elements (eligible.cu)? */
 bool qf_cuda_vector_ok(const qf_problem *p, int vec);
+
+/* Does cache c take vectors of vec elements: its pointer and every stride of
+ * its layout (block, row, chunk and chunk size) whole vectors? */
+bool qf_cuda_cache_vector_ok(const qf_cache *c, int vec);
+
+/* Why the streaming kernel cannot serve the call (a static string), or NULL
+ * where it can: 16-bit input, outputs of its dtype, rows and caches in
+ * aligned 8-element vectors, D a multiple of 16 in [32, 512], R a multiple
+ * of 16, caches of the input's dtype or quantized, no beta, no int32
+ * dequantization, not parity mode, small tables readable as aligned vectors,
+ * q not quantized. */
+const char *qf_cuda_streaming_refusal(const qf_problem *p, const qf_cu_params *P);
+
+/* Is the call the engine call, which the streaming kernel serves with its
+ * dtypes and cache geometry compiled in (streaming.cuh: kEngine): the one
+ * vLLM and SGLang make? cos/sin from a cos_sin_cache of the input's dtype by
+ * int64 positions, norm weights of the input's dtype, and a cache, if any,
+ * that is paged with whole rows (slot_lin: vLLM's [blocks, block_size, Nkv,
+ * D]) and a head's D channels contiguous, int64 slots, no int8 offsets. A
+ * page table is not that call: the engine kernels read slot_mapping. */
+bool qf_cuda_engine_call(const qf_problem *p, const qf_cu_params *P);
 
 #endif /* QKVFUSE_CUDA_BACKEND_H */

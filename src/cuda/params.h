@@ -29,8 +29,8 @@ typedef struct qf_cu_cache {
   int32_t quant; /* qkvfuse_quant_mode */
 } qf_cu_cache;
 
-/* n / d for 0 <= n < 2^31 as (umulhi(n, mul) + n) >> shift (fast.cuh:
- * div_fixed; qf_cuda_divisor builds it). */
+/* n / d for 0 <= n < 2^31 as (umulhi(n, mul) + n) >> shift
+ * (device/divide.cuh: div_fixed; schedule.h: qf_cuda_divisor builds it). */
 typedef struct qf_cu_div {
   uint32_t d, mul;
   int32_t shift;
@@ -43,15 +43,15 @@ typedef struct qf_cu_params {
   int32_t Nq, Nkv, D, R;
   int32_t group;               /* lanes per head: a power of two <= 32 */
   int32_t nvec;                /* vectors per head: D / VEC */
-  int32_t tpb, hpb;            /* a block's tile: tokens x heads */
-  int32_t head_tiles;          /* blocks per token tile: ceil(heads_per_token / hpb) */
-  /* the streaming kernel (fast.cuh): items (token, up to fast_hpi heads of one kind) */
-  int32_t fast_hpi;            /* heads per item: 1..4 */
-  int32_t fast_items[3];       /* items per token of each kind (q, k, v); 0: the kind has no work */
-  uint32_t fast_chunks;        /* prefill form: token chunks, ceil(T / tokens per block) */
+  int32_t tile_tokens, tile_heads; /* a block's tile: tokens x heads */
+  int32_t head_tiles;          /* blocks per token tile: ceil(heads_per_token / tile_heads) */
+  /* the streaming kernel (streaming.cuh): items (token, up to heads_per_item heads of one kind) */
+  int32_t heads_per_item;      /* 1..4 */
+  int32_t items[3];            /* items per token of each kind (q, k, v); 0: the kind has no work */
+  uint32_t runs;               /* prefill form: token runs, ceil(T / groups per block) */
   /* its decode form: one (token, head) per group; blocks of q, then k, then v */
-  int32_t dec_blocks_q, dec_blocks_k;
-  qf_cu_div dec_q, dec_kv;     /* Nq, Nkv */
+  int32_t decode_blocks_q, decode_blocks_k;
+  qf_cu_div div_q_heads, div_kv_heads; /* by Nq, by Nkv */
 
   /* options */
   int32_t q_norm, k_norm, gamma_offset, parity, rope_source, interleaved, layout;
@@ -76,18 +76,17 @@ typedef struct qf_cu_params {
 
   int32_t pdl;                  /* host side: launch with programmatic dependent launch (launch.h) */
 
-  /* the streaming kernel's prefill form (fast.cuh: block_item); last, so that
-     the fields before keep their offsets */
-  int32_t fast_bpi[3];          /* blocks per item of each kind */
-  int32_t fast_seg_end[3];      /* blocks are dealt in rounds, in segments: a segment's last round + 1 */
-  int32_t fast_seg_width[3];    /* its blocks per round (0: unused) */
-  int32_t fast_head_blocks;     /* the rounds' blocks, which walk the chunks below fast_head_chunks */
-  uint32_t fast_head_chunks;    /* the tail: chunks fast_head_chunks .. fast_chunks - 1, */
-  int32_t fast_piece;           /* in pieces of fast_piece chunks, a block each */
+  /* the prefill form's schedule (schedule.h: qf_cuda_schedule_block) */
+  int32_t blocks_per_item[3];  /* resident blocks per item of each kind */
+  int32_t segment_end[3];      /* resident blocks are dealt in rounds, in segments: a segment's last round + 1 */
+  int32_t segment_width[3];    /* its blocks per round (0: unused) */
+  int32_t resident_blocks;     /* the rounds' blocks, which walk the runs below resident_runs */
+  uint32_t resident_runs;      /* the late blocks take runs resident_runs .. runs - 1, */
+  int32_t late_piece;          /* late_piece runs each */
   /* a slot's page (slot / block_size) and a contiguous token's batch (t / S)
-     as multiplies (fast.cuh: div_by); d = 0 where the divisor is >= 2^31 */
+     as multiplies (device/divide.cuh: div_by); d = 0 where the divisor is >= 2^31 */
   qf_cu_div page_div, batch_div;
-  /* a token's cache row (fast.cuh: check_token; fused.cuh: the range): its
+  /* a token's cache row (streaming.cuh: check_token; general.cuh: the range): its
      slot s (contiguous layout: its batch's start index) is in range iff
      (uint64) s < slot_lim;
      slot_lin: both caches have s_block = block_size * s_row (a paged cache
@@ -95,8 +94,8 @@ typedef struct qf_cu_params {
   int64_t slot_lim;
   int32_t slot_lin;
   /* the prefill form's v items of a quantized cache: a lane's vectors
-     adjacent (fast.cuh: vadj); in the padding after slot_lin */
-  int32_t fast_vadj;
+     adjacent (streaming.cuh: v_adjacent); in the padding after slot_lin */
+  int32_t v_adjacent;
   /* q written a second time (problem.h: q_copy); the general kernel only */
   qf_cu_mat q_copy;
   /* k / v scales (and offsets) of one per kv head ([Nkv]): head h's at [h] */

@@ -1,23 +1,23 @@
 // SPDX-License-Identifier: Apache-2.0
-// The one dispatch function of the fused kernel family.
+// The one dispatch function of the fused operator's kernels, and their launch.
 #include "core/error.h"
 #include "cuda/launch.h"
 
-qkvfuse_status qf_cuda_launch(qkvfuse_dtype in, int vec, int nv, int lanes, int variant, const qf_cu_params *P,
-                              unsigned blocks, size_t smem, cudaStream_t stream) {
-  if (lanes > 0) {
-    switch (in) {
-      case QKVFUSE_DTYPE_FLOAT16: return qf_cuda_launch_fast_f16(lanes, variant, P, blocks, smem, stream);
-      case QKVFUSE_DTYPE_BFLOAT16: return qf_cuda_launch_fast_bf16(lanes, variant, P, blocks, smem, stream);
-      default: return qf_fail(QKVFUSE_ERROR_DTYPE, "qkv: no streaming CUDA kernel for dtype %s", qkvfuse_dtype_name(in));
+qkvfuse_status qf_cuda_launch(const qf_cuda_variant *v, const qf_cu_params *P, cudaStream_t stream) {
+  if (v->kernel != QF_CUDA_KERNEL_GENERAL) {
+    switch (v->input) {
+      case QKVFUSE_DTYPE_FLOAT16: return qf_cuda_launch_streaming_f16(v, P, stream);
+      case QKVFUSE_DTYPE_BFLOAT16: return qf_cuda_launch_streaming_bf16(v, P, stream);
+      default:
+        return qf_fail(QKVFUSE_ERROR_DTYPE, "qkv: no streaming CUDA kernel for dtype %s", qkvfuse_dtype_name(v->input));
     }
   }
-  switch (in) {
-    case QKVFUSE_DTYPE_FLOAT32: return qf_cuda_launch_fused_f32(vec, nv, P, blocks, smem, stream);
-    case QKVFUSE_DTYPE_FLOAT16: return qf_cuda_launch_fused_f16(vec, nv, P, blocks, smem, stream);
-    case QKVFUSE_DTYPE_BFLOAT16: return qf_cuda_launch_fused_bf16(vec, nv, P, blocks, smem, stream);
-    case QKVFUSE_DTYPE_INT32: return qf_cuda_launch_fused_i32(vec, nv, P, blocks, smem, stream);
-    default: return qf_fail(QKVFUSE_ERROR_DTYPE, "qkv: no CUDA kernel for dtype %s", qkvfuse_dtype_name(in));
+  switch (v->input) {
+    case QKVFUSE_DTYPE_FLOAT32: return qf_cuda_launch_general_f32(v, P, stream);
+    case QKVFUSE_DTYPE_FLOAT16: return qf_cuda_launch_general_f16(v, P, stream);
+    case QKVFUSE_DTYPE_BFLOAT16: return qf_cuda_launch_general_bf16(v, P, stream);
+    case QKVFUSE_DTYPE_INT32: return qf_cuda_launch_general_i32(v, P, stream);
+    default: return qf_fail(QKVFUSE_ERROR_DTYPE, "qkv: no CUDA kernel for dtype %s", qkvfuse_dtype_name(v->input));
   }
 }
 

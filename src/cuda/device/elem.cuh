@@ -1,17 +1,18 @@
 // SPDX-License-Identifier: Apache-2.0
 // Element access for the CUDA kernels: loads of any supported dtype to
 // float32, rounding, vector stores with one round-to-nearest-even, and the
-// quantizers of SPEC.md stage 4. The dtype of the small tensors is a runtime
+// two-phase table loads of the streaming kernel. The dtype of the small tensors is a runtime
 // value that is uniform across the grid, so its switch costs a few
 // instructions and no divergence; the hot input type is a template parameter.
-#ifndef QKVFUSE_CUDA_ELEM_CUH
-#define QKVFUSE_CUDA_ELEM_CUH
+#ifndef QKVFUSE_CUDA_DEVICE_ELEM_CUH
+#define QKVFUSE_CUDA_DEVICE_ELEM_CUH
 
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
-#include <cuda_fp8.h>
 #include <stdint.h>
 
+#include "cuda/device/ptx.cuh"
+#include "cuda/device/vec16.cuh"
 #include "qkvfuse.h"
 
 namespace qf {
@@ -154,28 +155,65 @@ __device__ __forceinline__ void store_typed(T *dst, const float (&v)[VEC]) {
   store_bytes<VEC * (int)sizeof(T)>(dst, b);
 }
 
-// ---- quantizers -----------------------------------------------------------------
+// N (4 or 8) consecutive elements [i, i + N) of a float32 / bfloat16 / float16
+// table, read in two phases: ld_table issues the aligned vector loads (the
+// plan checks the alignment) and keeps the raw bits, cvt_table converts them
+// to float32. An item issues the loads of a pair (its two norm-weight
+// vectors; the cos and the sin of a vector) before it converts either, so
+// their round trips overlap instead of adding up on the decode critical path
+// (all pairs at once would not fit the registers).
+struct table_raw {
+  uint4 a, b; /* float32: N floats in a (, b); 16-bit: N halves in a */
+};
 
-// sat8(rint(x)); NaN -> 0.
-__device__ __forceinline__ int8_t to_int8(float x) {
-  if (isnan(x)) return 0;
-  return (int8_t)fminf(fmaxf(rintf(x), -128.0f), 127.0f);
+template <int N, bool L2ONLY = false>
+__device__ __forceinline__ table_raw ld_table(const void *p, int dt, int64_t i) {
+  static_assert(N == 4 || N == 8, "4 or 8 elements");
+  static_assert(N == 8 || !L2ONLY, "L2-only loads: 8 elements");
+  table_raw r = {make_uint4(0, 0, 0, 0), make_uint4(0, 0, 0, 0)};
+  if (L2ONLY) {
+    const uint4 *q = reinterpret_cast<const uint4 *>(static_cast<const char *>(p) +
+                                                     i * (dt == QKVFUSE_DTYPE_FLOAT32 ? 4 : 2));
+    r.a = ld_l2(q);
+    if (dt == QKVFUSE_DTYPE_FLOAT32) r.b = ld_l2(q + 1);
+    return r;
+  }
+  if (dt == QKVFUSE_DTYPE_FLOAT32) {
+    const uint4 *q = reinterpret_cast<const uint4 *>(static_cast<const float *>(p) + i);
+    r.a = __ldg(q);
+    if (N == 8) r.b = __ldg(q + 1);
+  } else if (N == 8) {
+    r.a = __ldg(reinterpret_cast<const uint4 *>(static_cast<const uint16_t *>(p) + i));
+  } else {
+    const uint2 v = __ldg(reinterpret_cast<const uint2 *>(static_cast<const uint16_t *>(p) + i));
+    r.a.x = v.x, r.a.y = v.y;
+  }
+  return r;
 }
 
-// OCP e4m3fn, round to nearest even, saturating to +-448; NaN keeps its sign.
-__device__ __forceinline__ uint8_t to_e4m3(float x) {
-  if (isnan(x)) return (uint8_t)(signbit(x) ? 0xff : 0x7f);
-  return (uint8_t)__nv_cvt_float_to_fp8(x, __NV_SATFINITE, __NV_E4M3);
+template <int N>
+__device__ __forceinline__ void cvt_table(const table_raw &r, int dt, float *o) {
+  const uint32_t w[8] = {r.a.x, r.a.y, r.a.z, r.a.w, r.b.x, r.b.y, r.b.z, r.b.w};
+  if (dt == QKVFUSE_DTYPE_FLOAT32) {
+#pragma unroll
+    for (int k = 0; k < N; k++) o[k] = __uint_as_float(w[k]);
+    return;
+  }
+#pragma unroll
+  for (int k = 0; k < N / 2; k++) {
+    if (dt == QKVFUSE_DTYPE_BFLOAT16)
+      h16<__nv_bfloat16>::unpack(w[k], o[2 * k], o[2 * k + 1]);
+    else
+      h16<__half>::unpack(w[k], o[2 * k], o[2 * k + 1]);
+  }
 }
 
-// OCP e5m2, round to nearest even, saturating to +-57344 (Inf included:
-// __NV_SATFINITE, as vLLM's fp8_e5m2 cache); NaN keeps its sign (the
-// conversion itself writes 0x7F for every NaN).
-__device__ __forceinline__ uint8_t to_e5m2(float x) {
-  if (isnan(x)) return (uint8_t)(signbit(x) ? 0xff : 0x7f);
-  return (uint8_t)__nv_cvt_float_to_fp8(x, __NV_SATFINITE, __NV_E5M2);
+// Both phases at once (where nothing else is in flight).
+template <int N>
+__device__ __forceinline__ void ld_floats(const void *p, int dt, int64_t i, float *o) {
+  cvt_table<N>(ld_table<N>(p, dt, i), dt, o);
 }
 
 }  // namespace qf
 
-#endif  // QKVFUSE_CUDA_ELEM_CUH
+#endif  // QKVFUSE_CUDA_DEVICE_ELEM_CUH

@@ -1,9 +1,9 @@
 // SPDX-License-Identifier: Apache-2.0
 // The general fused prologue kernel: every case the streaming kernel
-// (fast.cuh) does not take: float32 or int32 input, float32 outputs, any even
+// (streaming.cuh) does not take: float32 or int32 input, float32 outputs, any even
 // D and R, unaligned rows, beta, unfused-parity mode, a quantized q.
 //
-// Work split. A block owns a tile of `tpb` tokens x `hpb` heads of those
+// Work split. A block owns a tile of `tile_tokens` tokens x `tile_heads` heads of those
 // tokens (heads = q heads, then k heads, then v heads when v is written). The
 // tile's tasks (token, head) go to groups of G lanes (G a power of two <= 32,
 // several groups per warp for small heads); a group loops over its tasks with
@@ -14,8 +14,8 @@
 // contiguous. VEC is 16 bytes of the input type on aligned rows and 1
 // otherwise (any even D, any alignment).
 //
-// Decode (few tasks): tpb = 1 and hpb = groups per block, one task per group,
-// as many blocks as possible in flight. Prefill: hpb = all heads and tpb a
+// Decode (few tasks): tile_tokens = 1 and tile_heads = groups per block, one task per group,
+// as many blocks as possible in flight. Prefill: tile_heads = all heads and tile_tokens a
 // few tokens, so the per-token tables are built once per tile; the grid is a
 // few blocks per multiprocessor and each block walks tiles grid-stride, so the
 // RMSNorm weights are loaded once per block.
@@ -32,32 +32,21 @@
 // writes nothing and sets a bit of *error_flags; a head with a non-finite
 // weight_scale writes nothing, one whose cache scale or offset is bad skips
 // its cache row, and with a bad q_scale the q heads write no q_out.
-#ifndef QKVFUSE_CUDA_FUSED_CUH
-#define QKVFUSE_CUDA_FUSED_CUH
+#ifndef QKVFUSE_CUDA_GENERAL_CUH
+#define QKVFUSE_CUDA_GENERAL_CUH
 
-#include "cuda/elem.cuh"
+#include "cuda/device/address.cuh"
+#include "cuda/device/elem.cuh"
+#include "cuda/device/ptx.cuh"
+#include "cuda/device/quantize.cuh"
+#include "cuda/device/report.cuh"
+#include "cuda/device/rope.cuh"
 #include "cuda/params.h"
 
 namespace qf {
 
 constexpr int kBlock = 256;
-constexpr int kFusedBlocksPerSm = 4; /* fused_kernel's resident blocks (launch bounds); the grid's cap */
-
-// Programmatic dependent launch (launch.h): let the stream's next kernel
-// launch, then wait until the previous kernel has finished and its writes are
-// visible. Every kernel of the family calls this before its first global
-// memory access. Without the launch attribute (or before sm_90) it costs
-// nothing and waits for nothing.
-__device__ __forceinline__ void grid_dependency_wait() {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
-  asm volatile("griddepcontrol.wait;" ::: "memory");
-#endif
-}
-
-__device__ __forceinline__ void report(const qf_cu_params &P, uint32_t bit) {
-  if (P.error_flags) atomicOr(P.error_flags, bit);
-}
+constexpr int kGeneralBlocksPerSm = 4; /* general_kernel's resident blocks (launch bounds); the grid's cap */
 
 // Head h of token t's input: heads 0..Nq-1 are q's, then Nkv of k, then Nkv of v.
 template <typename T>
@@ -77,55 +66,9 @@ struct __align__(16) tile_token {
 static_assert(sizeof(tile_token) % 16 == 0, "the float tables after the tokens must stay 16-byte aligned");
 
 // Byte size of the shared memory of a block (tables + group scratch).
-__host__ __device__ inline size_t fused_smem_bytes(int D, int R, int tpb, int groups) {
-  return sizeof(tile_token) * (size_t)tpb + sizeof(float) * (4 * (size_t)D + 2 * (size_t)tpb * R + (size_t)groups * R);
-}
-
-// Cosine and sine of pair index i (< R/2) of a token, for the table sources.
-__device__ __forceinline__ void half_cos_sin(const qf_cu_params &P, int64_t pos, int i, float &c, float &s) {
-  if (P.rope_source == QKVFUSE_ROPE_COS_SIN_CACHE) {
-    const int64_t base = pos * P.cos_sin_cache.ld;
-    c = ld(P.cos_sin_cache.data, P.cos_sin_cache.dtype, base + i);
-    s = ld(P.cos_sin_cache.data, P.cos_sin_cache.dtype, base + (P.R >> 1) + i);
-  } else {
-    // Angle in turns, exactly: pos * f_i mod 1 in 0.64 fixed point (the
-    // multiply wraps modulo 2^64), then sin/cos of 2*pi*turns with the turns
-    // taken in [-1/2, 1/2).
-    const uint64_t turns = (uint64_t)pos * P.turns[i];
-    const float f = (float)(int64_t)turns * 0x1p-64f;
-    sincospif(2.0f * f, &s, &c);
-    c *= P.mscale;
-    s *= P.mscale;
-  }
-}
-
-// Quantize VEC values with mode `quant` (int8 or fp8, for a cache or a
-// quantized q_out): the stored bytes in q. Element k's scale (and offset) is
-// element s0 + k of the tensors per channel (per_channel), else element s0
-// (its kv head's, or 0: one for the tensor). Returns false if a scale or
-// offset is bad.
-template <int VEC>
-__device__ __forceinline__ bool quantize(int quant, const float (&v)[VEC], const float *scale, const float *offset,
-                                         int per_channel, int64_t s0, uint8_t (&q)[VEC]) {
-  bool ok = true;
-  const bool fp8 = quant == QKVFUSE_QUANT_FP8_E4M3 || quant == QKVFUSE_QUANT_FP8_E5M2;
-#pragma unroll
-  for (int k = 0; k < VEC; k++) {
-    const int64_t ch = per_channel ? s0 + k : s0;
-    const float sc = __ldg(scale + ch);
-    const float of = offset ? __ldg(offset + ch) : 0.0f;
-    ok &= isfinite(sc) && sc != 0.0f && isfinite(of);
-    if (isnan(v[k])) {  // decided on the input: the division's NaN need not keep the sign
-      q[k] = fp8 ? (signbit(v[k]) ? 0xff : 0x7f) : 0;
-      continue;
-    }
-    float x = v[k] / sc;
-    if (quant == QKVFUSE_QUANT_INT8_ASYM) x = x + of;
-    q[k] = quant == QKVFUSE_QUANT_FP8_E4M3   ? to_e4m3(x)
-           : quant == QKVFUSE_QUANT_FP8_E5M2 ? to_e5m2(x)
-                                             : (uint8_t)to_int8(x);
-  }
-  return ok;
+__host__ __device__ inline size_t general_smem_bytes(int D, int R, int tile_tokens, int groups) {
+  return sizeof(tile_token) * (size_t)tile_tokens +
+         sizeof(float) * (4 * (size_t)D + 2 * (size_t)tile_tokens * R + (size_t)groups * R);
 }
 
 // The raw bytes of one lane's share of a head, as loaded.
@@ -307,13 +250,13 @@ __device__ __forceinline__ void process_task(const qf_cu_params &P, float (&x)[N
 
   // stage 4 + scatter: quantize into the cache row
   const qf_cu_cache &C = kind == 1 ? P.k_cache : P.v_cache;
-  const int64_t row0 = tok[j].cblock * C.s_block + tok[j].crow * C.s_row;
+  const int64_t row0 = cache_row(C, tok[j].cblock, tok[j].crow);
   const int chunk = (int)C.chunk;
   if (C.quant == QKVFUSE_QUANT_NONE) {
 #pragma unroll
     for (int v = 0; v < NV; v++) {
       const int vi = v * G + lane, jj = ocol + vi * VEC;
-      if (vi < P.nvec) store_floats<VEC>(C.data, C.dtype, row0 + (int64_t)(jj / chunk) * C.s_chunk + jj % chunk, x[v]);
+      if (vi < P.nvec) store_floats<VEC>(C.data, C.dtype, cache_element(C, row0, jj, chunk), x[v]);
     }
     return;
   }
@@ -335,19 +278,20 @@ __device__ __forceinline__ void process_task(const qf_cu_params &P, float (&x)[N
   for (int v = 0; v < NV; v++) {
     const int vi = v * G + lane, jj = ocol + vi * VEC;
     if (vi < P.nvec)
-      store_bytes<VEC>(static_cast<uint8_t *>(C.data) + row0 + (int64_t)(jj / chunk) * C.s_chunk + jj % chunk, q[v]);
+      store_bytes<VEC>(static_cast<uint8_t *>(C.data) + cache_element(C, row0, jj, chunk), q[v]);
   }
 }
 
 template <typename TIn, int VEC, int NV>
-__global__ void __launch_bounds__(kBlock, kFusedBlocksPerSm) fused_kernel(const qf_cu_params P) {
+__global__ void __launch_bounds__(kBlock, kGeneralBlocksPerSm) general_kernel(const qf_cu_params P) {
   extern __shared__ __align__(16) unsigned char smem_raw[];
   const int D = P.D, R = P.R, G = P.group, gpb = kBlock / G;
   const int lane = threadIdx.x & (G - 1), grp = threadIdx.x / G;
   const unsigned gmask = G == 32 ? 0xffffffffu : (((1u << G) - 1u) << ((threadIdx.x & 31) & ~(G - 1)));
   tile_token *tok = reinterpret_cast<tile_token *>(smem_raw);
-  float *g_q = reinterpret_cast<float *>(tok + P.tpb), *g_k = g_q + D, *b_q = g_k + D, *b_k = b_q + D;
-  float *cos_t = b_k + D, *sin_t = cos_t + (size_t)P.tpb * R, *ys = sin_t + (size_t)P.tpb * R + (size_t)grp * R;
+  float *g_q = reinterpret_cast<float *>(tok + P.tile_tokens), *g_k = g_q + D, *b_q = g_k + D, *b_k = b_q + D;
+  float *cos_t = b_k + D, *sin_t = cos_t + (size_t)P.tile_tokens * R,
+        *ys = sin_t + (size_t)P.tile_tokens * R + (size_t)grp * R;
   grid_dependency_wait();
 
   // ---- once per block: the RMSNorm weights; block 0 also checks every
@@ -381,14 +325,14 @@ __global__ void __launch_bounds__(kBlock, kFusedBlocksPerSm) fused_kernel(const 
 
   // ---- the tiles of this block (a grid-stride loop: the grid is at most a
   // few blocks per multiprocessor)
-  const int64_t ntiles = (P.T + P.tpb - 1) / P.tpb * P.head_tiles;
+  const int64_t ntiles = (P.T + P.tile_tokens - 1) / P.tile_tokens * P.head_tiles;
   const bool parity = P.parity != 0;
   for (int64_t b = blockIdx.x; b < ntiles; b += gridDim.x) {
     const int64_t tile = b / P.head_tiles;
-    const int h0 = (int)(b - tile * P.head_tiles) * P.hpb;
-    const int64_t t0 = tile * P.tpb;
-    const int tokens = (int)min((int64_t)P.tpb, P.T - t0);
-    const int heads = min(P.hpb, P.heads_per_token - h0);
+    const int h0 = (int)(b - tile * P.head_tiles) * P.tile_heads;
+    const int64_t t0 = tile * P.tile_tokens;
+    const int tokens = (int)min((int64_t)P.tile_tokens, P.T - t0);
+    const int heads = min(P.tile_heads, P.heads_per_token - h0);
     const int tasks = tokens * heads;
 
     // the group's first task's input, in flight while the tables build
@@ -488,6 +432,7 @@ __global__ void __launch_bounds__(kBlock, kFusedBlocksPerSm) fused_kernel(const 
   }
 }
 
+
 }  // namespace qf
 
-#endif  // QKVFUSE_CUDA_FUSED_CUH
+#endif  // QKVFUSE_CUDA_GENERAL_CUH

@@ -1,0 +1,153 @@
+// SPDX-License-Identifier: Apache-2.0
+// The CUDA backend's one choice: which kernel runs a call, its instantiation
+// and its schedule (qf_cuda_choose).
+#include "cuda/backend.h"
+#include "cuda/general.cuh"
+#include "cuda/prefill.cuh"
+#include "cuda/schedule.h"
+#include "cuda/state.h"
+#include "cuda/variant.h"
+
+// The plan's multiprocessors (132, an H100 / H200's, where the device did not say).
+static int64_t plan_sms(const qf_cuda_state &state) { return state.sm_count > 0 ? state.sm_count : 132; }
+
+// The streaming kernel's form and schedule; returns why it cannot run the
+// call (an index or the shared memory would overflow), or nullptr.
+//
+// Items are (token, heads_per_item heads of one kind); heads_per_item is the
+// largest of 4 (2 with per-token cos/sin: registers) and 2 that still gives
+// about 1024 threads per multiprocessor (the prefill form may halve it:
+// qf_cuda_schedule_heads_per_item). Calls too small for that even with two
+// heads per item are decode-sized: they run the decode form (one (token,
+// head) per group, one pass), with one vector per lane (narrow) where that
+// is at most two warps per multiprocessor (their time is one instruction
+// chain's, which one vector shortens), else two. Otherwise the prefill form
+// runs on the resident blocks (prefill_blocks_per_sm per multiprocessor),
+// each keeping one item for the launch and walking its token runs
+// (schedule.h). Shared memory holds the row stages and, for a quantized
+// cache, the item's reciprocal scales. The plan's form may force one form
+// (the prefill form then goes down to one head per item).
+static const char *streaming_schedule(const qf_cuda_state &state, const qf_problem *p, qf_cu_params *P,
+                                      qf_cuda_variant *v) {
+  const int64_t sms = plan_sms(state);
+  const qf_cuda_form form = state.form;
+  const bool k_work = p->k_out.data || p->desc->cache_layout != QKVFUSE_CACHE_NONE;
+  const bool v_work = p->v_out.data || p->desc->cache_layout != QKVFUSE_CACHE_NONE;
+  const bool k_quant = p->k_cache.data && p->desc->k_quant != QKVFUSE_QUANT_NONE;
+  const bool v_quant = p->v_cache.data && p->desc->v_quant != QKVFUSE_QUANT_NONE;
+  const bool quantized_cache = k_quant || v_quant;
+  const int D = (int)p->D;
+  const int64_t gpb = qf::prefill_groups_per_block(qf::prefill_lanes(D)), runs = (p->T + gpb - 1) / gpb;
+  const int64_t groups_q = p->T * p->Nq, groups_kv = p->T * p->Nkv;
+  const int64_t kind_heads[3] = {p->Nq, k_work ? p->Nkv : 0, v_work ? p->Nkv : 0}; /* 0: no work */
+  const int64_t heads = kind_heads[0] + kind_heads[1] + kind_heads[2];
+  const int narrow_lanes = qf::decode_lanes(D, 1);
+  const bool narrow =
+      narrow_lanes && (form == QF_CUDA_FORM_DECODE_NARROW || p->T * heads * narrow_lanes <= sms * 64);
+  const int decode_lanes = narrow ? narrow_lanes : qf::decode_lanes(D, 2);
+  const int64_t decode_gpb = qf::kStreamingBlock / decode_lanes;
+  int64_t units = 0;
+  auto set_items = [&](int heads_per_item) {
+    P->heads_per_item = heads_per_item;
+    for (int k = 0; k < 3; k++) P->items[k] = (int32_t)((kind_heads[k] + heads_per_item - 1) / heads_per_item);
+  };
+  /* div_fixed: indices below 2^31 */
+  bool decode = form != QF_CUDA_FORM_PREFILL && groups_q < 0x7fffffffLL - decode_gpb;
+  for (int h = qf::max_heads_per_item(v->cos_sin_rows); h >= (form == QF_CUDA_FORM_PREFILL ? 1 : 2); h >>= 1) {
+    set_items(h);
+    units = runs * (P->items[0] + P->items[1] + P->items[2]);
+    if (units * qf::kStreamingBlock >= sms * 1024) break;
+  }
+  if (form == QF_CUDA_FORM_BY_SIZE && units * qf::kStreamingBlock >= sms * 1024) decode = false;
+  if (decode) {
+    v->kernel = narrow ? QF_CUDA_KERNEL_DECODE_NARROW : QF_CUDA_KERNEL_DECODE;
+    /* preload where the call has a quantized cache: without one the extra
+       reads cost more than they hide */
+    v->preload = narrow && quantized_cache;
+    v->lanes = decode_lanes;
+    P->decode_blocks_q = (int32_t)((groups_q + decode_gpb - 1) / decode_gpb);
+    const int32_t blocks_kv = (int32_t)((groups_kv + decode_gpb - 1) / decode_gpb);
+    P->decode_blocks_k = k_work ? blocks_kv : 0;
+    P->div_q_heads = qf_cuda_divisor((uint32_t)p->Nq);
+    P->div_kv_heads = qf_cuda_divisor((uint32_t)p->Nkv);
+    v->blocks = (unsigned)(P->decode_blocks_q + P->decode_blocks_k + (v_work ? blocks_kv : 0));
+    v->smem = 0;
+    return nullptr;
+  }
+  v->kernel = QF_CUDA_KERNEL_PREFILL;
+  v->lanes = qf::prefill_lanes(D);
+  v->quantized_cache = v->engine && quantized_cache; /* its own kernel (kEngineQuant) */
+  if (runs >= 0x7fffffffLL) return "more token runs than 32-bit indices reach"; /* a run (+ a stride) < 2^32 */
+  /* the late blocks, then the resident blocks per item of the other runs;
+     the forced prefill form takes three (at most one per run), so that on
+     test-sized calls every block walks many runs through its stages with a
+     run stride above one, the last round of runs is mostly part-filled, as
+     in real prefill calls, and calls of 9 runs or more have late blocks (in
+     pieces of one below 48; with a quantized cache, 10% of the runs from
+     12 to 47) */
+  const int64_t items = P->items[0] + P->items[1] + P->items[2];
+  const int64_t resident =
+      form == QF_CUDA_FORM_PREFILL ? 3 * items : sms * qf::prefill_blocks_per_sm(v->engine);
+  int64_t piece = 1, late_runs = 0;
+  qf_cuda_schedule_late_blocks(runs, items, resident, quantized_cache, &late_runs, &piece);
+  const int64_t resident_runs = runs - late_runs;
+  const int64_t forced = resident_runs < 3 ? (resident_runs > 0 ? resident_runs : 1) : 3;
+  int64_t n[3] = {forced, forced, forced};
+  if (form != QF_CUDA_FORM_PREFILL)
+    set_items(qf_cuda_schedule_heads_per_item(resident_runs, kind_heads, P->heads_per_item, k_quant,
+                                              quantized_cache, resident, n));
+  const int64_t grid = qf_cuda_schedule_prefill_grid(P, runs, n, late_runs, piece);
+  if (grid >= 0x7fffffffLL) return "more blocks than 31-bit indices reach";
+  /* v items of a quantized cache take their lane's two vectors adjacent
+     (prefill.cuh: v_adjacent), one 16-byte store of their 16 bytes */
+  P->v_adjacent = v_quant && qf_cuda_cache_vector_ok(&p->v_cache, 16);
+  const bool offsets = p->k_offset.data || p->v_offset.data;
+  v->smem = (size_t)qf::kPrefillStages * P->heads_per_item * 2 * qf::kStreamingBlock * 16 +
+            (quantized_cache ? sizeof(float) * (offsets ? 2 : 1) * P->heads_per_item * (size_t)p->D : 0);
+  /* the default limit of dynamic shared memory */
+  if (v->smem > 48 * 1024) return "shared memory over 48 KB";
+  v->blocks = (unsigned)grid;
+  return nullptr;
+}
+
+// The general kernel's instantiation and tiles (schedule.h:
+// qf_cuda_schedule_general_tiles): 16-byte vectors where every row and cache
+// allows them, else single elements; a power-of-two group of lanes per head.
+static void general_schedule(const qf_cuda_state &state, const qf_problem *p, qf_cu_params *P, qf_cuda_variant *v) {
+  v->kernel = QF_CUDA_KERNEL_GENERAL;
+  const int vmax = 16 / (int)qkvfuse_dtype_size(p->in[0].dtype);
+  v->vec = qf_cuda_vector_ok(p, vmax) ? vmax : 1;
+  P->nvec = (int32_t)(p->D / v->vec);
+  P->group = qf::pow2_at_least(P->nvec < 32 ? P->nvec : 32);
+  v->vecs_per_lane = qf::pow2_at_least((P->nvec + P->group - 1) / P->group);
+  const int64_t resident = plan_sms(state) * qf::kGeneralBlocksPerSm;
+  int tile_tokens = 1, tile_heads = 1;
+  qf_cuda_schedule_general_tiles(P->T, P->heads_per_token, qf::kBlock / P->group, P->R, resident, &tile_tokens,
+                                 &tile_heads);
+  P->tile_tokens = tile_tokens, P->tile_heads = tile_heads;
+  P->head_tiles = (P->heads_per_token + tile_heads - 1) / tile_heads;
+  int64_t blocks = (P->T + tile_tokens - 1) / tile_tokens * P->head_tiles;
+  if (blocks > resident) blocks = resident; /* the kernel walks the tiles grid-stride */
+  v->blocks = (unsigned)blocks;
+  v->smem = qf::general_smem_bytes(P->D, P->R, tile_tokens, qf::kBlock / P->group);
+}
+
+qf_cuda_variant qf_cuda_choose(const qf_cuda_state &state, const qf_problem *p, qf_cu_params *P) {
+  qf_cuda_variant v = {};
+  v.input = p->in[0].dtype;
+  if (!qf_cuda_streaming(state.cc, state.form))
+    v.refused = state.form == QF_CUDA_FORM_GENERAL ? "QKVFUSE_CUDA_FORM=general" : "a device below sm_80";
+  else
+    v.refused = qf_cuda_streaming_refusal(p, P);
+  if (!v.refused) {
+    v.interleaved = p->desc->rope_style == QKVFUSE_ROPE_INTERLEAVED;
+    v.cos_sin_rows = p->desc->rope_source == QKVFUSE_ROPE_COS_SIN;
+    v.engine = qf_cuda_engine_call(p, P);
+    v.refused = streaming_schedule(state, p, P, &v);
+    if (!v.refused) return v;
+  }
+  qf_cuda_variant g = {};
+  g.input = v.input, g.refused = v.refused;
+  general_schedule(state, p, P, &g);
+  return g;
+}

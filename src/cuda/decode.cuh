@@ -1,0 +1,465 @@
+// SPDX-License-Identifier: Apache-2.0
+// The streaming kernel's decode form (streaming.cuh: the kernel, its
+// forms and lane layout).
+#ifndef QKVFUSE_CUDA_DECODE_CUH
+#define QKVFUSE_CUDA_DECODE_CUH
+
+#include "cuda/streaming.cuh"
+
+namespace qf {
+
+// The decode form's scales: a lane's 8 NV, in registers.
+template <int NV>
+struct lane_scales {
+  const float (&r)[8 * NV], (&of)[8 * NV];
+  bool bad; /* a scale or offset of the head is bad */
+  __device__ bool ok() const { return !bad; }
+  __device__ void get(int v, float *rv, float *ov) const {
+#pragma unroll
+    for (int k = 0; k < 8; k++) rv[k] = r[8 * v + k], ov[k] = of[8 * v + k];
+  }
+};
+
+// cos/sin of the 8 elements of vector w (the one-vector decode form's lane)
+// for token t at position pos, in two phases like the tables' (ld_table /
+// cvt_table): vec_cs_load issues the table loads (where rope: the token is
+// valid and the vector rotates), vec_cs_get converts them (or computes
+// them: COMPUTED), so the row's normalization runs during their round trip.
+// neox: the pair index of element 8w + k is 8w + k in the first half (R/16
+// vectors), 8w + k - R/2 in the second; a first-half vector's sin comes
+// negated, so that both halves rotate as x c + x' s, x' the partner's value.
+// Interleaved: pairs (2i, 2i+1) inside the vector. COS_SIN_ROWS: per token and
+// element, as given.
+struct vec_cs_raw {
+  table_raw c, s;
+};
+
+// The element of a cos/sin cache row (position pos) holding the cos of
+// vector w's pairs (the sin: R/2 further): cos_at's, where a neox vector of
+// the second half (w >= R/16) takes its first-half partner's pairs.
+template <bool INTERLEAVED>
+__device__ __forceinline__ int64_t vec_cos_at(const qf_cu_mat &csc, int64_t pos, int w, int R) {
+  const int hv = R >> 4;
+  return cos_at<INTERLEAVED>(csc, pos, INTERLEAVED || w < hv ? w : w - hv);
+}
+
+template <bool INTERLEAVED, bool COS_SIN_ROWS, int COS_SIN_DTYPE = 0>
+__device__ __forceinline__ vec_cs_raw vec_cs_load(const qf_cu_params &P, int64_t t, int pos, int w, bool rope) {
+  vec_cs_raw r = {};
+  if (!rope) return r;
+  const int R = P.R;
+  const qf_cu_mat &csc = P.cos_sin_cache;
+  const int csdt = COS_SIN_DTYPE ? COS_SIN_DTYPE : csc.dtype;
+  if (COS_SIN_ROWS) {
+    r.c = ld_table<8>(P.cos.data, P.cos.dtype, t * P.cos.ld + 8 * w);
+    r.s = ld_table<8>(P.sin.data, P.sin.dtype, t * P.sin.ld + 8 * w);
+  } else if (COS_SIN_DTYPE || P.rope_source == QKVFUSE_ROPE_COS_SIN_CACHE) {
+    const int64_t base = vec_cos_at<INTERLEAVED>(csc, pos, w, R);
+    r.c = ld_table<INTERLEAVED ? 4 : 8>(csc.data, csdt, base);
+    r.s = ld_table<INTERLEAVED ? 4 : 8>(csc.data, csdt, base + (R >> 1));
+  }
+  return r;
+}
+
+template <bool INTERLEAVED, bool COS_SIN_ROWS, int COS_SIN_DTYPE = 0>
+__device__ __forceinline__ void vec_cs_get(const qf_cu_params &P, const vec_cs_raw &r, int pos, int w, bool rope,
+                                           float (&c)[8], float (&s)[8]) {
+  if (!rope) return;
+  const int hv = P.R >> 4;
+  const bool first = !INTERLEAVED && w < hv;
+  const bool cache_src = COS_SIN_DTYPE || P.rope_source == QKVFUSE_ROPE_COS_SIN_CACHE;
+  const int csdt = COS_SIN_DTYPE ? COS_SIN_DTYPE : P.cos_sin_cache.dtype;
+  if (COS_SIN_ROWS) {
+    cvt_table<8>(r.c, P.cos.dtype, c);
+    cvt_table<8>(r.s, P.sin.dtype, s);
+  } else if (cache_src && !INTERLEAVED) {
+    cvt_table<8>(r.c, csdt, c);
+    cvt_table<8>(r.s, csdt, s);
+  } else if (cache_src) {
+    float c4[4], s4[4];
+    cvt_table<4>(r.c, csdt, c4);
+    cvt_table<4>(r.s, csdt, s4);
+#pragma unroll
+    for (int k = 0; k < 8; k++) c[k] = c4[k >> 1], s[k] = s4[k >> 1];
+  } else { /* COMPUTED */
+#pragma unroll
+    for (int k = 0; k < 8; k += INTERLEAVED ? 2 : 1) {
+      half_cos_sin(P, pos, INTERLEAVED ? 4 * w + (k >> 1) : 8 * (first ? w : w - hv) + k, c[k], s[k]);
+      if (INTERLEAVED) c[k + 1] = c[k], s[k + 1] = s[k];
+    }
+  }
+  if (first) {
+#pragma unroll
+    for (int k = 0; k < 8; k++) s[k] = -s[k];
+  }
+}
+
+// A token's position read before the grid dependency wait, as a hint only:
+// the previous kernel may still be writing it, so the value (a relaxed
+// load: a defined result either way) only chooses which cos/sin lines to
+// prefetch into L2; the position used is read again after the wait.
+template <int ENGINE>
+__device__ __forceinline__ int64_t position_hint(const qf_cu_params &P, int64_t t) {
+  if (ENGINE || P.positions.dtype == QKVFUSE_DTYPE_INT64) {
+    long long v;
+    asm volatile("ld.relaxed.gpu.global.s64 %0, [%1];"
+                 : "=l"(v)
+                 : "l"(static_cast<const long long *>(P.positions.data) + t));
+    return v;
+  }
+  int v;
+  asm volatile("ld.relaxed.gpu.global.s32 %0, [%1];"
+               : "=r"(v)
+               : "l"(static_cast<const int32_t *>(P.positions.data) + t));
+  return v;
+}
+
+// The decode form's norm weights and cache scales of a lane's NV vectors,
+// raw (as loaded: load_weights) and ready (ready_weights: the norm weights
+// as float32, 1 + g with gamma_offset; the reciprocal scales and the
+// offsets; bad: a scale or offset is bad).
+template <int NV>
+struct weights_raw {
+  table_raw g[NV], s[NV], o[NV];
+};
+template <int NV>
+struct lane_weights {
+  float g[8 * NV], r[8 * NV], of[8 * NV];
+  bool bad;
+};
+
+// Loads the raw weights where norm (the lane's head is normalized, with gw)
+// and quant (its cache is quantized, scales sc / offsets so, per channel: pc,
+// from channel ch0 of the head) ; L2ONLY: through L2 only (before the grid
+// dependency wait: ld_l2).
+template <int NV, bool L2ONLY, int GAMMA_DTYPE = 0>
+__device__ __forceinline__ weights_raw<NV> load_weights(const qf_cu_vec &gw, const float *sc, const float *so, bool pc,
+                                                        bool norm, bool quant, int ch0, const int (&wv)[NV]) {
+  weights_raw<NV> w = {};
+#pragma unroll
+  for (int v = 0; v < NV; v++) {
+    if (norm) w.g[v] = ld_table<8, L2ONLY>(gw.data, GAMMA_DTYPE ? GAMMA_DTYPE : gw.dtype, 8 * wv[v]);
+    if (quant && pc) {
+      w.s[v] = ld_table<8, L2ONLY>(sc, QKVFUSE_DTYPE_FLOAT32, ch0 + 8 * wv[v]);
+      if (so) w.o[v] = ld_table<8, L2ONLY>(so, QKVFUSE_DTYPE_FLOAT32, ch0 + 8 * wv[v]);
+    } else if (quant) { /* one scale (and offset) for the tensor */
+      uint32_t s0, o0 = 0;
+      if (L2ONLY) {
+        asm volatile("ld.global.cg.u32 %0, [%1];" : "=r"(s0) : "l"(sc));
+        if (so) asm volatile("ld.global.cg.u32 %0, [%1];" : "=r"(o0) : "l"(so));
+      } else {
+        s0 = __float_as_uint(__ldg(sc)), o0 = so ? __float_as_uint(__ldg(so)) : 0u;
+      }
+      w.s[v].a = w.s[v].b = make_uint4(s0, s0, s0, s0);
+      w.o[v].a = w.o[v].b = make_uint4(o0, o0, o0, o0);
+    }
+  }
+  return w;
+}
+
+template <int NV>
+__device__ __forceinline__ void ready_weights(const weights_raw<NV> &w, int gdt, bool gamma_offset, bool norm,
+                                              bool quant, lane_weights<NV> &o) {
+  if (norm) {
+#pragma unroll
+    for (int v = 0; v < NV; v++) cvt_table<8>(w.g[v], gdt, o.g + 8 * v);
+    if (gamma_offset) {
+#pragma unroll
+      for (int k = 0; k < 8 * NV; k++) o.g[k] += 1.0f;
+    }
+  }
+  o.bad = false;
+  if (!quant) return;
+#pragma unroll
+  for (int v = 0; v < NV; v++) {
+    cvt_table<8>(w.s[v], QKVFUSE_DTYPE_FLOAT32, o.r + 8 * v);
+    cvt_table<8>(w.o[v], QKVFUSE_DTYPE_FLOAT32, o.of + 8 * v);
+  }
+#pragma unroll
+  for (int k = 0; k < 8 * NV; k++) {
+    o.bad |= !(scale_ok(o.r[k]) && offset_ok(o.of[k]));
+    o.r[k] = rcp_approx(o.r[k]);
+  }
+}
+
+// Whether two raw loads of the weights read the same bits: the words'
+// differences ORed into four independent chains (after the wait, on the k
+// and v warps' path: one chain of dependent ORs would be long).
+template <int NV>
+__device__ __forceinline__ bool same_weights(const weights_raw<NV> &a, const weights_raw<NV> &b) {
+  uint32_t d[4] = {0, 0, 0, 0};
+  auto acc = [&](const uint4 &x, const uint4 &y) {
+    d[0] |= x.x ^ y.x, d[1] |= x.y ^ y.y, d[2] |= x.z ^ y.z, d[3] |= x.w ^ y.w;
+  };
+#pragma unroll
+  for (int v = 0; v < NV; v++) {
+    acc(a.g[v].a, b.g[v].a), acc(a.g[v].b, b.g[v].b);
+    acc(a.s[v].a, b.s[v].a), acc(a.s[v].b, b.s[v].b);
+    acc(a.o[v].a, b.o[v].a), acc(a.o[v].b, b.o[v].b);
+  }
+  return ((d[0] | d[1]) | (d[2] | d[3])) == 0;
+}
+
+// The streaming kernel for decode-sized calls: one (token, head) per group,
+// one pass, NV 16-byte vectors per lane:
+// - NV = 1 (the smallest calls: the shortest instruction chain per lane):
+//   L = decode_lanes(D) lanes, lane l holds [8l, 8l+8) (lanes past the head
+//   read lane l - D/8's tables and write nothing); a neox lane gets its
+//   rotation partner's normalized vector (R/16 lanes away) by shuffles;
+//   interleaved pairs sit inside a vector;
+// - NV = 2: L = D/16 rounded up to a power of two, the prefill form's lane
+//   layout (lane_layout: rotation pairs inside a lane).
+// Blocks [0, decode_blocks_q) do q, then decode_blocks_k blocks do k, the rest v
+// (the kind is uniform per block); a block's groups take consecutive (token,
+// head) pairs of its kind, token-major. Every line the call reads first (the
+// row, the position and slot, the norm weights, the cache scales, the cos/sin
+// of the position as it reads then) is prefetched into L2 before the grid
+// dependency wait; after it, every load that does not depend on another is
+// issued at once, and cos/sin as soon as the position is in. Cache
+// scales are read per lane (no shared table): every (k or v) head has a group
+// for token 0, which checks the head's scales and offsets (reported, used or
+// not); a head with a bad one skips its cache rows. PRELOAD: the k and v
+// blocks also read and ready their norm weights and scales before the wait
+// (preload). ENGINE: what the kernel knows of its call (kEngine, | kEngineCache
+// with PRELOAD, or 0).
+template <typename T, int L, int NV, bool INTERLEAVED, bool COS_SIN_ROWS, bool PRELOAD, int ENGINE>
+__global__ void __launch_bounds__(kStreamingBlock) decode_kernel(const __grid_constant__ qf_cu_params P) {
+#if QF_STREAMING_DEVICE_CODE
+  constexpr int GPB = kStreamingBlock / L, COS_SIN_VECS = cos_sin_vecs(INTERLEAVED, COS_SIN_ROWS), N = 8 * NV;
+  static_assert(!ENGINE || !COS_SIN_ROWS, "ENGINE: cos/sin from a cache");
+  constexpr int TABLE_DTYPE = ENGINE ? h16<T>::dtype : 0; /* ENGINE: the tables' dtype (the input's) */
+  const int D = P.D, R = P.R, data_lanes = D >> (NV == 1 ? 3 : 4); /* lanes with data */
+  const int lane = threadIdx.x & (L - 1), grp = threadIdx.x / L;
+  lane_vecs lv = {0, 0, false, false};
+  int wv[NV]; /* the lane's vectors */
+  if constexpr (NV == 1) {
+    wv[0] = lane < data_lanes ? lane : lane - data_lanes;
+  } else {
+    lv = lane_layout<INTERLEAVED>(lane, data_lanes, R);
+    wv[0] = lv.a, wv[NV - 1] = lv.b;
+  }
+  unsigned b = blockIdx.x;
+  int kind = 0;
+  qf_cu_div Nd = P.div_q_heads;
+  if (b >= (unsigned)P.decode_blocks_q) {
+    b -= P.decode_blocks_q, kind = 1, Nd = P.div_kv_heads;
+    if (b >= (unsigned)P.decode_blocks_k) b -= P.decode_blocks_k, kind = 2;
+  }
+  const unsigned idx = b * GPB + grp, tu = div_fixed(idx, Nd);
+  const int h = (int)(idx - tu * Nd.d);
+  const int64_t t = tu;
+  const bool live = t < P.T, act = live && lane < data_lanes;
+  const bool norm = kind == 0 ? P.q_norm : (kind == 1 && P.k_norm);
+  const qf_cu_cache &C = kind == 1 ? P.k_cache : P.v_cache;
+  const float *sc = kind == 1 ? P.k_scale : P.v_scale, *so = kind == 1 ? P.k_offset : P.v_offset;
+  const bool quant = kind > 0 && C.data && C.quant != QKVFUSE_QUANT_NONE && sc;
+  const bool pc = (kind == 1 ? P.k_scale_pc : P.v_scale_pc) != 0;
+  /* one scale (and offset) per kv head: the head's, read below as a tensor's one */
+  if (quant && (kind == 1 ? P.k_scale_ph : P.v_scale_ph)) sc += h, so = so ? so + h : so;
+  const T *in = reinterpret_cast<const T *>(P.in[kind].data) + (act ? t : 0) * P.in[kind].ld + (int64_t)h * D;
+
+  // the row, position and slot start their way while the previous kernel
+  // finishes; the setup above reads only parameters; memory waits.
+  if (act) {
+#pragma unroll
+    for (int v = 0; v < NV; v++) prefetch_l2(in + 8 * wv[v]);
+  }
+  if (live && lane == 0) {
+    if (ENGINE || P.positions.data)
+      prefetch_l2(index_at(P.positions.data, ENGINE ? QKVFUSE_DTYPE_INT64 : P.positions.dtype, t));
+    if (!ENGINE && P.page_table) { /* the token's own entries; the rest of the table depends on them */
+      prefetch_l2(index_at(P.pt.batch, P.pt.batch_dtype, t));
+      prefetch_l2(index_at(P.pt.pos, P.pt.pos_dtype, t));
+    } else if ((ENGINE & kEngineCache) || P.layout != QKVFUSE_CACHE_NONE) {
+      prefetch_l2(index_at(P.slot_mapping.data, ENGINE ? QKVFUSE_DTYPE_INT64 : P.slot_mapping.dtype,
+                           !ENGINE && P.layout == QKVFUSE_CACHE_CONTIGUOUS ? div_by<true>(t, P.S, P.batch_div) : t));
+    }
+  }
+  // NV = 1, pairs from the cos/sin cache: the cos/sin lines of the
+  // position as it reads now, into L2 (position_hint); the loads after the
+  // wait then find them there. Prefetched, not loaded: after the wait their
+  // round trip is hidden behind the normalization anyway
+  const bool rot = NV == 1 ? (INTERLEAVED ? 8 * wv[0] < R : wv[0] < (R >> 3)) : (lv.rot_a || lv.rot_b);
+  if (NV == 1 && !COS_SIN_ROWS && kind < 2 && R > 0 && act && rot &&
+      (ENGINE || P.rope_source == QKVFUSE_ROPE_COS_SIN_CACHE) && (ENGINE || P.positions.data)) {
+    const int64_t hp = position_hint<ENGINE>(P, t);
+    if (hp >= 0 && hp < P.max_pos) {
+      const qf_cu_mat &csc = P.cos_sin_cache;
+      const int64_t e = vec_cos_at<INTERLEAVED>(csc, hp, wv[0], R);
+      const int es = !ENGINE && csc.dtype == QKVFUSE_DTYPE_FLOAT32 ? 4 : 2;
+      prefetch_l2(static_cast<const char *>(csc.data) + e * es);
+      prefetch_l2(static_cast<const char *>(csc.data) + (e + (R >> 1)) * es);
+    }
+  }
+  // the lines of the norm weights and cache scales into L2 as well, by the
+  // groups of token 0 only: every token's groups read the same lines, and
+  // prefetched by all of them they queue at one L2 slice. Their loads wait
+  // for the previous kernel, which may write them.
+  if (act && t == 0) {
+    const qf_cu_vec &gw = kind == 0 ? P.q_gamma : P.k_gamma;
+    const int ges = !ENGINE && gw.dtype == QKVFUSE_DTYPE_FLOAT32 ? 4 : 2;
+#pragma unroll
+    for (int v = 0; v < NV; v++) {
+      if (norm) prefetch_l2(static_cast<const char *>(gw.data) + 8 * wv[v] * ges);
+      if (quant && pc) {
+        prefetch_l2(sc + h * D + 8 * wv[v]);
+        if (so) prefetch_l2(so + h * D + 8 * wv[v]);
+      }
+    }
+    if (quant && !pc && h == 0 && lane == 0) {
+      prefetch_l2(sc);
+      if (so) prefetch_l2(so);
+    }
+  }
+  // PRELOAD (one vector per lane and a quantized cache: choose.cu): the norm
+  // weights and cache scales preloaded: read (through L2 only) and readied
+  // before the wait (they are the model's, which a previous kernel seldom
+  // writes; their conversion then overlaps it), read again after the wait,
+  // and readied again unless both reads have the same bits (test_cuda_pdl).
+  // Only the k and v blocks preload: the q blocks' weights are a norm's
+  // alone, converted in a few instructions, so preloading them costs more
+  // than it saves. The kernels without PRELOAD keep their inline loads
+  // below, which are faster for them than these helpers.
+  const qf_cu_vec &gws = kind == 0 ? P.q_gamma : P.k_gamma;
+  const bool wnorm = norm && act, wquant = quant && act, preload = PRELOAD && kind > 0;
+  weights_raw<NV> wpreload = {};
+  lane_weights<NV> lw;
+  if (preload) {
+    wpreload = load_weights<NV, true, TABLE_DTYPE>(gws, sc, ENGINE ? nullptr : so, pc, wnorm, wquant, h * D, wv);
+    ready_weights<NV>(wpreload, TABLE_DTYPE ? TABLE_DTYPE : gws.dtype, P.gamma_offset, norm, wquant, lw);
+  }
+  // ENGINE: the mean's 1 / D (an IEEE division) readied before the wait, off the
+  // normalization's critical path
+  float rDh = 0.0f;
+  if (ENGINE) {
+    rDh = 1.0f / (float)D;
+    asm volatile("" : "+f"(rDh));
+  }
+  grid_dependency_wait();
+
+  // 1. every independent load at once
+  uint4 raw[NV];
+#pragma unroll
+  for (int v = 0; v < NV; v++) raw[v] = act ? ld_stream(in + 8 * wv[v]) : make_uint4(0, 0, 0, 0);
+  const token_ix ix = load_token_ix<true, ENGINE>(P, t);
+  const weights_raw<NV> wraw =
+      PRELOAD ? load_weights<NV, false, TABLE_DTYPE>(gws, sc, ENGINE ? nullptr : so, pc, wnorm, wquant, h * D, wv)
+              : weights_raw<NV>{};
+  table_raw graw[NV] = {}, sraw[NV] = {}, oraw[NV] = {}; /* !PRELOAD */
+  /* !PRELOAD: gws's twin, declared here, not above: the non-PRELOAD
+     kernels' code depends on its place */
+  const qf_cu_vec &gw = kind == 0 ? P.q_gamma : P.k_gamma;
+  if (!PRELOAD && norm && act) {
+#pragma unroll
+    for (int v = 0; v < NV; v++) graw[v] = ld_table<8>(gw.data, TABLE_DTYPE ? TABLE_DTYPE : gw.dtype, 8 * wv[v]);
+  }
+  if (!PRELOAD && quant && act) {
+#pragma unroll
+    for (int v = 0; v < NV; v++) {
+      const int ch = h * D + 8 * wv[v];
+      if (pc) {
+        sraw[v] = ld_table<8>(sc, QKVFUSE_DTYPE_FLOAT32, ch);
+        if (!ENGINE && so) oraw[v] = ld_table<8>(so, QKVFUSE_DTYPE_FLOAT32, ch);
+      } else {
+        const uint32_t s0 = __float_as_uint(__ldg(sc)), o0 = !ENGINE && so ? __float_as_uint(__ldg(so)) : 0u;
+        sraw[v].a = sraw[v].b = make_uint4(s0, s0, s0, s0);
+        oraw[v].a = oraw[v].b = make_uint4(o0, o0, o0, o0);
+      }
+    }
+  }
+
+  // 2. cos/sin: issued as soon as the position is in (and in range: the
+  // slot's check and page come after, during their round trip; a token with a
+  // bad slot writes nothing either way); NV = 1: converted after the
+  // normalization
+  const bool pos_ok = !(ENGINE || P.positions.data) || (ix.pos >= 0 && ix.pos < P.max_pos);
+  const bool rope = kind < 2 && R > 0 && pos_ok && act && rot;
+  const int pos = (int)ix.pos; /* < max_pos <= 2^31 when used */
+  float cs[COS_SIN_VECS][8];
+  vec_cs_raw csraw = {};
+  if constexpr (NV == 1)
+    csraw = vec_cs_load<INTERLEAVED, COS_SIN_ROWS, TABLE_DTYPE>(P, t, pos, wv[0], rope);
+  else
+    load_cos_sin<INTERLEAVED, COS_SIN_ROWS, TABLE_DTYPE>(P, t, pos, lv, rope, cs);
+
+  // 3. the token: position and cache destination checked; the norm weights,
+  // the scales
+  const token_dest td =
+      check_token<true, ENGINE>(P, t, ix, kind, live, [&] { return kind == 0 && h == 0 && lane == 0; });
+  const bool ok = td.ok;
+  float g[N], r[N], of[N]; /* !PRELOAD */
+  bool bad = false;
+  if (PRELOAD) {
+    if (!preload || !same_weights<NV>(wraw, wpreload))
+      ready_weights<NV>(wraw, TABLE_DTYPE ? TABLE_DTYPE : gws.dtype, P.gamma_offset, norm, wquant, lw);
+    if (lw.bad) report(P, QKVFUSE_DATA_ERROR_SCALE);
+  } else {
+    if (norm) {
+#pragma unroll
+      for (int v = 0; v < NV; v++) cvt_table<8>(graw[v], TABLE_DTYPE ? TABLE_DTYPE : gw.dtype, g + 8 * v);
+      if (P.gamma_offset) {
+#pragma unroll
+        for (int k = 0; k < N; k++) g[k] += 1.0f;
+      }
+    }
+    if (quant && act) {
+#pragma unroll
+      for (int v = 0; v < NV; v++) {
+        cvt_table<8>(sraw[v], QKVFUSE_DTYPE_FLOAT32, r + 8 * v);
+        cvt_table<8>(oraw[v], QKVFUSE_DTYPE_FLOAT32, of + 8 * v);
+      }
+#pragma unroll
+      for (int k = 0; k < N; k++) {
+        bad |= !(scale_ok(r[k]) && offset_ok(of[k]));
+        r[k] = rcp_approx(r[k]);
+      }
+      if (bad) report(P, QKVFUSE_DATA_ERROR_SCALE);
+    }
+  }
+  const float(&gk)[N] = PRELOAD ? lw.g : g, (&rk)[N] = PRELOAD ? lw.r : r, (&ofk)[N] = PRELOAD ? lw.of : of;
+  // a bad scale of any lane skips the head's cache row (the group's lanes)
+  const unsigned gmask = (L == 32 ? 0xffffffffu : (1u << L) - 1u) << (threadIdx.x & 31 & ~(L - 1));
+  const bool gbad = (__ballot_sync(0xffffffffu, PRELOAD ? lw.bad : bad) & gmask) != 0;
+
+  // 4. the head: normalized over the group, rotated
+  float x[N];
+  if constexpr (NV == 1) {
+    unpack8<T>(raw[0], x);
+    if (norm) {
+      float s2[2] = {0.0f, 0.0f}; /* two chains: latency */
+#pragma unroll
+      for (int k = 0; k < 8; k++) s2[k & 1] = fmaf(x[k], x[k], s2[k & 1]);
+      const float inv = rsqrtf(fmaf(group_sum<L>(s2[0] + s2[1]), ENGINE ? rDh : 1.0f / (float)D, P.eps));
+#pragma unroll
+      for (int k = 0; k < 8; k++) x[k] = x[k] * inv * gk[k];
+    }
+    float c[8], s[8];
+    vec_cs_get<INTERLEAVED, COS_SIN_ROWS, TABLE_DTYPE>(P, csraw, pos, wv[0], rope, c, s);
+    if (!INTERLEAVED && kind < 2 && R > 0) { /* uniform per block: the partners' values by shuffles */
+      const int hv = R >> 4, src = rot && act ? (wv[0] < hv ? lane + hv : lane - hv) : lane;
+      float xp[8];
+#pragma unroll
+      for (int k = 0; k < 8; k++) xp[k] = __shfl_sync(0xffffffffu, x[k], src, L);
+      if (rope) {
+#pragma unroll
+        for (int k = 0; k < 8; k++) x[k] = fmaf(x[k], c[k], xp[k] * s[k]);
+      }
+    } else if (INTERLEAVED && rope) {
+      rotate_pairs8(x, c, s);
+    }
+  } else {
+    norm_rope<T, L, INTERLEAVED, COS_SIN_VECS>(raw[0], raw[NV - 1], norm, gk, ENGINE ? rDh : 1.0f / (float)D, P.eps,
+                                               rope, cs, lv, x);
+  }
+  if (!(ok && act)) return;
+  const qf_cu_mat &out = kind == 0 ? P.q_out : (kind == 1 ? P.k_out : P.v_out);
+  store_head<T, NV, ENGINE>(out, C, C.quant != QKVFUSE_QUANT_NONE, true, kind > 0 && td.dest && C.data, t, td.row0, h,
+                         D, wv, x, lane_scales<NV>{rk, ofk, gbad});
+#else
+  __trap();
+#endif
+}
+
+}  // namespace qf
+
+#endif  // QKVFUSE_CUDA_DECODE_CUH

@@ -1,0 +1,78 @@
+// SPDX-License-Identifier: Apache-2.0
+// What a call's tensors allow the kernels: vector access (alignment and
+// strides), the streaming kernel's preconditions, and the engine call.
+#include <stdint.h>
+
+#include "cuda/backend.h"
+
+static bool aligned(const void *ptr, int64_t bytes) { return ((uintptr_t)ptr % (uintptr_t)bytes) == 0; }
+
+static bool aligned16(const void *ptr) { return ptr == nullptr || aligned(ptr, 16); }
+
+bool qf_cuda_cache_vector_ok(const qf_cache *c, int vec) {
+  const int64_t es = (int64_t)qkvfuse_dtype_size(c->dtype);
+  return aligned(c->data, vec * es) && c->s_block % vec == 0 && c->s_row % vec == 0 && c->s_chunk % vec == 0 &&
+         c->chunk % vec == 0;
+}
+
+bool qf_cuda_vector_ok(const qf_problem *p, int vec) {
+  if (p->D % vec) return false;
+  const qf_mat *mats[] = {&p->in[0], &p->in[1], &p->in[2], &p->q_out, &p->k_out, &p->v_out, &p->q_copy};
+  for (const qf_mat *m : mats) {
+    if (!m->data) continue;
+    const int64_t es = (int64_t)qkvfuse_dtype_size(m->dtype);
+    if (!aligned(m->data, vec * es) || (m->rows > 1 && m->ld % vec)) return false;
+  }
+  const qf_cache *caches[] = {&p->k_cache, &p->v_cache};
+  for (const qf_cache *c : caches)
+    if (c->data && !qf_cuda_cache_vector_ok(c, vec)) return false;
+  return true;
+}
+
+const char *qf_cuda_streaming_refusal(const qf_problem *p, const qf_cu_params *P) {
+  const qkvfuse_dtype in = p->in[0].dtype;
+  if (in != QKVFUSE_DTYPE_BFLOAT16 && in != QKVFUSE_DTYPE_FLOAT16) return "input not bfloat16 or float16";
+  if (P->parity) return "unfused-parity rounding";
+  if (p->q_copy.data) return "q written twice (q_copy)";
+  // the streaming kernel's q items store rows of the input's dtype and read
+  // no q scale: a quantized q there would add a scale load and an fp8 path to
+  // the q items of every call
+  if (p->desc->q_quant != QKVFUSE_QUANT_NONE) return "q quantized";
+  if (p->D % 16 || p->D < 32 || p->D > 512 || p->R % 16) return "D not a multiple of 16 in [32, 512] or R not of 16";
+  if (!qf_cuda_vector_ok(p, 8)) return "rows or caches not in aligned 8-element vectors";
+  const qf_mat *outs[] = {&p->q_out, &p->k_out, &p->v_out};
+  for (const qf_mat *m : outs)
+    if (m->data && m->dtype != in) return "an output of another dtype than the input";
+  if (p->q_beta.data || p->k_beta.data) return "beta";
+  if (p->weight_scale.data) return "int32 dequantization";
+  const qf_cache *caches[] = {&p->k_cache, &p->v_cache};
+  const qkvfuse_quant_mode quant[] = {p->desc->k_quant, p->desc->v_quant};
+  for (int i = 0; i < 2; i++)
+    if (caches[i]->data && quant[i] == QKVFUSE_QUANT_NONE && caches[i]->dtype != in)
+      return "a cache of another dtype than the input, not quantized";
+  /* per-channel scales and offsets are read as vectors; per-head and per-tensor ones one at a time */
+  const bool k_per_channel = P->k_scale_pc != 0, v_per_channel = P->v_scale_pc != 0;
+  const void *tables[] = {p->q_gamma.data, p->k_gamma.data, p->cos_sin_cache.data, p->cos.data, p->sin.data,
+                          k_per_channel ? p->k_scale.data : nullptr, v_per_channel ? p->v_scale.data : nullptr,
+                          k_per_channel ? p->k_offset.data : nullptr, v_per_channel ? p->v_offset.data : nullptr};
+  for (const void *t : tables)
+    if (!aligned16(t)) return "a norm weight, cos/sin or per-channel scale table not 16-byte aligned";
+  const qf_mat *rows[] = {&p->cos_sin_cache, &p->cos, &p->sin};
+  for (const qf_mat *m : rows)
+    if (m->data && m->rows > 1 && m->ld % 8) return "cos/sin rows not whole 8-element vectors";
+  return nullptr;
+}
+
+bool qf_cuda_engine_call(const qf_problem *p, const qf_cu_params *P) {
+  const qkvfuse_dtype in = p->in[0].dtype;
+  const bool cache = p->desc->cache_layout != QKVFUSE_CACHE_NONE;
+  if (cache && p->desc->cache_addressing != QKVFUSE_ADDRESS_SLOTS) return false;
+  const qf_cache *caches[] = {&p->k_cache, &p->v_cache};
+  for (const qf_cache *c : caches)
+    if (c->data && c->chunk != p->D) return false;
+  return p->desc->rope_source == QKVFUSE_ROPE_COS_SIN_CACHE && p->positions.dtype == QKVFUSE_DTYPE_INT64 &&
+         p->cos_sin_cache.dtype == in && (!p->q_gamma.data || p->q_gamma.dtype == in) &&
+         (!p->k_gamma.data || p->k_gamma.dtype == in) &&
+         (!cache || (p->desc->cache_layout != QKVFUSE_CACHE_CONTIGUOUS && P->slot_lin &&
+                     p->slot_mapping.dtype == QKVFUSE_DTYPE_INT64 && !p->k_offset.data && !p->v_offset.data));
+}

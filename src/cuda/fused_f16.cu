@@ -1,9 +1,0 @@
-// SPDX-License-Identifier: Apache-2.0
-// fused_kernel instantiations for __half input.
-#include "cuda/fused_launch.cuh"
-#include "cuda/launch.h"
-
-qkvfuse_status qf_cuda_launch_fused_f16(int vec, int nv, const qf_cu_params *P, unsigned blocks, size_t smem,
-                                  cudaStream_t stream) {
-  return qf::launch_fused<__half>(vec, nv, P, blocks, smem, stream);
-}

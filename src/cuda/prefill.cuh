@@ -1,0 +1,345 @@
+// SPDX-License-Identifier: Apache-2.0
+// The streaming kernel's prefill form (streaming.cuh: the kernel, its
+// forms and lane layout).
+#ifndef QKVFUSE_CUDA_PREFILL_CUH
+#define QKVFUSE_CUDA_PREFILL_CUH
+
+#include "cuda/schedule.h"
+#include "cuda/streaming.cuh"
+
+namespace qf {
+
+// The prefill form stages its rows in shared memory with asynchronous
+// copies (cp.async, sm_80 and later), kPrefillStages units deep per block, so
+// the next unit's rows stream in while the current one is computed; the
+// copies carry an L2 evict-first policy and ask for 256-byte fetches, like
+// ld_stream. A thread reads back the vectors it copied itself, so
+// cp.async.wait_group is the only synchronization they need, except in the
+// v items of a quantized cache (prefill_kernel: v_adjacent), whose lanes read their
+// group's copies after a warp barrier. Two stages of four heads take 32 KB
+// (plus a quantized cache's scale table); a third would pass the 48 KB of
+// dynamic shared memory a launch gets without opting in and leave room for
+// four blocks per multiprocessor, not five.
+constexpr int kPrefillStages = 2;
+
+// The prefill form's quantization table, in shared memory, built once per
+// block for the block's item (nh heads of kind 1 k or 2 v, from head h0):
+// reciprocal scales [nh * D], then (int8 asymmetric) offsets [nh * D], each
+// head's D values in lane order: the 8 channels of vector u (8u .. 8u+7) as
+// two quads at quad (2 s + half) data_lanes + o of the head (table_quad), o the lane
+// that holds u and s its place (0: A, 1: B; lane_layout), so that a group's
+// lanes read each quad of theirs as consecutive 16-byte pieces, free of
+// bank conflicts (in channel order, lanes 32 bytes apart: 2-way conflicts
+// at least). Returns bit i set when a scale or offset of head h0 + i is bad
+// (each bad value read is reported); the block-wide votes are also the
+// barrier after which every thread may read the table.
+template <bool INTERLEAVED>
+__device__ __forceinline__ int table_quad(int u, int data_lanes, int R, bool adj) {
+  const int hr = R >> 4; /* neox: lanes below hr hold rotation pairs (u, u + hr) */
+  int o, s;
+  if (adj) { /* v_adjacent (neox only): lane o holds 2o and 2o + 1 */
+    o = u >> 1, s = u & 1;
+  } else if (INTERLEAVED || u < 2 * hr) {
+    const int w = INTERLEAVED ? data_lanes : hr;
+    s = u >= w, o = u - (s ? w : 0);
+  } else {
+    o = hr + ((u - 2 * hr) >> 1), s = (u - 2 * hr) & 1;
+  }
+  return 2 * s * data_lanes + o;
+}
+
+template <int ENGINE, bool INTERLEAVED>
+__device__ __forceinline__ unsigned fill_qtable(const qf_cu_params &P, float *tab, int kind, int h0, int nh,
+                                                bool adj) {
+  const int D = P.D, n = nh * D, data_lanes = D >> 4;
+  const float *sc = kind == 1 ? P.k_scale : P.v_scale, *of = ENGINE ? nullptr : kind == 1 ? P.k_offset : P.v_offset;
+  const bool pc = (kind == 1 ? P.k_scale_pc : P.v_scale_pc) != 0;
+  const bool ph = (kind == 1 ? P.k_scale_ph : P.v_scale_ph) != 0; /* one per kv head */
+  unsigned mine = 0;
+  // groups of 8 channels (inside one head: D % 16 == 0), two per thread per
+  // round, every load of a round issued before any is used
+  for (int c0 = 8 * (int)threadIdx.x; c0 < n; c0 += 16 * (int)blockDim.x) {
+    float s[2][8], o[2][8];
+#pragma unroll
+    for (int h = 0; h < 2; h++) {
+      const int c = c0 + 8 * h * (int)blockDim.x;
+      if (c >= n) continue;
+      if (pc) {
+        ld_floats<8>(sc, QKVFUSE_DTYPE_FLOAT32, h0 * D + c, s[h]);
+        if (of) ld_floats<8>(of, QKVFUSE_DTYPE_FLOAT32, h0 * D + c, o[h]);
+      } else { /* one scale (and offset) for the 8 channels: their head's, or the tensor's */
+        const int si = ph ? h0 + c / D : 0;
+        const float s0 = __ldg(sc + si), o0 = of ? __ldg(of + si) : 0.0f;
+#pragma unroll
+        for (int k = 0; k < 8; k++) s[h][k] = s0, o[h][k] = o0;
+      }
+      if (!of) {
+#pragma unroll
+        for (int k = 0; k < 8; k++) o[h][k] = 0.0f;
+      }
+    }
+#pragma unroll
+    for (int h = 0; h < 2; h++) {
+      const int c = c0 + 8 * h * (int)blockDim.x;
+      if (c >= n) continue;
+      const int hi = c / D, at = hi * D + 4 * table_quad<INTERLEAVED>((c - hi * D) >> 3, data_lanes, P.R, adj);
+      bool ok = true;
+#pragma unroll
+      for (int k = 0; k < 8; k++) {
+        ok &= scale_ok(s[h][k]) && offset_ok(o[h][k]);
+        const int e = at + (k < 4 ? k : 4 * data_lanes + k - 4); /* the second quad data_lanes quads further */
+        tab[e] = rcp_approx(s[h][k]);
+        if (of) tab[n + e] = o[h][k];
+      }
+      if (!ok) mine |= 1u << hi;
+    }
+  }
+  if (mine) report(P, QKVFUSE_DATA_ERROR_SCALE);
+  unsigned bad = 0;
+#pragma unroll
+  for (int i = 0; i < kMaxHeadsPerItem; i++)
+    if (__syncthreads_or((int)(mine >> i & 1u))) bad |= 1u << i;
+  return bad;
+}
+
+// 8 floats of the shared-memory table: two quads, at p and at p + qs.
+__device__ __forceinline__ void ld_shared8(const float *p, int qs, float *o) {
+  const float4 a = *reinterpret_cast<const float4 *>(p), b = *reinterpret_cast<const float4 *>(p + qs);
+  o[0] = a.x, o[1] = a.y, o[2] = a.z, o[3] = a.w, o[4] = b.x, o[5] = b.y, o[6] = b.z, o[7] = b.w;
+}
+
+// The ENGINE prefill kernels' cos/sin of a lane for one token, as loaded from
+// the 16-bit cos_sin_cache (cs_fetch, a run ahead: the run's first
+// heads cover the round trip) and converted when the run starts
+// (cs_ready), to the values load_cos_sin gives. neox: the cos and the sin of
+// the lane's 8 pairs; interleaved: of vector A's 4 pairs (x, y) and of B's
+// (z, w).
+struct cs_bits {
+  uint4 c, s;
+};
+
+// LATE: the position at is read only here (the empty asm keeps the compiler
+// from moving that read ahead), clamped into the table; its range is checked
+// with the token (check_token), so a bad position still writes nothing.
+// Otherwise at is in the table (checked by the caller in rope).
+template <typename T, bool INTERLEAVED, bool LATE>
+__device__ __forceinline__ cs_bits cs_fetch(const qf_cu_params &P, int64_t at, const lane_vecs &lv, bool rope) {
+  cs_bits r = {make_uint4(0, 0, 0, 0), make_uint4(0, 0, 0, 0)};
+  if (!rope) return r;
+  if constexpr (LATE) asm volatile("" : "+l"(at));
+  const int pos = (int)(!LATE || (uint64_t)at < (uint64_t)P.max_pos ? at : P.max_pos - 1);
+  const qf_cu_mat &csc = P.cos_sin_cache;
+  const int R = P.R, dt = h16<T>::dtype;
+  if constexpr (!INTERLEAVED) {
+    const int64_t base = cos_at<false>(csc, pos, lv.a);
+    r.c = ld_table<8>(csc.data, dt, base).a;
+    r.s = ld_table<8>(csc.data, dt, base + (R >> 1)).a;
+  } else {
+#pragma unroll
+    for (int v = 0; v < 2; v++) {
+      const int w = v ? lv.b : lv.a;
+      if (8 * w >= R) continue;
+      const int64_t base = cos_at<true>(csc, pos, w);
+      const uint4 c = ld_table<4>(csc.data, dt, base).a, sn = ld_table<4>(csc.data, dt, base + (R >> 1)).a;
+      if (v) r.c.z = c.x, r.c.w = c.y, r.s.z = sn.x, r.s.w = sn.y;
+      else r.c.x = c.x, r.c.y = c.y, r.s.x = sn.x, r.s.y = sn.y;
+    }
+  }
+  return r;
+}
+
+template <typename T, bool INTERLEAVED, int COS_SIN_VECS>
+__device__ __forceinline__ void cs_ready(const cs_bits &r, float (&cs)[COS_SIN_VECS][8]) {
+  if constexpr (!INTERLEAVED) {
+    unpack8<T>(r.c, cs[0]);
+    unpack8<T>(r.s, cs[1]);
+  } else {
+    float c[8], sn[8];
+    unpack8<T>(r.c, c);
+    unpack8<T>(r.s, sn);
+#pragma unroll
+    for (int v = 0; v < 2; v++)
+#pragma unroll
+      for (int k = 0; k < 8; k++) cs[2 * v][k] = c[4 * v + (k >> 1)], cs[2 * v + 1][k] = sn[4 * v + (k >> 1)];
+  }
+}
+
+// The prefill form's scales: the block's shared-memory table (fill_qtable,
+// lane order: the lane's vector v in quads 2v and 2v + 1 of its own).
+struct table_scales {
+  const float *rtab, *otab; /* the item's reciprocal scales and offsets, [nh * D] */
+  int e0;                   /* the lane's first quad of the head: ch0 + 4 (its lane, less data_lanes past the head) */
+  int qs;                   /* floats from one of the lane's quads to its next: 4 data_lanes */
+  bool bad, offsets;        /* a scale or offset of the head is bad; int8 asymmetric */
+  __device__ bool ok() const { return !bad; }
+  __device__ void get(int v, float *r, float *of) const {
+    const int e = e0 + 2 * v * qs;
+    ld_shared8(rtab + e, qs, r);
+    if (offsets) ld_shared8(otab + e, qs, of);
+  }
+};
+
+// The prefill form. Block b owns an item (schedule.h: qf_cuda_schedule_block; its kind, heads, norm
+// weights and quantization table are the block's for the whole launch) and
+// walks its token runs (GPB tokens, one per group). The rows of the next
+// run are copied into shared memory (cp.async) while the current run is
+// computed, and the next run's position and slot are loaded ahead. COS_SIN_ROWS:
+// cos/sin given per token at full length (COS_SIN source). ENGINE: kEngine (|
+// kEngineQuant) or 0 (what the kernel knows of its call).
+template <typename T, int L, bool INTERLEAVED, bool COS_SIN_ROWS, int ENGINE>
+__global__ void __launch_bounds__(kStreamingBlock, prefill_blocks_per_sm(ENGINE != 0))
+    prefill_kernel(const qf_cu_params P) {
+#if QF_STREAMING_DEVICE_CODE
+  constexpr int GPB = prefill_groups_per_block(L), NH = max_heads_per_item(COS_SIN_ROWS),
+                COS_SIN_VECS = cos_sin_vecs(INTERLEAVED, COS_SIN_ROWS);
+  static_assert(!ENGINE || !COS_SIN_ROWS, "ENGINE: cos/sin from a cache");
+  constexpr int TABLE_DTYPE = ENGINE ? h16<T>::dtype : 0; /* ENGINE: the tables' dtype (the input's) */
+  constexpr bool QUANT = (ENGINE & kEngineQuant) != 0; /* the kernel of a call with a quantized cache */
+  // shared memory: the row stages [kPrefillStages][heads_per_item][2][kStreamingBlock] (a
+  // warp's vectors consecutive: no bank conflicts), then the item's
+  // quantization table
+  extern __shared__ __align__(16) uint4 smem[];
+  const int D = P.D, R = P.R, data_lanes = D >> 4, heads_per_item = P.heads_per_item;
+  const float rD = 1.0f / (float)D; /* mean of squares: a multiply, off the critical path */
+  const group_lane gl = group_lane_of<L>(threadIdx.x);
+  const int lane = gl.lane, grp = gl.grp;
+  const bool idle = gl.idle; /* a lane in no group (L not a power of two) */
+  const lane_vecs ll = lane_layout<INTERLEAVED>(lane, data_lanes, R);
+  const qf_prefill_item it = qf_cuda_schedule_block<QUANT>(&P, blockIdx.x);
+  const int kind = it.kind, h0 = it.h0, nh = it.nh;
+  // v items of a quantized cache (P.v_adjacent; neox kernels): the lanes
+  // copy vectors l and l + D/16 of each row into the stage (copy_vecs: whole
+  // 16-byte pieces of a group's half row per copy) but take the adjacent
+  // vectors 2l and 2l + 1 from it (lv; v has no rotation pairs), where other
+  // lanes of the group copied them (a warp barrier after the wait and one
+  // before the next copy), so that a lane's cache bytes are one 16-byte
+  // store and a group's one run of whole sectors
+  const bool v_adjacent = !INTERLEAVED && kind == 2 && P.v_adjacent;
+  const int lr = lane < data_lanes ? lane : lane - data_lanes;
+  const lane_vecs copy_vecs = v_adjacent ? lane_vecs{lr, lr + data_lanes, false, false} : ll;
+  const lane_vecs lv = v_adjacent ? lane_vecs{2 * lr, 2 * lr + 1, false, false} : copy_vecs;
+  // the stage entries (offsets from the lane's own) of lv's vectors: vector
+  // u was copied by lane u % data_lanes of the group into its entry u / data_lanes
+  const int sa = v_adjacent ? (2 * lr) % data_lanes - lane + (2 * lr) / data_lanes * kStreamingBlock : 0;
+  const int sb =
+      v_adjacent ? (2 * lr + 1) % data_lanes - lane + (2 * lr + 1) / data_lanes * kStreamingBlock : kStreamingBlock;
+  const unsigned stride = it.stride, end = it.end;
+  unsigned c = it.run;
+
+  const T *rows = reinterpret_cast<const T *>(P.in[kind].data) + (int64_t)h0 * D;
+  const int64_t ld = P.in[kind].ld;
+  const qf_cu_mat &out = kind == 0 ? P.q_out : (kind == 1 ? P.k_out : P.v_out);
+  const qf_cu_cache &C = kind == 1 ? P.k_cache : P.v_cache;
+  const bool norm = kind == 0 ? P.q_norm : (kind == 1 && P.k_norm);
+  const bool quant = kind > 0 && C.data && C.quant != QKVFUSE_QUANT_NONE;
+  uint4 *const stage = smem + threadIdx.x;
+  float *const qtab = reinterpret_cast<float *>(smem + kPrefillStages * heads_per_item * 2 * kStreamingBlock);
+  const bool offsets = !ENGINE && C.quant == QKVFUSE_QUANT_INT8_ASYM;
+
+  // the lane's vectors of run cc's token, copied into stage st (nothing
+  // past the block's runs or the last token); one commit group per run
+  // either way
+  const uint64_t policy = evict_first_policy();
+  auto issue = [&](unsigned cc, int st) {
+    const int64_t t = (int64_t)cc * GPB + grp;
+    if (!idle && cc < end && t < P.T && lane < data_lanes) {
+      const T *in = rows + t * ld;
+#pragma unroll
+      for (int i = 0; i < NH; i++) {
+        if (i >= nh) break;
+        cp_async16(stage + ((st * heads_per_item + i) * 2) * kStreamingBlock, in + i * D + 8 * copy_vecs.a, policy);
+        cp_async16(stage + ((st * heads_per_item + i) * 2 + 1) * kStreamingBlock, in + i * D + 8 * copy_vecs.b, policy);
+      }
+    }
+    cp_async_commit();
+  };
+
+  // the first run's rows start their way to L2 while the previous kernel finishes
+  {
+    const int64_t t = (int64_t)c * GPB + grp;
+    if (!idle && t < P.T && lane < data_lanes) {
+      const T *in = rows + t * ld;
+      for (int i = 0; i < nh; i++) prefetch_l2(in + i * D + 8 * copy_vecs.a), prefetch_l2(in + i * D + 8 * copy_vecs.b);
+    }
+  }
+  grid_dependency_wait();
+  issue(c, 0);
+  token_ix next = load_token_ix<false, ENGINE>(P, (int64_t)c * GPB + grp);
+
+  // per block: norm weights, quantization table
+  float g[16];
+  if (norm) load_gamma<TABLE_DTYPE>(P, kind == 0 ? P.q_gamma : P.k_gamma, lv, g);
+  const unsigned bad = quant ? fill_qtable<ENGINE, INTERLEAVED>(P, qtab, kind, h0, nh, v_adjacent) : 0u;
+  // ENGINE: the cos/sin of the lane's token in run cc, fetched a run ahead
+  // (where it rotates: its position in the table; checked again with the
+  // token when the run is computed). The compiler evaluates part of this
+  // range check ahead of the first head, so every block, v's too, waits
+  // there for the position loaded at the run's top. With a quantized
+  // cache (QUANT) the position is read only after the first head,
+  // clamped, its check left to the token (cs_fetch LATE), so that the wait
+  // overlaps the first head. The other calls keep the early wait: without
+  // it their v blocks gain less than their q and k blocks lose.
+  auto fetch_cs = [&](unsigned cc, const token_ix &x) {
+    const bool r = kind < 2 && R > 0 && !idle && lane < data_lanes && (lv.rot_a || lv.rot_b) && cc < end &&
+                   (int64_t)cc * GPB + grp < P.T && (QUANT || (x.pos >= 0 && x.pos < P.max_pos));
+    return cs_fetch<T, INTERLEAVED, QUANT>(P, x.pos, lv, r);
+  };
+  cs_bits csb = {};
+  if constexpr (ENGINE) csb = fetch_cs(c, next);
+
+  for (int st = 0; c < end; c += stride, st ^= 1) {
+    const unsigned cn = c + stride;
+    issue(cn, st ^ 1);
+    const token_ix ix = next;
+    if (cn < end) next = load_token_ix<false, ENGINE>(P, (int64_t)cn * GPB + grp);
+
+    const int64_t t = (int64_t)c * GPB + grp;
+    const bool live = !idle && t < P.T; /* the group has a token */
+    const bool act = live && lane < data_lanes; /* the lane holds data */
+
+    // the token: position and cache destination checked (reported by the
+    // first q item's blocks: one per token)
+    const token_dest td =
+        check_token<false, ENGINE>(P, t, ix, kind, live, [&] { return kind == 0 && h0 == 0 && lane == 0; });
+
+    // cos/sin of the lane's elements
+    const bool rope = kind < 2 && R > 0 && td.ok && act && (lv.rot_a || lv.rot_b);
+    float cs[COS_SIN_VECS][8];
+    if constexpr (ENGINE)
+      cs_ready<T, INTERLEAVED, COS_SIN_VECS>(csb, cs);
+    else
+      load_cos_sin<INTERLEAVED, COS_SIN_ROWS, TABLE_DTYPE>(P, t, (int)ix.pos /* < max_pos <= 2^31 when used */, lv,
+                                                           rope, cs);
+
+    // the heads, from this run's stage
+    cp_async_wait<1>();
+    if (v_adjacent) __syncwarp(); /* the group's copies, for the lanes that take them */
+    const bool to_cache = kind > 0 && td.dest && C.data;
+#pragma unroll
+    for (int i = 0; i < NH; i++) {
+      if (i >= nh) break; /* uniform per block */
+      uint4 ra = make_uint4(0, 0, 0, 0), rb = ra;
+      if (act) {
+        ra = stage[((st * heads_per_item + i) * 2) * kStreamingBlock + sa];
+        rb = stage[((st * heads_per_item + i) * 2) * kStreamingBlock + sb];
+      }
+      float x[16];
+      norm_rope<T, L, INTERLEAVED, COS_SIN_VECS>(ra, rb, norm, g, rD, P.eps, rope, cs, lv, x);
+      const int w[2] = {lv.a, lv.b};
+      store_head<T, 2, ENGINE, !INTERLEAVED>(out, C, quant, td.ok && act, to_cache, t, td.row0, h0 + i, D, w, x,
+                       table_scales{qtab, qtab + nh * D, i * D + 4 * lr, 4 * data_lanes,
+                                    (bad >> i & 1u) != 0, offsets}, v_adjacent);
+      if constexpr (ENGINE) { /* the next run's cos/sin, its position loaded at the top of this one */
+        if (i == 0) csb = fetch_cs(cn, next);
+      }
+    }
+    if (v_adjacent) __syncwarp(); /* read before the next copy into the stage */
+  }
+#else
+  __trap();
+#endif
+}
+
+}  // namespace qf
+
+#endif  // QKVFUSE_CUDA_PREFILL_CUH

@@ -1,0 +1,427 @@
+// SPDX-License-Identifier: Apache-2.0
+// The streaming kernel: the common case of the fused prologue compiled tight.
+//
+// When. 16-bit input (bf16 or fp16) with 16-byte aligned rows, outputs of the
+// input's dtype (q not quantized), D a multiple of 16 in [32, 512], R a
+// multiple of 16, caches of the input's dtype or int8/fp8 (e4m3, e5m2; scales
+// per tensor, per kv head or per channel), RoPE tables readable as aligned
+// vectors, no beta, not unfused-parity mode (the plan checks; general.cuh does
+// the rest).
+//
+// Work split, in two forms chosen per call (choose.cu: qf_cuda_choose).
+// Prefill form (prefill_kernel): a group of L = prefill_lanes(D) lanes (D/16
+// rounded up to a power of two, or 6 for D = 96) does one item, two 16-byte
+// vectors per lane per head; an item is (token, up to 4 heads of one kind:
+// q, k or v). The grid's first blocks are the resident ones: each keeps one
+// item for the launch (kind, heads, norm weights in registers, the item's
+// reciprocal cache scales in a shared-memory table) and walks that item's
+// token runs (prefill_groups_per_block(L) tokens, one per group); where
+// blocks walk enough runs, the last quarter of them (or a tenth: a quantized
+// cache) goes to late blocks of one or two runs each, which the hardware
+// starts as resident blocks end, so the multiprocessors that move bytes
+// faster take more (schedule.h). The rows of the next run are copied into
+// shared memory by cp.async while the current run is normalized, rotated and
+// stored head by head; its position and slot are loaded a run ahead, and
+// (the engine call's kernels, ENGINE) its cos/sin once the current run's
+// first head is stored (cs_fetch).
+// Decode form (decode_kernel), for calls too small to fill the device with
+// two heads per item: one (token, head) per group, one pass, every
+// independent load (row, position, slot, norm weights, cache scales) issued
+// at once, the scales read per lane (no table, no barrier); the smallest
+// calls (D <= 256) with one 16-byte vector per lane (the shortest
+// instruction chain: the call's latency), the others with two.
+//
+// Prefill lane layout. Lane l holds two vectors of 8 elements, A = [8a, 8a+8) and
+// B = [8b, 8b+8): neox with R = D: a = l, b = l + D/16, so a rotation pair
+// (i, i + R/2) sits in one lane; neox with R < D: lanes l < R/16 hold pairs
+// (a = l, b = l + R/16), the others two unrotated vectors past R;
+// interleaved: a = l, b = l + D/16, pairs (2i, 2i+1) inside a vector; v
+// items of a quantized cache (neox kernels, v_adjacent): the lanes copy a = l,
+// b = l + D/16 into the stage but compute a = 2l, b = 2l + 1 (one 16-byte
+// cache store). Lanes past the head (D/16 <= l < L) take lane l - D/16's
+// vectors: their reads stay inside the tables; they write nothing.
+//
+// Errors: a token whose position or slot is outside its table writes nothing
+// and sets a bit of *error_flags; a head whose cache scale or offset is zero
+// or not finite skips its cache row. Bad scales and offsets are reported by
+// the blocks that build the quantization table (prefill) or by the groups of
+// token 0 (decode): either way every head's are checked for T >= 1, so each
+// bad value is reported, used or not.
+#ifndef QKVFUSE_CUDA_STREAMING_CUH
+#define QKVFUSE_CUDA_STREAMING_CUH
+
+#include "cuda/device/address.cuh"
+#include "cuda/device/divide.cuh"
+#include "cuda/device/elem.cuh"
+#include "cuda/device/ptx.cuh"
+#include "cuda/device/quantize.cuh"
+#include "cuda/device/report.cuh"
+#include "cuda/device/rope.cuh"
+#include "cuda/device/vec16.cuh"
+#include "cuda/params.h"
+#include "cuda/state.h"
+
+// The streaming kernels' device code exists for QF_CUDA_STREAMING_MIN_CC and
+// later (their PTX needs sm_80); an older architecture's image holds a trap
+// in each kernel's place, which the dispatch never launches there
+// (state.h: qf_cuda_streaming).
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ < QF_CUDA_STREAMING_MIN_CC * 10
+#define QF_STREAMING_DEVICE_CODE 0
+#else
+#define QF_STREAMING_DEVICE_CODE 1
+#endif
+
+namespace qf {
+
+constexpr int kStreamingBlock = 128;
+// What a kernel knows of its call at compile time (variant.h: engine; eligible.cu:
+// qf_cuda_engine_call): ENGINE = 0, nothing: every dtype and layout is read from the
+// parameters; kEngine: the call an inference engine makes: int64 positions into
+// a cos_sin_cache of the input's dtype, norm weights of that dtype, and a
+// cache, if any, that is paged with whole rows (slot_lin, a head's D
+// channels contiguous), int64 slots and no int8 offsets; | kEngineCache: and
+// the call has a cache; | kEngineQuant (prefill form): and the call writes a
+// quantized cache. Their branches on dtypes and layouts fold away.
+constexpr int kEngine = 1, kEngineCache = 2, kEngineQuant = 4;
+// The prefill form's resident blocks per multiprocessor: its launch bound
+// and its grid. Its kernels that know their call (ENGINE, below) fit five
+// blocks in their registers without spills; the others spill at five, so
+// run four.
+__host__ __device__ constexpr int prefill_blocks_per_sm(bool hot) { return hot ? 5 : 4; }
+constexpr int kMaxHeadsPerItem = 4; /* most heads per item (2 with per-token cos/sin: registers) */
+__host__ __device__ constexpr int max_heads_per_item(bool sep) { return sep ? 2 : kMaxHeadsPerItem; }
+
+__host__ __device__ constexpr int pow2_at_least(int n) { return n <= 1 ? 1 : 2 * pow2_at_least((n + 1) / 2); }
+
+// The prefill form's lanes per group: D / 16 (two vectors per lane) where
+// that count has its own instantiation although it is not a power of two
+// (6: D = 96, five groups in 30 of a warp's 32 lanes, where 8-lane groups
+// would leave a quarter of the lanes idle), else the next power of two.
+__host__ __device__ constexpr int prefill_lanes(int D) { return D / 16 == 6 ? 6 : pow2_at_least(D / 16); }
+// Groups per block: 32 / L per warp (L need not divide 32; the warp's
+// remaining lanes are idle).
+__host__ __device__ constexpr int prefill_groups_per_block(int L) { return kStreamingBlock / 32 * (32 / L); }
+// The decode form's lanes per group with NV vectors per lane (decode_kernel):
+// one (D <= 256; else 0: none) or two.
+__host__ __device__ constexpr int decode_lanes(int D, int nv) {
+  return nv == 1 ? (D > 256 ? 0 : pow2_at_least(D / 8)) : pow2_at_least(D / 16);
+}
+
+// A token's raw position and slot (or contiguous start index): what the
+// next work unit needs first, loaded one unit ahead.
+struct token_ix {
+  int64_t pos, slot;
+};
+
+template <bool FIXED, int ENGINE = 0>
+__device__ __forceinline__ token_ix load_token_ix(const qf_cu_params &P, int64_t t) {
+  token_ix x = {0, -1};
+  if (t >= P.T) return x;
+  if (ENGINE || P.positions.data)
+    x.pos = ld_index(P.positions.data, ENGINE ? QKVFUSE_DTYPE_INT64 : P.positions.dtype, t);
+  if (!ENGINE && P.page_table) { /* the slot from the page table (never ENGINE: eligible.cu, qf_cuda_engine_call) */
+    x.slot = page_table_slot(P.pt, t);
+  } else if ((ENGINE & kEngineCache) || P.layout != QKVFUSE_CACHE_NONE) {
+    const int64_t at = !ENGINE && P.layout == QKVFUSE_CACHE_CONTIGUOUS ? div_by<FIXED>(t, P.S, P.batch_div) : t;
+    x.slot = ld_index(P.slot_mapping.data, ENGINE ? QKVFUSE_DTYPE_INT64 : P.slot_mapping.dtype, at);
+  }
+  return x;
+}
+
+// A token's position and slot checked: ok is false if the group has no
+// token (live false) or either is outside its table (reported where
+// reporter() is true: one lane per token); dest says whether the token has a
+// cache row (kind 1 k or 2 v and a slot other than -1) and row0 is its
+// element offset in that cache. The slot's range check is one unsigned
+// compare (slot_lim: params.cu), and a cache of whole rows (slot_lin) places
+// slot s at s * s_row without a division: both shorten the decode form's
+// critical path. The position's check stays two signed compares (here and
+// for the decode form's rope flag): they tell the compiler the position is
+// not negative, which one unsigned compare does not. The reporter is a
+// callable so that it is evaluated only on the error path.
+struct token_dest {
+  bool ok, dest;
+  int64_t row0;
+};
+
+template <bool FIXED, int ENGINE = 0, typename Reporter>
+__device__ __forceinline__ token_dest check_token(const qf_cu_params &P, int64_t t, const token_ix &ix, int kind,
+                                                  bool live, const Reporter &reporter) {
+  token_dest d = {live, false, 0};
+  if (live && (ENGINE || P.positions.data) && (ix.pos < 0 || ix.pos >= P.max_pos)) {
+    d.ok = false;
+    if (reporter()) report(P, QKVFUSE_DATA_ERROR_POSITION);
+  }
+  if (live && ((ENGINE & kEngineCache) || P.layout != QKVFUSE_CACHE_NONE) && ix.slot != -1) {
+    if ((uint64_t)ix.slot >= (uint64_t)P.slot_lim) {
+      d.ok = false;
+      if (reporter()) report(P, QKVFUSE_DATA_ERROR_SLOT);
+    } else if (kind > 0) {
+      const qf_cu_cache &CC = kind == 1 ? P.k_cache : P.v_cache;
+      int64_t blk, row;
+      if (ENGINE || P.slot_lin) {
+        blk = 0, row = ix.slot;
+      } else if (!ENGINE && P.layout == QKVFUSE_CACHE_CONTIGUOUS) {
+        blk = div_by<FIXED>(t, P.S, P.batch_div), row = ix.slot + (t - blk * P.S);
+      } else {
+        blk = div_by<FIXED>(ix.slot, CC.block_size, P.page_div), row = ix.slot - blk * CC.block_size;
+      }
+      d.dest = true, d.row0 = cache_row(CC, blk, row);
+    }
+  }
+  return d;
+}
+
+// A thread's lane in its group and its group in the block. L a power of two:
+// consecutive L-thread groups. Otherwise a warp holds 32 / L groups from its
+// lane 0, and its last 32 % L lanes are idle (no token; lane numbers that
+// keep their table reads in bounds).
+struct group_lane {
+  int lane, grp;
+  bool idle;
+};
+
+template <int L>
+__device__ __forceinline__ group_lane group_lane_of(int tid) {
+  if ((L & (L - 1)) == 0) return group_lane{tid & (L - 1), tid / L, false};
+  const int u = tid & 31, gi = u / L;
+  return group_lane{u - gi * L, (tid >> 5) * (32 / L) + gi, gi >= 32 / L};
+}
+
+// The sum of v over the calling lane's group of L lanes, bit-identical on
+// every lane of the group (every lane of the warp calls it: shuffles). L = P2
+// * M (P2 a power of two, M odd): a butterfly inside each aligned P2 lanes,
+// then the M partial sums added in one order.
+template <int L>
+__device__ __forceinline__ float group_sum(float v) {
+  if ((L & (L - 1)) == 0) {
+#pragma unroll
+    for (int off = L >> 1; off > 0; off >>= 1) v += __shfl_xor_sync(0xffffffffu, v, off, L);
+    return v;
+  }
+  constexpr int P2 = L & -L, M = L / P2;
+#pragma unroll
+  for (int off = P2 >> 1; off > 0; off >>= 1) v += __shfl_xor_sync(0xffffffffu, v, off);
+  const int base = (int)(threadIdx.x & 31) / L * L; /* idle lanes: sources past 31 wrap (harmless) */
+  float s = __shfl_sync(0xffffffffu, v, base);
+#pragma unroll
+  for (int j = 1; j < M; j++) s += __shfl_sync(0xffffffffu, v, base + j * P2);
+  return s;
+}
+
+// The lane's two vectors (A = [8a, 8a+8), B = [8b, 8b+8), see "Lane layout")
+// and whether it rotates each.
+struct lane_vecs {
+  int a, b;
+  bool rot_a, rot_b;
+};
+
+template <bool INTERLEAVED>
+__device__ __forceinline__ lane_vecs lane_layout(int lane, int data_lanes, int R) {
+  lane_vecs v;
+  if (lane >= data_lanes)
+    lane -= data_lanes; /* past the head (D < 16 L; L < 2 data_lanes): a lane's vectors, read, never written */
+  if (INTERLEAVED) {
+    v.a = lane, v.b = lane + data_lanes;
+    v.rot_a = 8 * v.a < R, v.rot_b = 8 * v.b < R;
+  } else if (lane < (R >> 4)) {
+    v.a = lane, v.b = lane + (R >> 4);
+    v.rot_a = v.rot_b = true;
+  } else {
+    v.a = (R >> 3) + 2 * (lane - (R >> 4)), v.b = v.a + 1;
+    v.rot_a = v.rot_b = false;
+  }
+  return v;
+}
+
+// cos/sin vectors a lane keeps: cos A, sin A (, cos B, sin B: interleaved
+// pairs, or COS_SIN_ROWS: cos/sin given per token at full length, so a neox lane's two
+// halves have their own; otherwise B shares A's).
+__host__ __device__ constexpr int cos_sin_vecs(bool inter, bool sep) { return inter || sep ? 4 : 2; }
+
+// The norm weights of the lane's 16 elements ((1 + g) with gamma_offset).
+// GAMMA_DTYPE: their dtype, known at compile time (else 0: gw's).
+template <int GAMMA_DTYPE = 0>
+__device__ __forceinline__ void load_gamma(const qf_cu_params &P, const qf_cu_vec &gw, const lane_vecs &lv,
+                                           float (&g)[16]) {
+  const int gdt = GAMMA_DTYPE ? GAMMA_DTYPE : gw.dtype;
+  table_raw raw[2]; /* both loads in flight before either converts */
+  raw[0] = ld_table<8>(gw.data, gdt, 8 * lv.a);
+  raw[1] = ld_table<8>(gw.data, gdt, 8 * lv.b);
+  cvt_table<8>(raw[0], gdt, g);
+  cvt_table<8>(raw[1], gdt, g + 8);
+  if (P.gamma_offset) {
+#pragma unroll
+    for (int k = 0; k < 16; k++) g[k] += 1.0f;
+  }
+}
+
+// The element of a cos/sin cache row (position pos) holding the cos of the
+// pairs of vector w, a rotated one: neox, its 8 pairs 8w .. 8w+7 (w < R/16);
+// interleaved, its 4 pairs 4w .. 4w+3. The sin is R/2 further.
+template <bool INTERLEAVED>
+__device__ __forceinline__ int64_t cos_at(const qf_cu_mat &csc, int64_t pos, int w) {
+  return pos * csc.ld + (INTERLEAVED ? 4 * w : 8 * w);
+}
+
+// cos/sin of the lane's rotated elements for token t at position pos (when
+// rope: the token is valid and the lane rotates). COS_SIN_DTYPE: the call's
+// cos_sin_cache dtype, known at compile time (else 0: read).
+template <bool INTERLEAVED, bool COS_SIN_ROWS, int COS_SIN_DTYPE = 0>
+__device__ __forceinline__ void load_cos_sin(const qf_cu_params &P, int64_t t, int pos, const lane_vecs &lv, bool rope,
+                                             float (&cs)[cos_sin_vecs(INTERLEAVED, COS_SIN_ROWS)][8]) {
+  constexpr int COS_SIN_VECS = cos_sin_vecs(INTERLEAVED, COS_SIN_ROWS);
+  const int R = P.R;
+  const bool cache_src = COS_SIN_DTYPE || P.rope_source == QKVFUSE_ROPE_COS_SIN_CACHE;
+  const qf_cu_mat &csc = P.cos_sin_cache;
+  const int csdt = COS_SIN_DTYPE ? COS_SIN_DTYPE : csc.dtype;
+  if (rope && (COS_SIN_ROWS || cache_src)) {
+    // tables, one (cos, sin) pair per lane vector, the loads of a pair
+    // before their conversion (registers allow no more): COS_SIN_ROWS (COS_SIN, as
+    // given) for the rotated vectors; a neox cache row serves both vectors
+#pragma unroll
+    for (int v = 0; v < (COS_SIN_ROWS || INTERLEAVED ? 2 : 1); v++) {
+      const int w = v ? lv.b : lv.a;
+      if (COS_SIN_ROWS ? !(v ? lv.rot_b : lv.rot_a) : (INTERLEAVED && 8 * w >= R)) continue;
+      table_raw c2[2];
+      if (COS_SIN_ROWS) {
+        c2[0] = ld_table<8>(P.cos.data, P.cos.dtype, t * P.cos.ld + 8 * w);
+        c2[1] = ld_table<8>(P.sin.data, P.sin.dtype, t * P.sin.ld + 8 * w);
+        cvt_table<8>(c2[0], P.cos.dtype, cs[2 * v]);
+        cvt_table<8>(c2[1], P.sin.dtype, cs[2 * v + 1]);
+      } else if (!INTERLEAVED) { /* pairs 8a .. 8a+7 */
+        const int64_t base = cos_at<false>(csc, pos, lv.a);
+        c2[0] = ld_table<8>(csc.data, csdt, base);
+        c2[1] = ld_table<8>(csc.data, csdt, base + (R >> 1));
+        cvt_table<8>(c2[0], csdt, cs[0]);
+        cvt_table<8>(c2[1], csdt, cs[1]);
+      } else { /* vector w holds pairs 4w .. 4w+3 */
+        const int64_t base = cos_at<true>(csc, pos, w);
+        c2[0] = ld_table<4>(csc.data, csdt, base);
+        c2[1] = ld_table<4>(csc.data, csdt, base + (R >> 1));
+        float c[4], sn[4];
+        cvt_table<4>(c2[0], csdt, c);
+        cvt_table<4>(c2[1], csdt, sn);
+#pragma unroll
+        for (int k = 0; k < 8; k++) cs[2 * v][k] = c[k >> 1], cs[2 * v + 1][k] = sn[k >> 1];
+      }
+    }
+  } else if (rope) { /* COMPUTED */
+#pragma unroll
+    for (int v = 0; v < COS_SIN_VECS / 2; v++) {
+      const int w = v ? lv.b : lv.a;
+      if (INTERLEAVED && 8 * w >= R) continue;
+#pragma unroll
+      for (int k = 0; k < 8; k += INTERLEAVED ? 2 : 1) {
+        float c, sn;
+        half_cos_sin(P, pos, INTERLEAVED ? (8 * w + k) >> 1 : 8 * w + k, c, sn);
+        cs[2 * v][k] = c, cs[2 * v + 1][k] = sn;
+        if (INTERLEAVED) cs[2 * v][k + 1] = c, cs[2 * v + 1][k + 1] = sn;
+      }
+    }
+  }
+}
+
+// Interleaved RoPE of one vector: pairs (2i, 2i+1) by cos c and sin sn (per
+// element; both elements of a pair carry the pair's).
+__device__ __forceinline__ void rotate_pairs8(float *y, const float *c, const float *sn) {
+#pragma unroll
+  for (int k = 0; k < 8; k += 2) {
+    const float a = y[k], b = y[k + 1];
+    y[k] = fmaf(a, c[k], -b * sn[k]);
+    y[k + 1] = fmaf(b, c[k + 1], a * sn[k + 1]);
+  }
+}
+
+// One head of a lane: its two input vectors unpacked, RMS-normalized over the
+// group's L lanes (every lane of the warp calls it: shuffles) and rotated.
+template <typename T, int L, bool INTERLEAVED, int COS_SIN_VECS>
+__device__ __forceinline__ void norm_rope(const uint4 &ra, const uint4 &rb, bool norm, const float (&g)[16],
+                                          float rD, float eps, bool rope, const float (&cs)[COS_SIN_VECS][8],
+                                          const lane_vecs &lv, float (&x)[16]) {
+  unpack8<T>(ra, x);
+  unpack8<T>(rb, x + 8);
+  if (norm) {
+    float s4[4] = {0.0f, 0.0f, 0.0f, 0.0f}; /* four chains: latency */
+#pragma unroll
+    for (int k = 0; k < 16; k++) s4[k & 3] = fmaf(x[k], x[k], s4[k & 3]);
+    const float ss = group_sum<L>((s4[0] + s4[1]) + (s4[2] + s4[3]));
+    const float inv = rsqrtf(fmaf(ss, rD, eps));
+#pragma unroll
+    for (int k = 0; k < 16; k++) x[k] = x[k] * inv * g[k];
+  }
+  if (!rope) return;
+  if (!INTERLEAVED) {
+#pragma unroll
+    for (int k = 0; k < 8; k++) {
+      const float a = x[k], b = x[8 + k];
+      x[k] = fmaf(a, cs[0][k], -b * cs[1][k]);
+      x[8 + k] = fmaf(b, cs[COS_SIN_VECS - 2][k], a * cs[COS_SIN_VECS - 1][k]);
+    }
+  } else {
+#pragma unroll
+    for (int v = 0; v < 2; v++)
+      if (v ? lv.rot_b : lv.rot_a) rotate_pairs8(x + 8 * v, cs[(2 * v) % COS_SIN_VECS], cs[(2 * v + 1) % COS_SIN_VECS]);
+  }
+}
+
+// Stores a lane's NV vectors (8 values each, vector v at element 8 w[v] of
+// the head) of head kvh of token t (where `write`: the token is valid and the
+// lane holds data): to `out` (if given) and to the token's cache row
+// (to_cache; row0 from check_token), quantized with the reciprocal scales and
+// offsets of a Scales object: ok() false skips the row (a bad scale or offset
+// of the head), get(v, r, of) gives vector v's (fetched per vector:
+// registers); `quant`: the cache is quantized. RUNS (the neox prefill
+// kernels): both vectors are quantized first, then stored as one 16-byte
+// run where `run` (NV = 2, w[1] = w[0] + 1: v_adjacent) or as two pieces; the
+// other kernels store each vector as soon as it is quantized. (The prefill
+// loop passes `write` rather than skipping the call: skipping it spills.)
+template <typename T, int NV, int ENGINE = 0, bool RUNS = false, typename Scales>
+__device__ __forceinline__ void store_head(const qf_cu_mat &out, const qf_cu_cache &C, bool quant, bool write,
+                                           bool to_cache, int64_t t, int64_t row0, int kvh, int D,
+                                           const int (&w)[NV], const float (&x)[8 * NV], const Scales &scales,
+                                           bool run = false) {
+  if (write && out.data) {
+    T *o = reinterpret_cast<T *>(out.data) + t * out.ld + kvh * D;
+#pragma unroll
+    for (int v = 0; v < NV; v++) st_stream(o + 8 * w[v], pack8<T>(x + 8 * v));
+  }
+  if (!(write && to_cache)) return;
+  if (!quant) {
+    T *c = reinterpret_cast<T *>(C.data);
+#pragma unroll
+    for (int v = 0; v < NV; v++) st_stream(c + cache_at<ENGINE>(C, row0, kvh, 8 * w[v], D), pack8<T>(x + 8 * v));
+    return;
+  }
+  if (!scales.ok()) return;
+  uint8_t *c = static_cast<uint8_t *>(C.data);
+  /* ENGINE: no offsets, so int8 is symmetric (qm: computed in each loop; fp8 keeps its format) */
+  if constexpr (RUNS) {
+    uint2 q[NV];
+#pragma unroll
+    for (int v = 0; v < NV; v++) {
+      float r[8], of[8];
+      scales.get(v, r, of);
+      const int qm = ENGINE && C.quant == QKVFUSE_QUANT_INT8_ASYM ? QKVFUSE_QUANT_INT8_SYM : C.quant;
+      q[v] = quantize_bytes8(qm, x + 8 * v, r, of);
+    }
+    if (NV == 2 && run) { /* w[1] = w[0] + 1 */
+      st_stream(c + cache_at<ENGINE>(C, row0, kvh, 8 * w[0], D), make_uint4(q[0].x, q[0].y, q[NV - 1].x, q[NV - 1].y));
+    } else {
+#pragma unroll
+      for (int v = 0; v < NV; v++) st_stream(c + cache_at<ENGINE>(C, row0, kvh, 8 * w[v], D), q[v]);
+    }
+  } else { /* each vector stored as soon as it is quantized (the scales fetched per vector: registers) */
+#pragma unroll
+    for (int v = 0; v < NV; v++) {
+      float r[8], of[8];
+      scales.get(v, r, of);
+      const int qm = ENGINE && C.quant == QKVFUSE_QUANT_INT8_ASYM ? QKVFUSE_QUANT_INT8_SYM : C.quant;
+      st_stream(c + cache_at<ENGINE>(C, row0, kvh, 8 * w[v], D), quantize_bytes8(qm, x + 8 * v, r, of));
+    }
+  }
+}
+
+}  // namespace qf
+
+#endif  // QKVFUSE_CUDA_STREAMING_CUH

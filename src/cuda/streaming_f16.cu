@@ -1,0 +1,8 @@
+// SPDX-License-Identifier: Apache-2.0
+// The streaming kernel (prefill.cuh, decode.cuh) instantiated for __half input.
+#include "cuda/streaming_launch.cuh"
+#include "cuda/launch.h"
+
+qkvfuse_status qf_cuda_launch_streaming_f16(const qf_cuda_variant *v, const qf_cu_params *P, cudaStream_t stream) {
+  return qf::launch_streaming<__half>(v, P, stream);
+}

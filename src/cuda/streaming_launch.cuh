@@ -1,0 +1,76 @@
+// SPDX-License-Identifier: Apache-2.0
+// The instantiations of the streaming kernel for one 16-bit input type, and
+// the one that runs a variant (variant.h): neox or interleaved pairs,
+// cos/sin per pair or per token (COS_SIN_ROWS), and L lanes per head: the
+// prefill form for L = prefill_lanes(D) (2 .. 32 and 6; D = 32 .. 512), the
+// decode form with two vectors per lane for L = 2 .. 32 and the narrow one
+// for L = 4 .. 32 (decode_lanes); each also as the engine call's (ENGINE),
+// cos/sin per pair.
+#ifndef QKVFUSE_CUDA_STREAMING_LAUNCH_CUH
+#define QKVFUSE_CUDA_STREAMING_LAUNCH_CUH
+
+#include "core/error.h"
+#include "cuda/decode.cuh"
+#include "cuda/launch.h"
+#include "cuda/prefill.cuh"
+
+namespace qf {
+
+template <typename T, int L, bool INTERLEAVED, bool COS_SIN_ROWS, int ENGINE>
+static void (*streaming_form(const qf_cuda_variant &v))(const qf_cu_params) {
+  constexpr bool pow2 = (L & (L - 1)) == 0;
+  if (v.kernel == QF_CUDA_KERNEL_PREFILL) {
+    if constexpr (ENGINE != 0) {
+      if (v.quantized_cache) return prefill_kernel<T, L, INTERLEAVED, COS_SIN_ROWS, ENGINE | kEngineQuant>;
+    }
+    return prefill_kernel<T, L, INTERLEAVED, COS_SIN_ROWS, ENGINE>;
+  }
+  if constexpr (pow2 && L >= 4) {
+    if (v.kernel == QF_CUDA_KERNEL_DECODE_NARROW)
+      return v.preload
+                 ? decode_kernel<T, L, 1, INTERLEAVED, COS_SIN_ROWS, true, ENGINE ? ENGINE | kEngineCache : 0>
+                 : decode_kernel<T, L, 1, INTERLEAVED, COS_SIN_ROWS, false, ENGINE>;
+  }
+  if constexpr (pow2) {
+    if (v.kernel == QF_CUDA_KERNEL_DECODE) return decode_kernel<T, L, 2, INTERLEAVED, COS_SIN_ROWS, false, ENGINE>;
+  }
+  return nullptr;
+}
+
+// The engine call's kernels (kEngine): cos/sin from a cache, so not COS_SIN_ROWS.
+template <typename T, int L, bool INTERLEAVED, bool COS_SIN_ROWS>
+static void (*streaming_form(const qf_cuda_variant &v))(const qf_cu_params) {
+  if constexpr (!COS_SIN_ROWS) {
+    if (v.engine) return streaming_form<T, L, INTERLEAVED, COS_SIN_ROWS, kEngine>(v);
+  }
+  return streaming_form<T, L, INTERLEAVED, COS_SIN_ROWS, 0>(v);
+}
+
+template <typename T, bool INTERLEAVED, bool COS_SIN_ROWS>
+static void (*streaming_for(const qf_cuda_variant &v))(const qf_cu_params) {
+  switch (v.lanes) {
+    case 2: return streaming_form<T, 2, INTERLEAVED, COS_SIN_ROWS>(v);
+    case 4: return streaming_form<T, 4, INTERLEAVED, COS_SIN_ROWS>(v);
+    case 6: return streaming_form<T, 6, INTERLEAVED, COS_SIN_ROWS>(v);
+    case 8: return streaming_form<T, 8, INTERLEAVED, COS_SIN_ROWS>(v);
+    case 16: return streaming_form<T, 16, INTERLEAVED, COS_SIN_ROWS>(v);
+    case 32: return streaming_form<T, 32, INTERLEAVED, COS_SIN_ROWS>(v);
+    default: return nullptr;
+  }
+}
+
+template <typename T>
+qkvfuse_status launch_streaming(const qf_cuda_variant *v, const qf_cu_params *P, cudaStream_t stream) {
+  void (*kernel)(const qf_cu_params) = nullptr;
+  if (v->interleaved)
+    kernel = v->cos_sin_rows ? streaming_for<T, true, true>(*v) : streaming_for<T, true, false>(*v);
+  else
+    kernel = v->cos_sin_rows ? streaming_for<T, false, true>(*v) : streaming_for<T, false, false>(*v);
+  if (!kernel) return qf_fail(QKVFUSE_ERROR_UNSUPPORTED, "cuda: no streaming kernel for %d lanes per head", v->lanes);
+  return qf_cuda_start(reinterpret_cast<const void *>(kernel), v->blocks, kStreamingBlock, v->smem, stream, P,
+                       "streaming");
+}
+
+}  // namespace qf
+
+#endif  // QKVFUSE_CUDA_STREAMING_LAUNCH_CUH

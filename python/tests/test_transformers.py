@@ -113,11 +113,17 @@ def _same_greedy_path(tok1, tok0, dec0, spread, family):
             assert (top[0] - top[1]).item() <= 2 * spread, (family, row, i, (top[0] - top[1]).item(), spread)
 
 
+@pytest.fixture
+def counting(monkeypatch):
+    """The operators, counting the run operator's calls."""
+    c = _Counting(_binding.OPS)
+    monkeypatch.setattr(_binding, "OPS", c)
+    return c
+
+
 @pytest.mark.parametrize("device", DEVICES)
 @pytest.mark.parametrize("family", sorted(CONFIGS))
-def test_family_patched_matches_unpatched(family, device, monkeypatch):
-    counting = _Counting(_binding.OPS)
-    monkeypatch.setattr(_binding, "OPS", counting)
+def test_family_patched_matches_unpatched(family, device, counting):
     ids = torch.randint(0, COMMON["vocab_size"], (2, 64), generator=torch.Generator().manual_seed(7)).to(device)
     with torch.no_grad():
         m32 = _model(family, torch.float32, device)
@@ -153,22 +159,18 @@ def test_family_patched_matches_unpatched(family, device, monkeypatch):
             assert torch.equal(pre2, pre0) and torch.equal(dec2, dec0)
 
 
-def test_patch_is_idempotent_and_leaves_other_models_alone():
+def test_patch_is_idempotent_and_leaves_other_models_alone(counting):
     family = sorted(CONFIGS)[0]
     a, b = _model(family, torch.float32, "cpu"), _model(family, torch.float32, "cpu")
     ids = torch.randint(0, COMMON["vocab_size"], (1, 8), generator=torch.Generator().manual_seed(3))
     with torch.no_grad():
         ref = b(ids).logits
         assert qt.patch(a) == qt.patch(a)
-        counting = _Counting(_binding.OPS)
-        old, _binding.OPS = _binding.OPS, counting
-        try:
-            assert torch.equal(b(ids).logits, ref)  # b is not patched: the original code, no qkvfuse call
-            assert counting.calls == 0
-            a(ids)
-            assert counting.calls == COMMON["num_hidden_layers"]
-        finally:
-            _binding.OPS = old
+        counting.calls = 0
+        assert torch.equal(b(ids).logits, ref)  # b is not patched: the original code, no qkvfuse call
+        assert counting.calls == 0
+        a(ids)
+        assert counting.calls == COMMON["num_hidden_layers"]
         qt.unpatch(a)
 
 
@@ -183,21 +185,19 @@ def test_unservable_layer_is_left_with_a_warning():
     qt.unpatch(m)
 
 
-def test_autograd_runs_the_original_code():
+def test_autograd_runs_the_original_code(counting):
     family = "qwen3" if "qwen3" in CONFIGS else sorted(CONFIGS)[0]
     m = _model(family, torch.float32, "cpu")
     ids = torch.randint(0, COMMON["vocab_size"], (1, 8), generator=torch.Generator().manual_seed(5))
     ref = m(ids).logits
     qt.patch(m)
-    counting = _Counting(_binding.OPS)
-    old, _binding.OPS = _binding.OPS, counting
+    counting.calls = 0
     try:
         out = m(ids).logits
         out.sum().backward()  # the graph exists: the prologue ran transformers' own ops
         assert counting.calls == 0
         assert torch.allclose(out, ref, atol=1e-6)
     finally:
-        _binding.OPS = old
         qt.unpatch(m)
 
 

@@ -128,7 +128,8 @@ static void one(const bad_data *b, const tk_device *dev) {
   tk_case_free(&c);
 }
 
-int main(void) {
+int main(int argc, char **argv) {
+  if (tk_variants_from(argc, argv) != 0) return 2;
   const tk_device *dev = tk_device_for_backend(QKVFUSE_BACKEND_CUDA);
   if (!dev) {
     printf("test_cuda_data: no CUDA device, skipped\n");

@@ -299,6 +299,7 @@ static int iteration(uint64_t seed, int engine, int verbose) {
 }
 
 int main(int argc, char **argv) {
+  if (tk_variants_from(argc, argv) != 0) return 2;
   if (!tk_device_cuda()) {
     printf("test_cuda_fuzz: no CUDA device, skipped\n");
     return TK_SKIP;

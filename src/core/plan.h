@@ -25,9 +25,9 @@ typedef qkvfuse_status (*qf_backend_run_fn)(const qkvfuse_plan *plan, const qf_p
  * made:
  *   cpu_isa    "auto", "avx512bf16", "avx512", "avx2", "scalar": the CPU backend (cpu/isa.c)
  *   cuda_form  "auto" (by size), "decode", "decode_narrow", "prefill", "general": the
- *              CUDA backend, for plan->device_form (qf_cuda_plan; alias QKVFUSE_CUDA_FORM)
- *   cuda_pdl   "auto", "0", "1": the CUDA backend, for plan->device_pdl ("auto" and "1":
- *              where the GPU has it; alias QKVFUSE_CUDA_PDL) */
+ *              CUDA backend's form (qf_cuda_plan; alias QKVFUSE_CUDA_FORM)
+ *   cuda_pdl   "auto", "0", "1": the CUDA backend's launches ("auto" and "1": where the
+ *              GPU has it; alias QKVFUSE_CUDA_PDL) */
 typedef struct qf_variants {
   const char *cpu_isa, *cuda_form, *cuda_pdl;
 } qf_variants;

@@ -142,14 +142,13 @@ extern "C" qkvfuse_status qf_cuda_plan(qkvfuse_plan *plan) {
   qf_cuda_state state = {};
   QF_FORWARD(device_facts(d->device_id, &state.sm_count, &state.cc));
   // programmatic dependent launch (launch.h): sm_90 and later, unless the
-  // environment says QKVFUSE_CUDA_PDL=0
-  const char *pdl = getenv("QKVFUSE_CUDA_PDL");
+  // variant cuda.pdl (or its alias QKVFUSE_CUDA_PDL) is "0"
+  const char *pdl = plan->variants.cuda_pdl ? plan->variants.cuda_pdl : getenv("QKVFUSE_CUDA_PDL");
   state.pdl = state.cc >= 90 && !(pdl && strcmp(pdl, "0") == 0);
-  // the streaming kernel's form: by size, unless QKVFUSE_CUDA_FORM says
-  // decode, decode_narrow or prefill, or general: no streaming kernel, as
-  // below sm_80
-  // (tests run each form over every shape)
-  const char *form = getenv("QKVFUSE_CUDA_FORM");
+  // the streaming kernel's form: by size, unless the variant cuda.form (or its
+  // alias QKVFUSE_CUDA_FORM) says decode, decode_narrow or prefill, or general:
+  // no streaming kernel, as below sm_80 (tests run each form over every shape)
+  const char *form = plan->variants.cuda_form ? plan->variants.cuda_form : getenv("QKVFUSE_CUDA_FORM");
   state.form = !form                                   ? QF_CUDA_FORM_BY_SIZE
                : strcmp(form, "decode") == 0        ? QF_CUDA_FORM_DECODE
                : strcmp(form, "prefill") == 0       ? QF_CUDA_FORM_PREFILL

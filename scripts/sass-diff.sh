@@ -58,7 +58,7 @@ sass() {
     awk '/Function : / { print "== " $3; next }
          /^ +\/\*[0-9a-f]+\*\// { sub(/^ +\/\*[0-9a-f]+\*\/ +/, ""); sub(/ *\/\*.*$/, ""); print }' |
     c++filt |
-    sed -E "/^== /{s/^== void /== /;s/\(.*\)$//;$renames}" > "$out/$1.sass"
+    sed -E "/^== /{s/^== void /== /;s/\(anonymous namespace\):://g;s/\(.*\)$//;$renames}" > "$out/$1.sass"
 }
 sass base; sass new
 python3 - "$out/base.sass" "$out/new.sass" "$context" <<'EOF'

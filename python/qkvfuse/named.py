@@ -364,7 +364,7 @@ def dequant_rope_quant_kvcache(x, cos, sin, k_cache, v_cache, indices, scale_k, 
     """
     if _float_input(x):
         weight_scale = activation_scale = bias = None
-    if kv_output is False:
+    if type(kv_output) in (bool, int) and not kv_output:  # a valid "no" (other values: the flag check below)
         k_out = v_out = None
     ops = _binding.OPS
     if (ops is not None and isinstance(x, _TorchTensor) and q_out is None and k_out is None and v_out is None

@@ -117,6 +117,34 @@ def copy(p, i):
     return p.copy_dst[i].copy_(p.copy_src[i])
 
 
+def median_us(one_round, calls, min_time, device="cuda"):
+    """Microseconds per call of ``one_round()`` (``calls`` calls): the median
+    of five samples of about min_time / 5 each (CUDA events on the GPU, the
+    wall clock on the CPU)."""
+    cuda = device == "cuda"
+    t0 = time.perf_counter()
+    one_round()
+    if cuda:
+        torch.cuda.synchronize()
+    rounds = max(1, int(min_time / 5 / max(time.perf_counter() - t0, 1e-6)))
+    samples = []
+    for _ in range(5):
+        if cuda:
+            a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            a.record()
+        else:
+            t0 = time.perf_counter()
+        for _ in range(rounds):
+            one_round()
+        if cuda:
+            b.record()
+            b.synchronize()
+            samples.append(a.elapsed_time(b) * 1e3 / (rounds * calls))
+        else:
+            samples.append((time.perf_counter() - t0) * 1e6 / (rounds * calls))
+    return statistics.median(samples)
+
+
 def time_calls(fn, p, mode, min_time):
     """Median microseconds per call; NaN when the variant fails (reported)."""
     K = p.K
@@ -143,22 +171,7 @@ def time_calls(fn, p, mode, min_time):
             def one_round():
                 for i in range(K):
                     fn(p, i)
-        # calibrate the rounds per sample to about min_time / 5
-        t0 = time.perf_counter()
-        one_round()
-        torch.cuda.synchronize()
-        per_round = max(time.perf_counter() - t0, 1e-6)
-        rounds = max(1, int(min_time / 5 / per_round))
-        samples = []
-        for _ in range(5):
-            a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-            a.record()
-            for _ in range(rounds):
-                one_round()
-            b.record()
-            b.synchronize()
-            samples.append(a.elapsed_time(b) * 1e3 / (rounds * K))
-        return statistics.median(samples)
+        return median_us(one_round, K, min_time)
     except Exception as e:  # keep the other columns
         print("  %s failed at T=%d: %s: %s" % (fn.__name__, p.T, type(e).__name__, str(e).splitlines()[0][:200]),
               file=sys.stderr)

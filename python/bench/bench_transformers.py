@@ -22,14 +22,15 @@ from __future__ import annotations
 
 import argparse
 import json
-import statistics
+import os
 import sys
-import time
 
 import torch
 import transformers
 
-from qkvfuse.integrations import transformers as qt
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from bench_torch import median_us  # noqa: E402
+from qkvfuse.integrations import transformers as qt  # noqa: E402
 
 FAMILIES = {  # family -> (config class, model class, config arguments at a real model's dimensions)
     "qwen3": ("Qwen3Config", "Qwen3ForCausalLM",
@@ -46,32 +47,11 @@ FAMILIES = {  # family -> (config class, model class, config arguments at a real
 }
 
 
-def timer(device):
-    if device == "cuda":
-        def run(fn, reps):
-            a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-            a.record()
-            for _ in range(reps):
-                fn()
-            b.record()
-            b.synchronize()
-            return a.elapsed_time(b) * 1e3 / reps
-    else:
-        def run(fn, reps):
-            t0 = time.perf_counter()
-            for _ in range(reps):
-                fn()
-            return (time.perf_counter() - t0) * 1e6 / reps
-    return run
-
-
-def median_us(fn, device, min_time):
-    run = timer(device)
+def timed_us(fn, device, min_time):
+    """Microseconds per call of fn after a warm-up (bench_torch.median_us)."""
     for _ in range(3):
         fn()
-    once = max(run(fn, 1), 1.0)
-    reps = max(1, int(min_time * 1e6 / 5 / once))
-    return statistics.median(run(fn, reps) for _ in range(5))
+    return median_us(fn, 1, min_time, device)
 
 
 def build(family, layers, dtype, device):
@@ -137,7 +117,7 @@ def main():
             sys.exit("bench_transformers: the fused prologue refused this model's tensors")
         for variant, fn in (("unpatched", unfused), ("patched", fused)):
             report(case="prologue", mode="eager", variant=variant, tokens=a.tokens,
-                   us=median_us(fn, a.device, a.min_time))
+                   us=timed_us(fn, a.device, a.min_time))
         ids = torch.randint(0, model.config.vocab_size, (1, a.tokens), device=a.device)
         prompt = torch.randint(0, model.config.vocab_size, (a.batch, a.prompt), device=a.device)
         step = torch.randint(0, model.config.vocab_size, (a.batch, 1), device=a.device)
@@ -149,14 +129,14 @@ def main():
                 torch._dynamo.reset()
                 fwd = torch.compile(model) if mode == "compile" else model
                 report(case="prefill", mode=mode, variant=variant, tokens=a.tokens,
-                       us=median_us(lambda: fwd(ids, use_cache=False), a.device, a.min_time))
+                       us=timed_us(lambda: fwd(ids, use_cache=False), a.device, a.min_time))
                 cache = model(prompt, use_cache=True).past_key_values
 
                 def decode():  # one step, its keys cropped back out of the cache after it
                     fwd(step, past_key_values=cache, use_cache=True)
                     cache.crop(-1)
                 report(case="decode", mode=mode, variant=variant, tokens=a.batch,
-                       us=median_us(decode, a.device, a.min_time))
+                       us=timed_us(decode, a.device, a.min_time))
                 if variant == "patched":
                     qt.unpatch(model)
     if a.json_out:

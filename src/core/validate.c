@@ -334,6 +334,15 @@ static qkvfuse_status check_data(const qf_problem *p, const qf_names *n) {
 
 /* ---- the input ---------------------------------------------------------------- */
 
+/* The leading-dim counts an input part may have for t (bit n: n leading dims). */
+static unsigned lead_options(const qkvfuse_tensor *t, int64_t N, int64_t D) {
+  const int nd = t ? t->ndim : 0;
+  unsigned o = 0;
+  if (nd >= 2 && nd <= 3 && t->shape[nd - 1] == N * D) o |= 1u << (nd - 1);
+  if (nd >= 3 && nd <= 4 && t->shape[nd - 1] == D && t->shape[nd - 2] == N) o |= 1u << (nd - 2);
+  return o;
+}
+
 /* The leading (token) dims of an input part of N*D columns: t is [..., N*D]
  * or [..., N, D] with one or two leading dims (*nlead; on entry 0 for any, or
  * the count the part must have: [T, 1, D] is [T, N*D] split when N = 1). */
@@ -341,23 +350,14 @@ static qkvfuse_status lead_dims(const char *name, const qkvfuse_tensor *t, int64
                                 int *nlead) {
   char sh[128];
   const int nd = t->ndim, want = *nlead;
-  if (nd >= 2 && nd <= 3 && t->shape[nd - 1] == N * D && (!want || want == nd - 1)) *nlead = nd - 1;
-  else if (nd >= 3 && nd <= 4 && t->shape[nd - 1] == D && t->shape[nd - 2] == N && (!want || want == nd - 2))
-    *nlead = nd - 2;
+  const unsigned o = lead_options(t, N, D) & (want ? 1u << want : ~0u);
+  if (o) /* [.., N*D] first where both read */
+    *nlead = o & (1u << (nd - 1)) ? nd - 1 : nd - 2;
   else
     return qf_fail(QKVFUSE_ERROR_SHAPE, "%s: expected [T, %s] or [B, S, %s] with %s = %lld, or the last dim split as "
                    "[%lld, %lld]%s; got %s", name, what, what, what, (long long)(N * D), (long long)N, (long long)D,
                    want ? " (with the token dims of q)" : "", qf_shape_str(t, sh, sizeof sh));
   return QKVFUSE_SUCCESS;
-}
-
-/* The leading-dim counts lead_dims accepts for t (bit n: n leading dims). */
-static unsigned lead_options(const qkvfuse_tensor *t, int64_t N, int64_t D) {
-  const int nd = t ? t->ndim : 0;
-  unsigned o = 0;
-  if (nd >= 2 && nd <= 3 && t->shape[nd - 1] == N * D) o |= 1u << (nd - 1);
-  if (nd >= 3 && nd <= 4 && t->shape[nd - 1] == D && t->shape[nd - 2] == N) o |= 1u << (nd - 2);
-  return o;
 }
 
 static void set_tokens(qf_problem *p, const qkvfuse_tensor *t, int nlead) {

@@ -29,7 +29,6 @@ that names the reason.
 from __future__ import annotations
 
 import importlib
-import sys
 import warnings
 import weakref
 
@@ -55,7 +54,7 @@ _MAX_HEAD_DIM = 512
 _NO_SCALING = [1.0, 0.0, 1.0, 4.0, 32.0, 1.0, 1.0, 1.0]
 
 _active = [None]   # the patched attention layer whose forward is running
-_originals = {}    # modeling module name -> its own apply_rotary_pos_emb
+_originals = {}    # family -> its modeling module's own apply_rotary_pos_emb
 _layers = weakref.WeakSet()  # every patched layer
 
 
@@ -168,11 +167,10 @@ def _fused(layer, style, offset, q, k, cos, sin):
     return out[0].view(b, s, nq, d).transpose(1, 2), out[1].view(b, s, nkv, d).transpose(1, 2)
 
 
-def _wrap_rope(family, style, offset):
-    mod = _modeling(family)
-    key = mod.__name__
-    if key in _originals:
+def _wrap_rope(family):
+    if family in _originals:
         return
+    mod = _modeling(family)
     original = mod.apply_rotary_pos_emb
 
     def apply_rotary_pos_emb(q, k, cos, sin, *args, **kwargs):
@@ -188,16 +186,15 @@ def _wrap_rope(family, style, offset):
         return res
 
     apply_rotary_pos_emb.__wrapped__ = original
-    _originals[key] = original
+    _originals[family] = original
     mod.apply_rotary_pos_emb = apply_rotary_pos_emb
 
 
 def _unwrap_unused():
     live = {FAMILIES[type(l).__name__][0] for l in _layers}
-    for key in list(_originals):
-        family = key.rsplit("_", 1)[-1]
+    for family in list(_originals):
         if family not in live:
-            sys.modules[key].apply_rotary_pos_emb = _originals.pop(key)
+            _modeling(family).apply_rotary_pos_emb = _originals.pop(family)
 
 
 def patch(model, *, warn: bool = True) -> list:
@@ -222,7 +219,7 @@ def patch(model, *, warn: bool = True) -> list:
                 warnings.warn("qkvfuse: %s (%s) left unpatched: %s" % (name, type(layer).__name__, why),
                               stacklevel=2)
             continue
-        _wrap_rope(*entry)
+        _wrap_rope(entry[0])
         layer.forward = _forward_of(layer)
         for n in ("q_norm", "k_norm"):
             norm = getattr(layer, n, None)

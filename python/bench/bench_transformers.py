@@ -10,7 +10,9 @@ step of a batch of B sequences (default 64) after a prompt of P tokens
 (default 256), each eager and under torch.compile. Also timed, eager: the
 attention prologue alone as the model's own code does it (q/k norm and
 apply_rotary_pos_emb on the projections' outputs) and as the qkvfuse call,
-so the prologue's share of a forward is shown.
+so the prologue's share of a forward is shown. Variants: unpatched,
+patched, and fused (patched with fuse_projections=True: the q/k/v
+projections as one product).
 
     python/bench/bench_transformers.py [--family qwen3] [--device cuda] [--tokens 2048] [--batch 64]
            [--layers 2] [--no-compile] [--json-out FILE]
@@ -123,9 +125,9 @@ def main():
         step = torch.randint(0, model.config.vocab_size, (a.batch, 1), device=a.device)
         modes = ["eager"] + ([] if a.no_compile else ["compile"])
         for mode in modes:
-            for variant in ("unpatched", "patched"):
-                if variant == "patched":
-                    qt.patch(model)
+            for variant in ("unpatched", "patched", "fused"):
+                if variant != "unpatched":
+                    qt.patch(model, fuse_projections=variant == "fused")
                 torch._dynamo.reset()
                 fwd = torch.compile(model) if mode == "compile" else model
                 report(case="prefill", mode=mode, variant=variant, tokens=a.tokens,
@@ -137,7 +139,7 @@ def main():
                     cache.crop(-1)
                 report(case="decode", mode=mode, variant=variant, tokens=a.batch,
                        us=timed_us(decode, a.device, a.min_time))
-                if variant == "patched":
+                if variant != "unpatched":
                     qt.unpatch(model)
     if a.json_out:
         with open(a.json_out, "a") as f:

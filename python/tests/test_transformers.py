@@ -201,13 +201,14 @@ def test_autograd_runs_the_original_code(counting):
         qt.unpatch(m)
 
 
-def test_patched_model_compiles():
+@pytest.mark.parametrize("fuse", [False, True])
+def test_patched_model_compiles(fuse):
     family = "qwen3" if "qwen3" in CONFIGS else sorted(CONFIGS)[0]
     m = _model(family, torch.float32, "cpu")
     ids = torch.randint(0, COMMON["vocab_size"], (2, 16), generator=torch.Generator().manual_seed(9))
     with torch.no_grad():
         ref = m(ids).logits
-        qt.patch(m)
+        qt.patch(m, fuse_projections=fuse)
         try:
             torch._dynamo.reset()
             seen = []
@@ -224,3 +225,53 @@ def test_patched_model_compiles():
             torch._dynamo.reset()
     assert torch.allclose(out, ref, atol=1e-4), (out - ref).abs().max().item()
     assert torch.allclose(out2, ref, atol=1e-4), (out2 - ref).abs().max().item()
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("family", sorted(CONFIGS))
+def test_fused_projections(family, device, counting, monkeypatch):
+    """patch(fuse_projections=True): the q/k/v projections become one product
+    over one weight tensor the three parameters view (state_dict unchanged),
+    logits as the separate projections give them (float32: to GEMM rounding),
+    fused again after model.to, and undone by unpatch."""
+    ids = torch.randint(0, COMMON["vocab_size"], (2, 24), generator=torch.Generator().manual_seed(11)).to(device)
+    m = _model(family, torch.float32, device)
+    state = {k: v.clone() for k, v in m.state_dict().items()}
+    layers = [x for x in m.modules() if type(x).__name__ in qt.FAMILIES]
+    separate = all(hasattr(x, "q_proj") for x in layers)
+    linear = torch.nn.functional.linear
+    products = [0]
+
+    def counted(*a, **k):
+        products[0] += 1
+        return linear(*a, **k)
+    monkeypatch.setattr(torch.nn.functional, "linear", counted)
+    with torch.no_grad():
+        qt.patch(m)
+        products[0] = 0
+        ref = m(ids).logits
+        n_separate = products[0]
+        qt.patch(m, fuse_projections=True)
+        for k, v in m.state_dict().items():
+            assert torch.equal(v, state[k]), k
+        products[0], counting.calls = 0, 0
+        out = m(ids).logits
+        assert counting.calls == len(layers)
+        if separate:  # one product instead of three in each layer
+            assert products[0] == n_separate - 2 * len(layers), (products[0], n_separate)
+            for x in layers:
+                w = [getattr(x, n).weight for n in ("q_proj", "k_proj", "v_proj")]
+                assert len({t.untyped_storage().data_ptr() for t in w}) == 1
+        assert torch.allclose(out, ref, rtol=1e-4, atol=1e-4 * ref.abs().max().item()), (out - ref).abs().max().item()
+        m.to(torch.bfloat16)  # the parameters are new tensors: the next forward fuses them again
+        out16 = m(ids).logits.float()
+        if separate:
+            for x in layers:
+                w = [getattr(x, n).weight for n in ("q_proj", "k_proj", "v_proj")]
+                assert len({t.untyped_storage().data_ptr() for t in w}) == 1 and w[0].dtype == torch.bfloat16
+        assert (out16 - ref).abs().max().item() <= 0.1 * ref.abs().max().item()
+        qt.unpatch(m)
+        m.to(torch.float32)
+        products[0] = 0
+        m(ids)
+        assert products[0] == n_separate

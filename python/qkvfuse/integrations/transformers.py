@@ -25,6 +25,17 @@ RoPE, so results never depend on that choice beyond rounding.
 
 A model whose layers cannot be served is left unpatched, with a warning
 that names the reason.
+
+``patch(model, fuse_projections=True)`` also makes each patched layer's
+separate q, k and v projections one matrix product, as engines do: the
+three weights (and biases) are moved into one [Nq*D + 2*Nkv*D, hidden]
+tensor, each projection's parameter becoming a view of its rows (no memory
+added; state_dict keys and values unchanged), and ``q_proj`` computes all
+three at once, ``k_proj`` and ``v_proj`` handing out their column ranges of
+that product for the same input. q and k then reach the qkvfuse call as
+views into the packed product. If the parameters are replaced or moved
+(``model.to(...)``), the next forward fuses them again; a forward that
+records autograd runs the three projections as before.
 """
 from __future__ import annotations
 
@@ -52,6 +63,8 @@ FAMILIES = {
 _DTYPES = (torch.float32, torch.float16, torch.bfloat16)
 _MAX_HEAD_DIM = 512
 _NO_SCALING = [1.0, 0.0, 1.0, 4.0, 32.0, 1.0, 1.0, 1.0]
+
+_PROJECTIONS = ("q_proj", "k_proj", "v_proj")
 
 _active = [None]   # the patched attention layer whose forward is running
 _originals = {}    # family -> its modeling module's own apply_rotary_pos_emb
@@ -99,6 +112,79 @@ def _pass_through(self, x):
     return x
 
 
+def _unfusable(layer):
+    """Why the layer's q/k/v projections cannot be one product (a sentence), or None."""
+    projs = [getattr(layer, n, None) for n in _PROJECTIONS]
+    if any(type(p) is not torch.nn.Linear for p in projs):
+        return "its q, k and v projections are not three torch.nn.Linear"
+    w = [p.weight for p in projs]
+    if any(x.shape[1] != w[0].shape[1] or x.dtype != w[0].dtype or x.device != w[0].device for x in w):
+        return "its q, k and v projections differ in input size, dtype or device"
+    if len({p.bias is None for p in projs}) != 1:
+        return "only some of its q, k and v projections have a bias"
+    return None
+
+
+def _fuse_weights(layer):
+    """Move q/k/v_proj's weights (and biases) into one tensor each, the three
+    parameters becoming views of its rows; returns (weight, bias or None)."""
+    projs = [getattr(layer, n) for n in _PROJECTIONS]
+    with torch.no_grad():
+        packed = []
+        for name in ("weight", "bias"):
+            own = [getattr(p, name) for p in projs]
+            if own[0] is None:
+                packed.append(None)
+                continue
+            whole = torch.cat([x.detach() for x in own])
+            row = 0
+            for p, x in zip(projs, own):
+                setattr(p, name, torch.nn.Parameter(whole[row: row + x.shape[0]], requires_grad=x.requires_grad))
+                row += x.shape[0]
+            packed.append(whole)
+    layer.__dict__["_qkvfuse_packed"] = tuple(packed)
+    return packed[0], packed[1]
+
+
+def _packed_weights(layer):
+    """The fused weight and bias, fused again when the projections' parameters
+    are no longer views of them (replaced, or moved by ``model.to``)."""
+    packed = layer.__dict__.get("_qkvfuse_packed")
+    if packed is not None:
+        for name, whole in zip(("weight", "bias"), packed):
+            if whole is None:
+                continue
+            row = 0
+            for n in _PROJECTIONS:
+                x = getattr(getattr(layer, n), name)
+                if (x.untyped_storage().data_ptr() != whole.untyped_storage().data_ptr()
+                        or x.data_ptr() != whole[row:].data_ptr() or x.device != whole.device
+                        or x.dtype != whole.dtype):
+                    packed = None
+                    break
+                row += x.shape[0]
+            if packed is None:
+                break
+    return packed if packed is not None else _fuse_weights(layer)
+
+
+def _projection_of(layer, index):
+    """q_proj (index 0), k_proj, v_proj as column ranges of one product."""
+    own = getattr(layer, _PROJECTIONS[index])
+
+    def forward(x):
+        if torch.is_grad_enabled() and own.weight.requires_grad:
+            return torch.nn.functional.linear(x, own.weight, own.bias)
+        stash = layer.__dict__.get("_qkvfuse_stash")
+        if stash is None or stash[0] is not x or index == 0:
+            weight, bias = _packed_weights(layer)
+            widths = [getattr(layer, n).out_features for n in _PROJECTIONS]
+            stash = (x, torch.nn.functional.linear(x, weight, bias).split(widths, dim=-1))
+            layer.__dict__["_qkvfuse_stash"] = stash
+        return stash[1][index]
+    return forward
+
+
 def _forward_of(layer):
     own = type(layer).forward
 
@@ -109,6 +195,7 @@ def _forward_of(layer):
             return own(layer, *args, **kwargs)
         finally:
             _active[0] = outer
+            layer.__dict__.pop("_qkvfuse_stash", None)  # the input and product of this forward
     return forward
 
 
@@ -197,11 +284,14 @@ def _unwrap_unused():
             _modeling(family).apply_rotary_pos_emb = _originals.pop(family)
 
 
-def patch(model, *, warn: bool = True) -> list:
+def patch(model, *, warn: bool = True, fuse_projections: bool = False) -> list:
     """Route the attention prologue of every layer of ``model`` that
     qkvfuse can serve through one qkvfuse call. Returns the patched
     layers' names; a layer it cannot serve stays as it was, with a
-    warning naming the reason (``warn=False``: silent). Idempotent."""
+    warning naming the reason (``warn=False``: silent). Idempotent.
+    ``fuse_projections``: also compute each patched layer's q, k and v
+    projections as one product (module docstring); a layer whose
+    projections cannot be fused keeps them, with a warning."""
     done = []
     for name, layer in model.named_modules():
         entry = FAMILIES.get(type(layer).__name__)
@@ -211,6 +301,8 @@ def patch(model, *, warn: bool = True) -> list:
                               % (name, type(layer).__name__), stacklevel=2)
             continue
         if layer in _layers:
+            if fuse_projections:
+                _patch_projections(name, layer, warn)
             done.append(name)
             continue
         why = _unservable(layer, entry)
@@ -226,8 +318,26 @@ def patch(model, *, warn: bool = True) -> list:
             if norm is not None:
                 norm.forward = _pass_through.__get__(norm)
         _layers.add(layer)
+        if fuse_projections:
+            _patch_projections(name, layer, warn)
         done.append(name)
     return done
+
+
+def _patch_projections(name, layer, warn):
+    if "forward" in getattr(layer, "q_proj", layer).__dict__:
+        return
+    if getattr(layer, "qkv_proj", None) is not None and getattr(layer, "q_proj", None) is None:
+        return  # one projection already (Phi-3)
+    why = _unfusable(layer)
+    if why is not None:
+        if warn:
+            warnings.warn("qkvfuse: %s (%s) keeps separate projections: %s" % (name, type(layer).__name__, why),
+                          stacklevel=3)
+        return
+    _fuse_weights(layer)
+    for i, n in enumerate(_PROJECTIONS):
+        getattr(layer, n).forward = _projection_of(layer, i)
 
 
 def unpatch(model) -> list:
@@ -238,10 +348,11 @@ def unpatch(model) -> list:
             continue
         _layers.discard(layer)
         del layer.forward
-        for n in ("q_norm", "k_norm"):
-            norm = getattr(layer, n, None)
-            if norm is not None and "forward" in norm.__dict__:
-                del norm.forward
+        for n in ("q_norm", "k_norm") + _PROJECTIONS:
+            sub = getattr(layer, n, None)
+            if sub is not None and "forward" in sub.__dict__:
+                del sub.forward
+        layer.__dict__.pop("_qkvfuse_packed", None)  # the parameters stay views of it, their values unchanged
         undone.append(name)
     _unwrap_unused()
     return undone

@@ -563,6 +563,8 @@ static int run_one(int base, int id, qkvfuse_backend be, int verbose) {
   m.c = &c;
   m.desc = c.desc;
   m.desc.backend = be;
+  m.desc.device_type = dev->type; /* the plan lives where the case's tensors were uploaded */
+  m.desc.device_id = dev->id;
   tk_case_args(&c, TK_AT_DEVICE, m.tens, &m.args);
   m.extra = (uint8_t *)aligned_alloc(256, EXTRA_BYTES);
   m.extra_init = (uint8_t *)malloc(EXTRA_BYTES);

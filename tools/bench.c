@@ -33,7 +33,7 @@ void cli_bench_usage(FILE *f) {
           "bytes = every input read once + every output written once (cos_sin_cache: the T rows used; caches:\n"
           "the rows written). Each time is the median of per-call samples after a warm-up; calls cycle through\n"
           "enough copies of the tensors to stream past the last-level cache. The tensors are the test kit's\n"
-          "cases of the preset (kit/presets.h); before timing, a case of at most 4096 tokens runs once and its\n"
+          "cases of the preset (kit/presets.h); before timing, a case of at most 512 tokens runs once and its\n"
           "fused result is checked against the kit's float64 oracle (a difference fails the case).\n"
           "\n"
           "options:\n"

@@ -66,7 +66,7 @@ int bench_case_make(bench_case *c, const bench_spec *spec, const cli_device *dev
 int bench_case_check(bench_case *c, char *err, size_t errn);
 /* The benchmark checks the cases of at most this many tokens: beyond, the
  * oracle would take longer than the case's measurements. */
-#define BENCH_CHECK_MAX_TOKENS 4096
+#define BENCH_CHECK_MAX_TOKENS 512
 
 void bench_case_free(bench_case *c);
 

@@ -293,18 +293,32 @@ typedef enum qkvfuse_cache_addressing {
   QKVFUSE_ADDRESS_COUNT          /* the number of addressings above: not a valid value */
 } qkvfuse_cache_addressing;
 
-/* Intermediate rounding. */
+/* Intermediate rounding: the order of roundings of one reference
+ * implementation, so that results can be bit-identical to it. The formulas of
+ * each mode are in docs/API.md ("Rounding modes"). Everything not named here
+ * is float32 arithmetic, no fused multiply-add. */
 typedef enum qkvfuse_rounding {
   QKVFUSE_ROUNDING_FUSED = 0,         /* float32 throughout, each output rounded once (RNE) */
-  QKVFUSE_ROUNDING_UNFUSED_PARITY = 1, /* round to the I/O dtype (q_out's dtype) after the dequant (int32
-                                         input), after the norm and after RoPE, as a chain of separate kernels
-                                         storing model-dtype tensors does; k_out, v_out and the quantizers
-                                         read those rounded values. Bit-identical to the stage-by-stage path
-                                         (a PyTorch composition of the separate ops with float32 math inside
-                                         each); the vllm-ascend Triton kernel rounds differently (SPEC.md).
-                                         With desc.q_quant the I/O dtype is the one q_out has unquantized:
-                                         the input's, for int32 input the RoPE table's (float32 without a
-                                         table); q is quantized from the rounded value. */
+  QKVFUSE_ROUNDING_UNFUSED_PARITY = 1, /* a PyTorch composition of separate ops (vllm-ascend's unfused path:
+                                         rms_norm, + bias, rotary_embedding), float32 inside each op: round to
+                                         the I/O dtype (q_out's) after the dequant (int32 input), after
+                                         x * inv * g, after + beta, and after RoPE; k_out, v_out and the
+                                         quantizers read those rounded values. Bit-identical to the
+                                         stage-by-stage path (tools/unfused.c). With desc.q_quant the I/O
+                                         dtype is the one q_out has unquantized: the input's, for int32 input
+                                         the RoPE table's (float32 without a table); q is quantized from the
+                                         rounded value. */
+  QKVFUSE_ROUNDING_ASCEND_TRITON = 2, /* the vllm-ascend Triton kernel split_qkv_rmsnorm_rope (seed 000):
+                                         x * (1 / sqrt(ss / D + eps)) * g (+ beta) in float32, rounded to
+                                         bfloat16; cos and sin rounded to bfloat16; RoPE in bfloat16, each
+                                         product and each sum rounded to bfloat16. Intermediates are bfloat16
+                                         whatever the I/O dtype (the kernel's casts), outputs converted from
+                                         them; v is a copy; int32 input is dequantized in float32, unrounded.
+                                         CPU only (CUDA plans: QKVFUSE_ERROR_UNSUPPORTED) */
+  QKVFUSE_ROUNDING_CANN = 3,          /* the CANN kernels QkvRmsNormRopeCache and DequantRopeQuantKvcache
+                                         (seeds 001, 003): as UNFUSED_PARITY, with the norm
+                                         y = (x / sqrt(ss / D + eps)) * g; the caches quantize the rounded k
+                                         and v that k_out / v_out (k_out_before_quant, kOut) hold. CPU only */
   QKVFUSE_ROUNDING_COUNT              /* the number of modes above: not a valid value */
 } qkvfuse_rounding;
 

@@ -422,7 +422,7 @@ const std::array<const char *, 5> SCALING = {"none", "linear", "ntk", "llama3", 
 const std::array<const char *, 6> LAYOUT = {"auto", "none", "paged", "paged_hnd", "nz", "contiguous"};
 const std::array<const char *, 6> QUANT = {"auto", "none", "int8_sym", "int8_asym", "fp8_e4m3", "fp8_e5m2"};
 const std::array<const char *, 3> Q_QUANT = {"none", "fp8_e4m3", "fp8_e5m2"};
-const std::array<const char *, 2> ROUNDING = {"fused", "unfused_parity"};
+const std::array<const char *, 4> ROUNDING = {"fused", "unfused_parity", "ascend_triton", "cann"};
 const std::array<const char *, 4> BACKEND = {"auto", "reference", "cpu", "cuda"};
 
 // core.scaling_from_args

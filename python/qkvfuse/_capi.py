@@ -45,7 +45,7 @@ QUANT = {"none": 0, "int8_sym": 1, "int8_asym": 2, "fp8_e4m3": 3, "fp8_e5m2": 4}
 Q_QUANT = {"none": 0, "fp8_e4m3": 3, "fp8_e5m2": 4}  # desc.q_quant: q_out unquantized or fp8
 CACHE_LAYOUT = {"none": 0, "paged": 1, "paged_hnd": 2, "nz": 3, "contiguous": 4}
 CACHE_ADDRESSING = {"slots": 0, "page_table": 1}  # desc.cache_addressing: slot_mapping or the page table
-ROUNDING = {"fused": 0, "unfused_parity": 1}
+ROUNDING = {"fused": 0, "unfused_parity": 1, "ascend_triton": 2, "cann": 3}
 BACKEND = {"auto": 0, "reference": 1, "cpu": 2, "cuda": 3}
 
 DATA_ERROR_POSITION, DATA_ERROR_SLOT, DATA_ERROR_SCALE = 1, 2, 4

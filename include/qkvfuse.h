@@ -518,8 +518,27 @@ QKVFUSE_API qkvfuse_status qkvfuse_run(const qkvfuse_plan *plan, const qkvfuse_a
 /* ------------------------------------------------------------------------- */
 /* The three named operators: the seeds' own arguments, one call each.        */
 /* They build the equivalent descriptor, validate, and run on the device of    */
-/* their tensors with the default backend; they allocate nothing.             */
+/* their tensors with the default backend; they allocate nothing (but strict's */
+/* index check, below). Each has an _ex form taking qkvfuse_named_options.     */
 /* ------------------------------------------------------------------------- */
+
+/* Options of the named operators' _ex forms; NULL means QKVFUSE_NAMED_OPTIONS_INIT.
+ * Start from that initializer: struct_size tells the library which fields a
+ * caller filled (fields are only ever appended). */
+typedef struct qkvfuse_named_options {
+  uint32_t struct_size;      /* sizeof(qkvfuse_named_options) */
+  qkvfuse_rounding rounding; /* the descriptor's rounding (FUSED by default). Bit-identical to a seed:
+                                split_qkv_rmsnorm_rope: ASCEND_TRITON (its Triton kernel) or UNFUSED_PARITY
+                                (its PyTorch composition); qkv_rmsnorm_rope_cache and
+                                dequant_rope_quant_kvcache: CANN */
+  int32_t strict;            /* 1: also enforce the constraints the seed states for its operator
+                                (docs/API.md, "strict"), each failure a status and a message citing the
+                                constraint; 0: accept everything the library can compute. The checks that
+                                read index data (duplicates, -1) run on CPU tensors only: a call never
+                                copies device memory to the host */
+} qkvfuse_named_options;
+
+#define QKVFUSE_NAMED_OPTIONS_INIT { sizeof(qkvfuse_named_options), QKVFUSE_ROUNDING_FUSED, 0 }
 
 /**
  * vllm-ascend split_qkv_rmsnorm_rope: float input, RMSNorm on q and k (optional
@@ -551,6 +570,17 @@ QKVFUSE_API qkvfuse_status qkvfuse_split_qkv_rmsnorm_rope(
     const qkvfuse_tensor *q_bias, const qkvfuse_tensor *k_bias, int is_neox,
     const qkvfuse_tensor *q_out, const qkvfuse_tensor *k_out, const qkvfuse_tensor *v_out,
     uint32_t *error_flags, void *stream);
+
+/** qkvfuse_split_qkv_rmsnorm_rope with options (NULL: defaults). strict enforces seed 000's kernel:
+ *  is_neox = 1; input, cos_sin_cache and the outputs bfloat16; input, outputs and cos_sin_cache with
+ *  contiguous rows. */
+QKVFUSE_API qkvfuse_status qkvfuse_split_qkv_rmsnorm_rope_ex(
+    const qkvfuse_tensor *input, const qkvfuse_tensor *q_weight, const qkvfuse_tensor *k_weight,
+    int64_t q_hidden_size, int64_t kv_hidden_size, int64_t head_dim, double eps,
+    const qkvfuse_tensor *cos_sin_cache, const qkvfuse_tensor *positions, int64_t rope_dim,
+    const qkvfuse_tensor *q_bias, const qkvfuse_tensor *k_bias, int is_neox,
+    const qkvfuse_tensor *q_out, const qkvfuse_tensor *k_out, const qkvfuse_tensor *v_out,
+    const qkvfuse_named_options *options, uint32_t *error_flags, void *stream);
 
 /**
  * CANN QkvRmsNormRopeCache: RMSNorm, RoPE from per-token cos/sin (neox), k and v
@@ -589,6 +619,21 @@ QKVFUSE_API qkvfuse_status qkvfuse_qkv_rmsnorm_rope_cache(
     const qkvfuse_tensor *k_out_before_quant, const qkvfuse_tensor *v_out_before_quant,
     const int64_t qkv_size[4], const int64_t head_nums[3], double epsilon, const char *cache_mode,
     int is_output_qkv, uint32_t *error_flags, void *stream);
+
+/** qkvfuse_qkv_rmsnorm_rope_cache with options (NULL: defaults). strict enforces seed 001: qkv float16
+ *  or bfloat16; q_gamma, k_gamma, cos, q_out and the *_before_quant outputs of qkv's dtype; D = 128;
+ *  cache_mode PA_NZ; each cache of qkv's dtype or int8, block_size a multiple of 32 bytes of it,
+ *  BlockNum >= ceil(S / block_size) * B; scales and offsets [Nk, D]; index int64 without repeated
+ *  values (-1 excepted). */
+QKVFUSE_API qkvfuse_status qkvfuse_qkv_rmsnorm_rope_cache_ex(
+    const qkvfuse_tensor *qkv, const qkvfuse_tensor *q_gamma, const qkvfuse_tensor *k_gamma,
+    const qkvfuse_tensor *cos, const qkvfuse_tensor *sin, const qkvfuse_tensor *index,
+    const qkvfuse_tensor *q_out, const qkvfuse_tensor *k_cache, const qkvfuse_tensor *v_cache,
+    const qkvfuse_tensor *k_scale, const qkvfuse_tensor *v_scale, const qkvfuse_tensor *k_offset,
+    const qkvfuse_tensor *v_offset, const qkvfuse_tensor *q_out_before_quant,
+    const qkvfuse_tensor *k_out_before_quant, const qkvfuse_tensor *v_out_before_quant,
+    const int64_t qkv_size[4], const int64_t head_nums[3], double epsilon, const char *cache_mode,
+    int is_output_qkv, const qkvfuse_named_options *options, uint32_t *error_flags, void *stream);
 
 /**
  * CANN DequantRopeQuantKvcache: optional int32 dequant, split by size_splits,
@@ -630,6 +675,21 @@ QKVFUSE_API qkvfuse_status qkvfuse_dequant_rope_quant_kvcache(
     const char *quant_mode, const char *layout, int kv_output, const char *cache_mode,
     const qkvfuse_tensor *q_out, const qkvfuse_tensor *k_out, const qkvfuse_tensor *v_out,
     uint32_t *error_flags, void *stream);
+
+/** qkvfuse_dequant_rope_quant_kvcache with options (NULL: defaults). strict enforces seed 003: x
+ *  float16, bfloat16 or int32 with H <= 4096 and a multiple of 64; D a multiple of 16; cos (and sin)
+ *  float16 or bfloat16, of x's dtype for float x, [B, S, 1, D] for 3-dim x and [B, D] for 2-dim x;
+ *  the outputs of cos's dtype; int8 caches; indices int32, >= 0 (no -1), without repeated values in
+ *  page mode; scales and offsets of Nkv*D elements. */
+QKVFUSE_API qkvfuse_status qkvfuse_dequant_rope_quant_kvcache_ex(
+    const qkvfuse_tensor *x, const qkvfuse_tensor *cos, const qkvfuse_tensor *sin,
+    const qkvfuse_tensor *k_cache, const qkvfuse_tensor *v_cache, const qkvfuse_tensor *indices,
+    const qkvfuse_tensor *scale_k, const qkvfuse_tensor *scale_v, const qkvfuse_tensor *offset_k,
+    const qkvfuse_tensor *offset_v, const qkvfuse_tensor *weight_scale,
+    const qkvfuse_tensor *activation_scale, const qkvfuse_tensor *bias, const int64_t size_splits[3],
+    const char *quant_mode, const char *layout, int kv_output, const char *cache_mode,
+    const qkvfuse_tensor *q_out, const qkvfuse_tensor *k_out, const qkvfuse_tensor *v_out,
+    const qkvfuse_named_options *options, uint32_t *error_flags, void *stream);
 
 /* ------------------------------------------------------------------------- */
 /* cos/sin cache builder.                                                       */

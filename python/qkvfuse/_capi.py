@@ -115,6 +115,16 @@ class Desc(ctypes.Structure):
 
 TensorP = ctypes.POINTER(Tensor)
 
+
+class NamedOptions(ctypes.Structure):
+    """qkvfuse_named_options: the named operators' _ex options."""
+    _fields_ = [("struct_size", ctypes.c_uint32), ("rounding", ctypes.c_int), ("strict", ctypes.c_int32)]
+
+
+def named_options(rounding=0, strict=False) -> NamedOptions:
+    """QKVFUSE_NAMED_OPTIONS_INIT with rounding (a ROUNDING value) and strict."""
+    return NamedOptions(ctypes.sizeof(NamedOptions), rounding, int(strict))
+
 # qkvfuse_args' tensor fields, in struct order.
 ARG_TENSORS = (
     "qkv", "weight_scale", "act_scale", "bias",
@@ -214,6 +224,19 @@ def _declare(lib):
             TensorP, TensorP, TensorP, TensorP, TensorP, TensorP, TensorP, TensorP, TensorP,
             TensorP, TensorP, TensorP, TensorP, c.POINTER(c.c_int64), c.c_char_p, c.c_char_p,
             c.c_int, c.c_char_p, TensorP, TensorP, TensorP, c.c_void_p, c.c_void_p]),
+        "qkvfuse_split_qkv_rmsnorm_rope_ex": (c.c_int, [
+            TensorP, TensorP, TensorP, c.c_int64, c.c_int64, c.c_int64, c.c_double,
+            TensorP, TensorP, c.c_int64, TensorP, TensorP, c.c_int,
+            TensorP, TensorP, TensorP, c.POINTER(NamedOptions), c.c_void_p, c.c_void_p]),
+        "qkvfuse_qkv_rmsnorm_rope_cache_ex": (c.c_int, [
+            TensorP, TensorP, TensorP, TensorP, TensorP, TensorP, TensorP, TensorP, TensorP,
+            TensorP, TensorP, TensorP, TensorP, TensorP, TensorP, TensorP,
+            c.POINTER(c.c_int64), c.POINTER(c.c_int64), c.c_double, c.c_char_p, c.c_int,
+            c.POINTER(NamedOptions), c.c_void_p, c.c_void_p]),
+        "qkvfuse_dequant_rope_quant_kvcache_ex": (c.c_int, [
+            TensorP, TensorP, TensorP, TensorP, TensorP, TensorP, TensorP, TensorP, TensorP,
+            TensorP, TensorP, TensorP, TensorP, c.POINTER(c.c_int64), c.c_char_p, c.c_char_p,
+            c.c_int, c.c_char_p, TensorP, TensorP, TensorP, c.POINTER(NamedOptions), c.c_void_p, c.c_void_p]),
         "qkvfuse_build_cos_sin_cache": (c.c_int, [c.c_double, c.POINTER(RopeScaling), TensorP]),
         "qkvfuse_rope_inv_freq": (c.c_int, [c.c_double, c.POINTER(RopeScaling), c.c_int64,
                                             c.POINTER(c.c_double), c.POINTER(c.c_double)]),

@@ -172,6 +172,7 @@ static void copy_q_rows(const qf_problem *p) {
 qkvfuse_status qf_plan_run(const qkvfuse_plan *plan, const qkvfuse_args *args, const qf_call *call, void *stream) {
   qf_problem p;
   QF_FORWARD(qf_resolve_call(plan, args, call, &p));
+  if (call && call->check) QF_FORWARD(call->check(&p, call->ctx));
   if (p.T == 0) return QKVFUSE_SUCCESS;
   QF_FORWARD(plan->run(plan, &p, stream));
   if (p.q_copy.data && plan->desc.device_type == QKVFUSE_DEVICE_CPU) copy_q_rows(&p);

@@ -117,7 +117,8 @@ typedef enum qkvfuse_status {
   QKVFUSE_ERROR_DEVICE = 10,        /* tensors on different devices, or a device the plan was not made for */
   QKVFUSE_ERROR_UNSUPPORTED = 11,   /* valid request this build cannot serve (e.g. CUDA tensors, no CUDA) */
   QKVFUSE_ERROR_CUDA = 12,          /* the CUDA runtime reported an error (message carries it) */
-  QKVFUSE_ERROR_OUT_OF_MEMORY = 13, /* host allocation failed (plan creation only) */
+  QKVFUSE_ERROR_OUT_OF_MEMORY = 13, /* host allocation failed (plan creation; a named operator's strict
+                                       index check) */
   QKVFUSE_ERROR_VERSION = 14,       /* a struct's struct_size/version is not one this library knows */
   QKVFUSE_STATUS_COUNT              /* the number of statuses above: not a valid value (range checks) */
 } qkvfuse_status;

@@ -50,9 +50,9 @@ static inline float qf_sum_squares_exact(const float *x, int64_t D) {
  *                 y = x * (1 / sqrtf(ss / D + eps)) * g (+ beta)
  *   ASCEND_TRITON: ss as qf_sum_squares_exact; y = x * (1 / sqrtf(ss / D + eps)) * g (+ beta)
  *   CANN:          ss as qf_sum_squares_exact; y = (x / sqrtf(ss / D + eps)) * g (+ beta)
- * UNFUSED_PARITY and CANN round x * inv * g to io before adding beta: a chain
- * of separate ops stores the norm's output before the bias add reads it. The
- * caller rounds y itself (every mode but FUSED rounds it). */
+ * UNFUSED_PARITY and CANN round the scaled norm to io before adding beta: a
+ * chain of separate ops stores the norm's output before the bias add reads
+ * it. The caller rounds y itself (every mode but FUSED rounds it). */
 static inline void qf_stage_rmsnorm(const float *x, int64_t D, float eps, const qf_vec *gamma, const qf_vec *beta,
                                     int gamma_offset, qkvfuse_rounding mode, qkvfuse_dtype io, float *y) {
   const int exact = mode == QKVFUSE_ROUNDING_ASCEND_TRITON || mode == QKVFUSE_ROUNDING_CANN;

@@ -315,11 +315,13 @@ typedef enum qkvfuse_rounding {
                                          product and each sum rounded to bfloat16. Intermediates are bfloat16
                                          whatever the I/O dtype (the kernel's casts), outputs converted from
                                          them; v is a copy; int32 input is dequantized in float32, unrounded.
-                                         CPU only (CUDA plans: QKVFUSE_ERROR_UNSUPPORTED) */
+                                         ss: the float32 squares summed exactly, rounded once to float32 (no
+                                         order of additions). CPU only (CUDA plans: QKVFUSE_ERROR_UNSUPPORTED) */
   QKVFUSE_ROUNDING_CANN = 3,          /* the CANN kernels QkvRmsNormRopeCache and DequantRopeQuantKvcache
                                          (seeds 001, 003): as UNFUSED_PARITY, with the norm
-                                         y = (x / sqrt(ss / D + eps)) * g; the caches quantize the rounded k
-                                         and v that k_out / v_out (k_out_before_quant, kOut) hold. CPU only */
+                                         y = (x / sqrt(ss / D + eps)) * g, ss summed as ASCEND_TRITON's; the
+                                         caches quantize the rounded k and v that k_out / v_out
+                                         (k_out_before_quant, kOut) hold. CPU only */
   QKVFUSE_ROUNDING_COUNT              /* the number of modes above: not a valid value */
 } qkvfuse_rounding;
 

@@ -117,7 +117,8 @@ typedef enum qkvfuse_status {
   QKVFUSE_ERROR_DEVICE = 10,        /* tensors on different devices, or a device the plan was not made for */
   QKVFUSE_ERROR_UNSUPPORTED = 11,   /* valid request this build cannot serve (e.g. CUDA tensors, no CUDA) */
   QKVFUSE_ERROR_CUDA = 12,          /* the CUDA runtime reported an error (message carries it) */
-  QKVFUSE_ERROR_OUT_OF_MEMORY = 13, /* host allocation failed (plan creation only) */
+  QKVFUSE_ERROR_OUT_OF_MEMORY = 13, /* host allocation failed (plan creation; a named operator's strict
+                                       index check) */
   QKVFUSE_ERROR_VERSION = 14,       /* a struct's struct_size/version is not one this library knows */
   QKVFUSE_STATUS_COUNT              /* the number of statuses above: not a valid value (range checks) */
 } qkvfuse_status;
@@ -293,18 +294,34 @@ typedef enum qkvfuse_cache_addressing {
   QKVFUSE_ADDRESS_COUNT          /* the number of addressings above: not a valid value */
 } qkvfuse_cache_addressing;
 
-/* Intermediate rounding. */
+/* Intermediate rounding: the order of roundings of one reference
+ * implementation, so that results can be bit-identical to it. The formulas of
+ * each mode are in docs/API.md ("Rounding modes"). Everything not named here
+ * is float32 arithmetic, no fused multiply-add. */
 typedef enum qkvfuse_rounding {
   QKVFUSE_ROUNDING_FUSED = 0,         /* float32 throughout, each output rounded once (RNE) */
-  QKVFUSE_ROUNDING_UNFUSED_PARITY = 1, /* round to the I/O dtype (q_out's dtype) after the dequant (int32
-                                         input), after the norm and after RoPE, as a chain of separate kernels
-                                         storing model-dtype tensors does; k_out, v_out and the quantizers
-                                         read those rounded values. Bit-identical to the stage-by-stage path
-                                         (a PyTorch composition of the separate ops with float32 math inside
-                                         each); the vllm-ascend Triton kernel rounds differently (SPEC.md).
-                                         With desc.q_quant the I/O dtype is the one q_out has unquantized:
-                                         the input's, for int32 input the RoPE table's (float32 without a
-                                         table); q is quantized from the rounded value. */
+  QKVFUSE_ROUNDING_UNFUSED_PARITY = 1, /* a PyTorch composition of separate ops (vllm-ascend's unfused path:
+                                         rms_norm, + bias, rotary_embedding), float32 inside each op: round to
+                                         the I/O dtype (q_out's) after the dequant (int32 input), after
+                                         x * inv * g, after + beta, and after RoPE; k_out, v_out and the
+                                         quantizers read those rounded values. Bit-identical to the
+                                         stage-by-stage path (tools/unfused.c). With desc.q_quant the I/O
+                                         dtype is the one q_out has unquantized: the input's, for int32 input
+                                         the RoPE table's (float32 without a table); q is quantized from the
+                                         rounded value. */
+  QKVFUSE_ROUNDING_ASCEND_TRITON = 2, /* the vllm-ascend Triton kernel split_qkv_rmsnorm_rope (seed 000):
+                                         x * (1 / sqrt(ss / D + eps)) * g (+ beta) in float32, rounded to
+                                         bfloat16; cos and sin rounded to bfloat16; RoPE in bfloat16, each
+                                         product and each sum rounded to bfloat16. Intermediates are bfloat16
+                                         whatever the I/O dtype (the kernel's casts), outputs converted from
+                                         them; v is a copy; int32 input is dequantized in float32, unrounded.
+                                         ss: the float32 squares summed exactly, rounded once to float32 (no
+                                         order of additions). CPU only (CUDA plans: QKVFUSE_ERROR_UNSUPPORTED) */
+  QKVFUSE_ROUNDING_CANN = 3,          /* the CANN kernels QkvRmsNormRopeCache and DequantRopeQuantKvcache
+                                         (seeds 001, 003): as UNFUSED_PARITY, with the norm
+                                         y = (x / sqrt(ss / D + eps)) * g, ss summed as ASCEND_TRITON's; the
+                                         caches quantize the rounded k and v that k_out / v_out
+                                         (k_out_before_quant, kOut) hold. CPU only */
   QKVFUSE_ROUNDING_COUNT              /* the number of modes above: not a valid value */
 } qkvfuse_rounding;
 
@@ -504,8 +521,27 @@ QKVFUSE_API qkvfuse_status qkvfuse_run(const qkvfuse_plan *plan, const qkvfuse_a
 /* ------------------------------------------------------------------------- */
 /* The three named operators: the seeds' own arguments, one call each.        */
 /* They build the equivalent descriptor, validate, and run on the device of    */
-/* their tensors with the default backend; they allocate nothing.             */
+/* their tensors with the default backend; they allocate nothing (but strict's */
+/* index check, below). Each has an _ex form taking qkvfuse_named_options.     */
 /* ------------------------------------------------------------------------- */
+
+/* Options of the named operators' _ex forms; NULL means QKVFUSE_NAMED_OPTIONS_INIT.
+ * Start from that initializer: struct_size tells the library which fields a
+ * caller filled (fields are only ever appended). */
+typedef struct qkvfuse_named_options {
+  uint32_t struct_size;      /* sizeof(qkvfuse_named_options) */
+  qkvfuse_rounding rounding; /* the descriptor's rounding (FUSED by default). Bit-identical to a seed:
+                                split_qkv_rmsnorm_rope: ASCEND_TRITON (its Triton kernel) or UNFUSED_PARITY
+                                (its PyTorch composition); qkv_rmsnorm_rope_cache and
+                                dequant_rope_quant_kvcache: CANN */
+  int32_t strict;            /* 1: also enforce the constraints the seed states for its operator
+                                (docs/API.md, "strict"), each failure a status and a message citing the
+                                constraint; 0: accept everything the library can compute. The checks that
+                                read index data (duplicates, -1) run on CPU tensors only: a call never
+                                copies device memory to the host */
+} qkvfuse_named_options;
+
+#define QKVFUSE_NAMED_OPTIONS_INIT { sizeof(qkvfuse_named_options), QKVFUSE_ROUNDING_FUSED, 0 }
 
 /**
  * vllm-ascend split_qkv_rmsnorm_rope: float input, RMSNorm on q and k (optional
@@ -537,6 +573,17 @@ QKVFUSE_API qkvfuse_status qkvfuse_split_qkv_rmsnorm_rope(
     const qkvfuse_tensor *q_bias, const qkvfuse_tensor *k_bias, int is_neox,
     const qkvfuse_tensor *q_out, const qkvfuse_tensor *k_out, const qkvfuse_tensor *v_out,
     uint32_t *error_flags, void *stream);
+
+/** qkvfuse_split_qkv_rmsnorm_rope with options (NULL: defaults). strict enforces seed 000's kernel:
+ *  is_neox = 1; input, cos_sin_cache and the outputs bfloat16; input, outputs and cos_sin_cache with
+ *  contiguous rows. */
+QKVFUSE_API qkvfuse_status qkvfuse_split_qkv_rmsnorm_rope_ex(
+    const qkvfuse_tensor *input, const qkvfuse_tensor *q_weight, const qkvfuse_tensor *k_weight,
+    int64_t q_hidden_size, int64_t kv_hidden_size, int64_t head_dim, double eps,
+    const qkvfuse_tensor *cos_sin_cache, const qkvfuse_tensor *positions, int64_t rope_dim,
+    const qkvfuse_tensor *q_bias, const qkvfuse_tensor *k_bias, int is_neox,
+    const qkvfuse_tensor *q_out, const qkvfuse_tensor *k_out, const qkvfuse_tensor *v_out,
+    const qkvfuse_named_options *options, uint32_t *error_flags, void *stream);
 
 /**
  * CANN QkvRmsNormRopeCache: RMSNorm, RoPE from per-token cos/sin (neox), k and v
@@ -575,6 +622,21 @@ QKVFUSE_API qkvfuse_status qkvfuse_qkv_rmsnorm_rope_cache(
     const qkvfuse_tensor *k_out_before_quant, const qkvfuse_tensor *v_out_before_quant,
     const int64_t qkv_size[4], const int64_t head_nums[3], double epsilon, const char *cache_mode,
     int is_output_qkv, uint32_t *error_flags, void *stream);
+
+/** qkvfuse_qkv_rmsnorm_rope_cache with options (NULL: defaults). strict enforces seed 001: qkv float16
+ *  or bfloat16; q_gamma, k_gamma, cos, q_out and the *_before_quant outputs of qkv's dtype; D = 128;
+ *  cache_mode PA_NZ; each cache of qkv's dtype or int8, block_size a multiple of 32 bytes of it,
+ *  BlockNum >= ceil(S / block_size) * B; scales and offsets [Nk, D]; index int64 without repeated
+ *  values (-1 excepted). */
+QKVFUSE_API qkvfuse_status qkvfuse_qkv_rmsnorm_rope_cache_ex(
+    const qkvfuse_tensor *qkv, const qkvfuse_tensor *q_gamma, const qkvfuse_tensor *k_gamma,
+    const qkvfuse_tensor *cos, const qkvfuse_tensor *sin, const qkvfuse_tensor *index,
+    const qkvfuse_tensor *q_out, const qkvfuse_tensor *k_cache, const qkvfuse_tensor *v_cache,
+    const qkvfuse_tensor *k_scale, const qkvfuse_tensor *v_scale, const qkvfuse_tensor *k_offset,
+    const qkvfuse_tensor *v_offset, const qkvfuse_tensor *q_out_before_quant,
+    const qkvfuse_tensor *k_out_before_quant, const qkvfuse_tensor *v_out_before_quant,
+    const int64_t qkv_size[4], const int64_t head_nums[3], double epsilon, const char *cache_mode,
+    int is_output_qkv, const qkvfuse_named_options *options, uint32_t *error_flags, void *stream);
 
 /**
  * CANN DequantRopeQuantKvcache: optional int32 dequant, split by size_splits,
@@ -616,6 +678,21 @@ QKVFUSE_API qkvfuse_status qkvfuse_dequant_rope_quant_kvcache(
     const char *quant_mode, const char *layout, int kv_output, const char *cache_mode,
     const qkvfuse_tensor *q_out, const qkvfuse_tensor *k_out, const qkvfuse_tensor *v_out,
     uint32_t *error_flags, void *stream);
+
+/** qkvfuse_dequant_rope_quant_kvcache with options (NULL: defaults). strict enforces seed 003: x
+ *  float16, bfloat16 or int32 with H <= 4096 and a multiple of 64; D a multiple of 16; cos (and sin)
+ *  float16 or bfloat16, of x's dtype for float x, [B, S, 1, D] for 3-dim x and [B, D] for 2-dim x;
+ *  the outputs of cos's dtype; int8 caches; indices int32, >= 0 (no -1), without repeated values in
+ *  page mode; scales and offsets of Nkv*D elements. */
+QKVFUSE_API qkvfuse_status qkvfuse_dequant_rope_quant_kvcache_ex(
+    const qkvfuse_tensor *x, const qkvfuse_tensor *cos, const qkvfuse_tensor *sin,
+    const qkvfuse_tensor *k_cache, const qkvfuse_tensor *v_cache, const qkvfuse_tensor *indices,
+    const qkvfuse_tensor *scale_k, const qkvfuse_tensor *scale_v, const qkvfuse_tensor *offset_k,
+    const qkvfuse_tensor *offset_v, const qkvfuse_tensor *weight_scale,
+    const qkvfuse_tensor *activation_scale, const qkvfuse_tensor *bias, const int64_t size_splits[3],
+    const char *quant_mode, const char *layout, int kv_output, const char *cache_mode,
+    const qkvfuse_tensor *q_out, const qkvfuse_tensor *k_out, const qkvfuse_tensor *v_out,
+    const qkvfuse_named_options *options, uint32_t *error_flags, void *stream);
 
 /* ------------------------------------------------------------------------- */
 /* cos/sin cache builder.                                                       */

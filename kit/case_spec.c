@@ -378,7 +378,11 @@ void tk_spec_describe(const tk_spec *s, char *buf, size_t n) {
            s->k_quant ? kinds[s->k_scale_kind % 5] : "", quant_name(s->v_quant), tk_name(s->v_cache_dt),
            s->v_quant ? kinds[s->v_scale_kind % 5] : "", quant_name(s->q_quant),
            s->q_quant ? kinds[s->q_scale_kind & 1] : "",
-           s->rounding == QKVFUSE_ROUNDING_UNFUSED_PARITY ? "parity" : "fused", s->in_place_q, s->in_place_k,
+           s->rounding == QKVFUSE_ROUNDING_UNFUSED_PARITY  ? "parity"
+           : s->rounding == QKVFUSE_ROUNDING_ASCEND_TRITON ? "ascend_triton"
+           : s->rounding == QKVFUSE_ROUNDING_CANN          ? "cann"
+                                                           : "fused",
+           s->in_place_q, s->in_place_k,
            (long long)s->qkv_pad, (long long)s->out_pad, (long long)s->rope_pad, s->out_split_heads, s->cache_perm,
            (long long)s->cache_pad, s->kv_interleaved, s->error_flags, s->amp, s->split_inputs, pt);
 }

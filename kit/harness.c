@@ -32,7 +32,7 @@ void tk_compare_case(tk_case *c, const tk_oracle *o, tk_stats *st) {
   for (int b = 0; b <= TK_NSLOT; b++)
     if (c->buf[b].bytes) mask[b] = (uint8_t *)calloc(c->buf[b].bytes, 1);
   int64_t QD = o->Nq * o->D, KV = o->Nkv * o->D;
-  int parity = c->desc.rounding == QKVFUSE_ROUNDING_UNFUSED_PARITY; /* exempt from the norm-wise bound */
+  int parity = c->desc.rounding != QKVFUSE_ROUNDING_FUSED; /* rounding between stages: exempt from the norm-wise bound */
 #define MASK_AT(slot) (mask[c->view[slot].buf] + c->view[slot].off * (int64_t)tk_size(c->view[slot].t.dtype))
   const uint8_t *hs = o->head_skip;
   const tk_skip sq = {o->row_skip, hs, o->D}, sk = {o->row_skip, hs ? hs + o->Nq : NULL, o->D},

@@ -19,7 +19,10 @@ typedef struct ctx {
   const qkvfuse_desc *desc;
   const qkvfuse_args *a;
   int64_t T, Nq, Nkv, D, R, H, B, S;
-  int parity;
+  /* staged: round to the I/O dtype io after every stage (unfused parity,
+   * CANN); triton: q and k in bfloat16 from the norm on, RoPE in bfloat16
+   * (ascend_triton); header: qkvfuse_rounding */
+  int staged, triton;
   qkvfuse_dtype io;
   long double inv_freq[256], mscale;
   double *c, *s, *ec, *es; /* [R] cos/sin of the current token and their slack */
@@ -75,12 +78,12 @@ static void dequant(ctx *k, int64_t t) {
     k->x[c] = prod + b;
     /* float(acc), two products, one sum: each at most u relative; 8u covers them. */
     k->ex[c] = 8 * U * (fabs(prod) + fabs(b));
-    if (k->parity) round_unc(k->io, k->x[c], k->ex[c], &k->x[c], &k->ex[c]);
+    if (k->staged) round_unc(k->io, k->x[c], k->ex[c], &k->x[c], &k->ex[c]);
   }
 }
 
 /* cos/sin (length R, expanded) of token t. */
-static int cos_sin(ctx *k, int64_t t, char *err, size_t n) {
+static int cos_sin_values(ctx *k, int64_t t, char *err, size_t n) {
   const qkvfuse_desc *d = k->desc;
   const qkvfuse_args *a = k->a;
   int64_t R = k->R, h = R / 2;
@@ -116,6 +119,16 @@ static int cos_sin(ctx *k, int64_t t, char *err, size_t n) {
   return 0;
 }
 
+/* cos/sin of token t as the mode holds them: ascend_triton in bfloat16. */
+static int cos_sin(ctx *k, int64_t t, char *err, size_t n) {
+  if (cos_sin_values(k, t, err, n)) return -1;
+  for (int64_t i = 0; i < k->R && k->triton; i++) {
+    round_unc(QKVFUSE_DTYPE_BFLOAT16, k->c[i], k->ec[i], &k->c[i], &k->ec[i]);
+    round_unc(QKVFUSE_DTYPE_BFLOAT16, k->s[i], k->es[i], &k->s[i], &k->es[i]);
+  }
+  return 0;
+}
+
 /* Norm (if gamma) then RoPE of one head starting at x[base]; result in o/eo. */
 static void head(ctx *k, int64_t base, const qkvfuse_tensor *gamma, const qkvfuse_tensor *beta) {
   const qkvfuse_desc *d = k->desc;
@@ -133,16 +146,20 @@ static void head(ctx *k, int64_t base, const qkvfuse_tensor *gamma, const qkvfus
     for (int64_t i = 0; i < D; i++) {
       double g = tk_get(gamma, i) + (d->gamma_offset ? 1.0 : 0.0);
       double bt = beta ? tk_get(beta, i) : 0.0;
-      double sc = x[i] * r * g;
+      double sc = x[i] * r * g, esc = fabs(sc) * (rel_r + 7 * U) + fabs(r * g) * ex[i];
+      /* the staged modes store the norm (rounded) before the bias add reads it */
+      if (k->staged && beta) round_unc(k->io, sc, esc, &sc, &esc);
       k->y[i] = sc + bt;
       /* the +beta may cancel: its float32 error is u of the larger term */
-      k->ey[i] = fabs(sc) * (rel_r + 7 * U) + fabs(r * g) * ex[i] + 2 * U * fabs(bt);
-      if (k->parity) round_unc(k->io, k->y[i], k->ey[i], &k->y[i], &k->ey[i]);
+      k->ey[i] = esc + 2 * U * (fabs(sc) + fabs(bt));
+      if (k->staged) round_unc(k->io, k->y[i], k->ey[i], &k->y[i], &k->ey[i]);
+      if (k->triton) round_unc(QKVFUSE_DTYPE_BFLOAT16, k->y[i], k->ey[i], &k->y[i], &k->ey[i]);
     }
   } else {
     for (int64_t i = 0; i < D; i++) {
       k->y[i] = x[i];
       k->ey[i] = ex[i];
+      if (k->triton) round_unc(QKVFUSE_DTYPE_BFLOAT16, k->y[i], k->ey[i], &k->y[i], &k->ey[i]);
     }
   }
   for (int64_t i = R; i < D; i++) {
@@ -154,6 +171,19 @@ static void head(ctx *k, int64_t base, const qkvfuse_tensor *gamma, const qkvfus
     int64_t a0 = neox ? i : 2 * i, a1 = neox ? i + R / 2 : 2 * i + 1;
     double y0 = k->y[a0], y1 = k->y[a1];
     double t00 = y0 * k->c[a0], t01 = y1 * k->s[a0], t11 = y1 * k->c[a1], t10 = y0 * k->s[a1];
+    if (k->triton) { /* bfloat16 tensors: each product and each sum rounded to bfloat16 */
+      double p[4] = {t00, t01, t11, t10}, ep[4];
+      const double e_in[4] = {fabs(k->c[a0]) * k->ey[a0] + fabs(y0) * k->ec[a0],
+                              fabs(k->s[a0]) * k->ey[a1] + fabs(y1) * k->es[a0],
+                              fabs(k->c[a1]) * k->ey[a1] + fabs(y1) * k->ec[a1],
+                              fabs(k->s[a1]) * k->ey[a0] + fabs(y0) * k->es[a1]};
+      for (int m = 0; m < 4; m++) round_unc(QKVFUSE_DTYPE_BFLOAT16, p[m], e_in[m] + U * fabs(p[m]), &p[m], &ep[m]);
+      k->o[a0] = p[0] - p[1];
+      k->o[a1] = p[2] + p[3];
+      round_unc(QKVFUSE_DTYPE_BFLOAT16, k->o[a0], ep[0] + ep[1] + U * fabs(k->o[a0]), &k->o[a0], &k->eo[a0]);
+      round_unc(QKVFUSE_DTYPE_BFLOAT16, k->o[a1], ep[2] + ep[3] + U * fabs(k->o[a1]), &k->o[a1], &k->eo[a1]);
+      continue;
+    }
     k->o[a0] = t00 - t01;
     k->o[a1] = t11 + t10;
     /* RoPE slack: the float32 products and sum may cancel catastrophically,
@@ -273,7 +303,8 @@ int tk_oracle_run(const qkvfuse_desc *desc, const qkvfuse_args *a, tk_oracle *o,
     k.S = lead == 2 ? q->shape[1] : 1;
   }
   k.B = k.S ? k.T / k.S : 0;
-  k.parity = desc->rounding == QKVFUSE_ROUNDING_UNFUSED_PARITY;
+  k.staged = desc->rounding == QKVFUSE_ROUNDING_UNFUSED_PARITY || desc->rounding == QKVFUSE_ROUNDING_CANN;
+  k.triton = desc->rounding == QKVFUSE_ROUNDING_ASCEND_TRITON;
   /* the I/O dtype: q_out's; a quantized q_out's is the dtype it would have
    * unquantized: the input's, or for int32 input the RoPE table's (float32
    * without one) */
@@ -288,7 +319,7 @@ int tk_oracle_run(const qkvfuse_desc *desc, const qkvfuse_args *a, tk_oracle *o,
     return fail(err, errlen, "oracle: rope scaling parameters outside their domain");
 
   int64_t nq = k.T * k.Nq * k.D, nkv = k.T * k.Nkv * k.D;
-  *o = (tk_oracle){k.T, k.Nq, k.Nkv, k.D, k.R, k.H, k.parity ? k.io : QKVFUSE_DTYPE_NONE,
+  *o = (tk_oracle){k.T, k.Nq, k.Nkv, k.D, k.R, k.H, k.staged ? k.io : k.triton ? QKVFUSE_DTYPE_BFLOAT16 : QKVFUSE_DTYPE_NONE,
                    dalloc(nq), dalloc(nq), dalloc(nkv), dalloc(nkv), dalloc(nkv), dalloc(nkv),
                    (int64_t *)calloc((size_t)nkv + 1, 8), (int64_t *)calloc((size_t)nkv + 1, 8),
                    dalloc(nkv), dalloc(nkv), dalloc(nkv), dalloc(nkv), NULL, NULL, QKVFUSE_DTYPE_NONE};
@@ -313,9 +344,9 @@ int tk_oracle_run(const qkvfuse_desc *desc, const qkvfuse_args *a, tk_oracle *o,
       double *qv = o->q + (t * k.Nq + h) * k.D, *qe = o->qs + (t * k.Nq + h) * k.D;
       memcpy(qv, k.o, (size_t)k.D * sizeof(double));
       memcpy(qe, k.eo, (size_t)k.D * sizeof(double));
-      /* a quantized q: fp8(q / q_scale), q first rounded to the I/O dtype in parity mode */
+      /* a quantized q: fp8(q / q_scale), q first rounded to the I/O dtype in the staged modes */
       for (int64_t i = 0; i < k.D && desc->q_quant != QKVFUSE_QUANT_NONE; i++) {
-        if (k.parity) round_unc(k.io, qv[i], qe[i], &qv[i], &qe[i]);
+        if (k.staged) round_unc(k.io, qv[i], qe[i], &qv[i], &qe[i]);
         quant(&k, desc->q_quant, a->q_scale, NULL, 0, qv[i], qe[i], &qv[i], &qe[i]);
       }
     }
@@ -338,13 +369,13 @@ int tk_oracle_run(const qkvfuse_desc *desc, const qkvfuse_args *a, tk_oracle *o,
     }
     for (int64_t j = 0; j < KV && dk; j++) {
       double kv = o->k[t * KV + j], ke = o->ks[t * KV + j];
-      if (k.parity) round_unc(k.io, kv, ke, &kv, &ke); /* quantization reads the rounded k */
+      if (k.staged) round_unc(k.io, kv, ke, &kv, &ke); /* quantization reads the rounded k */
       o->kc_off[t * KV + j] = cache_off(&k, a->k_cache, kb, kr, j);
       quant(&k, desc->k_quant, a->k_scale, a->k_offset, j, kv, ke, &o->kc[t * KV + j], &o->kcs[t * KV + j]);
     }
     for (int64_t j = 0; j < KV && dv; j++) {
       double vv = o->v[t * KV + j], ve = o->vs[t * KV + j];
-      if (k.parity) round_unc(k.io, vv, ve, &vv, &ve); /* quantization reads v in the I/O dtype */
+      if (k.staged) round_unc(k.io, vv, ve, &vv, &ve); /* quantization reads v in the I/O dtype */
       o->vc_off[t * KV + j] = cache_off(&k, a->v_cache, vb, vr, j);
       quant(&k, desc->v_quant, a->v_scale, a->v_offset, j, vv, ve, &o->vc[t * KV + j], &o->vcs[t * KV + j]);
     }

@@ -6,7 +6,7 @@
  * final rounding, and a slack: an absolute bound on how far a correct
  * float32 implementation may legitimately be from that value before it rounds
  * (float32 arithmetic, including cancellation in RoPE and in the norm's beta;
- * in unfused-parity mode also the intermediate roundings to the I/O dtype,
+ * in the modes that round between stages also those intermediate roundings,
  * which a float32 evaluation may place one ulp apart from the float64 one).
  * Comparators (compare.h) turn value + slack into pass/fail. */
 #ifndef TK_ORACLE_H
@@ -18,8 +18,9 @@
 
 typedef struct tk_oracle {
   int64_t T, Nq, Nkv, D, R, H;
-  qkvfuse_dtype mid; /* unfused parity: dtype the outputs pass through before their own (the I/O dtype: q_out's,
-                        or unquantized q_out's with desc.q_quant, docs/API.md); else NONE */
+  qkvfuse_dtype mid; /* the dtype the outputs pass through before their own: unfused parity and cann the I/O
+                        dtype (q_out's, or unquantized q_out's with desc.q_quant, docs/API.md), ascend_triton
+                        bfloat16; fused NONE */
 
   double *q, *qs; /* [T, Nq*D] value before the final rounding, slack */
   double *k, *ks; /* [T, Nkv*D] k after RoPE, before quantization */

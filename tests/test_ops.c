@@ -2,7 +2,7 @@
 /* Oracle vs library on many random shapes and option sets, per backend.
  *
  *   test_ops [--backend reference,auto,cpu] [--seed S] [--cases N] [--only I]
- *            [--max-elems E] [--engine] [--verbose]
+ *            [--max-elems E] [--engine] [--rounding MODE] [--verbose]
  *   test_ops --preset NAME|all [--tokens 1,7,33] [--backend ...] [--seed S]
  * --preset: instead of random cases, a preset's named list of cases (the
  * cases `qkvfuse bench --preset NAME` times: every operator variant at each
@@ -11,6 +11,8 @@
  * --engine: every case the call an inference engine makes (tk_spec_engine),
  * which the CUDA backend's decode form serves with its dtypes and cache
  * geometry as constants (the engine call: src/cuda/variant.h).
+ * --rounding: every case in that rounding mode (fused, unfused_parity,
+ * ascend_triton, cann), against the oracle's model of it.
  * (env: QKVFUSE_TEST_BACKENDS, QKVFUSE_TEST_SEED, QKVFUSE_TEST_CASES).
  * Case i of seed S is fully determined by (S, i): a failure prints the
  * command line that reruns exactly that case. Exit 77 (skip) when no
@@ -105,6 +107,17 @@ int main(int argc, char **argv) {
   if (only != UINT64_MAX && ncases <= only) ncases = only + 1;
   tk_limits lim = {(int64_t)tk_arg_u64(argc, argv, "--max-elems", NULL, 250000)};
   int verbose = tk_arg_has(argc, argv, "--verbose"), engine = tk_arg_has(argc, argv, "--engine");
+  /* --rounding MODE: every case in that rounding mode (the random cases draw fused or unfused_parity) */
+  static const char *const rounding_names[QKVFUSE_ROUNDING_COUNT] = {"fused", "unfused_parity", "ascend_triton",
+                                                                     "cann"};
+  const char *rounding = arg_str(argc, argv, "--rounding");
+  int rounding_mode = -1;
+  for (int m = 0; rounding && m < QKVFUSE_ROUNDING_COUNT; m++)
+    if (!strcmp(rounding, rounding_names[m])) rounding_mode = m;
+  if (rounding && rounding_mode < 0) {
+    fprintf(stderr, "--rounding: expected fused, unfused_parity, ascend_triton or cann; got %s\n", rounding);
+    return 2;
+  }
   int failed_total = 0, ran_total = 0;
   for (int b = 0; b < nbe; b++) {
     tk_stats all;
@@ -129,6 +142,7 @@ int main(int argc, char **argv) {
       tk_spec sp;
       tk_spec_random(&sp, &r, &lim);
       if (engine) tk_spec_engine(&sp, &r);
+      if (rounding_mode >= 0) sp.rounding = (qkvfuse_rounding)rounding_mode;
       tk_case c;
       char desc[1024];
       tk_spec_describe(&sp, desc, sizeof desc);

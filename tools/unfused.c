@@ -135,7 +135,8 @@ static void stage_norm(const qf_problem *p, const qf_mat *m, const qf_vec *gamma
   for (int64_t t = t0; t < t1; t++)
     for (int64_t h = 0; h < heads; h++) {
       load_head(m, t, h * D, D, x);
-      qf_stage_rmsnorm(x, D, p->desc->eps, gamma, beta, p->desc->gamma_offset, y);
+      qf_stage_rmsnorm(x, D, p->desc->eps, gamma, beta, p->desc->gamma_offset,
+                       QKVFUSE_ROUNDING_UNFUSED_PARITY, p->io_dtype, y);
       qf_store_row(m, t, h * D, y, D);
     }
 }

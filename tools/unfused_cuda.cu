@@ -97,7 +97,7 @@ __global__ void rmsnorm_kernel(const qf_cu_params P, void *buf, int N, qf_cu_vec
     float g = ld(gamma.data, gamma.dtype, d);
     if (P.gamma_offset) g = 1.0f + g;
     float y = x[k] * inv * g;
-    if (beta.data) y = y + ld(beta.data, beta.dtype, d);
+    if (beta.data) y = round_to(y, P.io_dtype) + ld(beta.data, beta.dtype, d); /* rms_norm's stored output + beta */
     x[k] = y;
   }
   store_floats<kVec>(buf, P.io_dtype, idx, x);

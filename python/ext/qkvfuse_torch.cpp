@@ -422,7 +422,7 @@ const std::array<const char *, 5> SCALING = {"none", "linear", "ntk", "llama3", 
 const std::array<const char *, 6> LAYOUT = {"auto", "none", "paged", "paged_hnd", "nz", "contiguous"};
 const std::array<const char *, 6> QUANT = {"auto", "none", "int8_sym", "int8_asym", "fp8_e4m3", "fp8_e5m2"};
 const std::array<const char *, 3> Q_QUANT = {"none", "fp8_e4m3", "fp8_e5m2"};
-const std::array<const char *, 2> ROUNDING = {"fused", "unfused_parity"};
+const std::array<const char *, 4> ROUNDING = {"fused", "unfused_parity", "ascend_triton", "cann"};
 const std::array<const char *, 4> BACKEND = {"auto", "reference", "cpu", "cuda"};
 
 // core.scaling_from_args
@@ -974,6 +974,14 @@ void run_out_meta(const OptTensor &qkv, const OptTensor &weight_scale, const Opt
 
 namespace {
 
+// The named operators' options (qkvfuse_named_options) from the schema's last two arguments.
+qkvfuse_named_options named_options(Str rounding, bool strict) {
+  qkvfuse_named_options o = QKVFUSE_NAMED_OPTIONS_INIT;
+  o.rounding = static_cast<qkvfuse_rounding>(choice(rounding, "rounding", ROUNDING));
+  o.strict = strict ? 1 : 0;
+  return o;
+}
+
 void check_split_widths(const Tensor &input, int64_t qh, int64_t kvh) {
   unsigned __int128 total = 0;
   if (qh >= 0 && kvh >= 0) total = static_cast<unsigned __int128>(qh) + 2 * static_cast<unsigned __int128>(kvh);
@@ -993,7 +1001,9 @@ std::tuple<Tensor, Tensor, Tensor> split_alloc(const Tensor &input, int64_t qh, 
 void split_call(const Tensor &input, const Tensor &q_weight, const Tensor &k_weight, const Tensor &cos_sin_cache,
                 const Tensor &positions, int64_t q_hidden_size, int64_t kv_hidden_size, int64_t head_dim,
                 double eps, int64_t rope_dim, const OptTensor &q_bias, const OptTensor &k_bias, bool is_neox,
-                const Tensor &q_out, const Tensor &k_out, const Tensor &v_out, const OptTensor &error_flags) {
+                const Tensor &q_out, const Tensor &k_out, const Tensor &v_out, const OptTensor &error_flags,
+                Str rounding, bool strict) {
+  const qkvfuse_named_options options = named_options(rounding, strict);
   Described<10> d;
   d.add("input", input);
   d.add("q_weight", q_weight);
@@ -1009,10 +1019,10 @@ void split_call(const Tensor &input, const Tensor &q_weight, const Tensor &k_wei
   d.describe_all(same, error_flags);
   uint32_t *flags = flags_pointer(error_flags);
   Launch launch(input);
-  const qkvfuse_status s = qkvfuse_split_qkv_rmsnorm_rope(
+  const qkvfuse_status s = qkvfuse_split_qkv_rmsnorm_rope_ex(
       d.get(&input), d.get(&q_weight), d.get(&k_weight), q_hidden_size, kv_hidden_size, head_dim, eps,
       d.get(&cos_sin_cache), d.get(&positions), rope_dim, d.get(q_bias), d.get(k_bias), is_neox ? 1 : 0,
-      d.get(&q_out), d.get(&k_out), d.get(&v_out), flags, launch.stream);
+      d.get(&q_out), d.get(&k_out), d.get(&v_out), &options, flags, launch.stream);
   if (s != QKVFUSE_SUCCESS) fail_library(s, "split_qkv_rmsnorm_rope");
 }
 
@@ -1022,12 +1032,13 @@ std::tuple<Tensor, Tensor, Tensor> split_qkv_rmsnorm_rope(
     const Tensor &input, const Tensor &q_weight, const Tensor &k_weight, const Tensor &cos_sin_cache,
     const Tensor &positions, int64_t q_hidden_size, int64_t kv_hidden_size, int64_t head_dim, double eps,
     int64_t rope_dim, const OptTensor &q_bias, const OptTensor &k_bias, bool is_neox,
-    std::optional<at::ScalarType> out_dtype, const OptTensor &error_flags) {
+    std::optional<at::ScalarType> out_dtype, const OptTensor &error_flags, Str rounding, bool strict) {
   computing_device(input, "input");
   check_split_widths(input, q_hidden_size, kv_hidden_size);
   auto out = split_alloc(input, q_hidden_size, kv_hidden_size, out_dtype.value_or(input.scalar_type()));
   split_call(input, q_weight, k_weight, cos_sin_cache, positions, q_hidden_size, kv_hidden_size, head_dim, eps,
-             rope_dim, q_bias, k_bias, is_neox, std::get<0>(out), std::get<1>(out), std::get<2>(out), error_flags);
+             rope_dim, q_bias, k_bias, is_neox, std::get<0>(out), std::get<1>(out), std::get<2>(out), error_flags,
+             rounding, strict);
   return out;
 }
 
@@ -1035,9 +1046,10 @@ void split_qkv_rmsnorm_rope_out(const Tensor &input, const Tensor &q_weight, con
                                 const Tensor &cos_sin_cache, const Tensor &positions, int64_t q_hidden_size,
                                 int64_t kv_hidden_size, int64_t head_dim, double eps, int64_t rope_dim,
                                 const OptTensor &q_bias, const OptTensor &k_bias, bool is_neox, const Tensor &q_out,
-                                const Tensor &k_out, const Tensor &v_out, const OptTensor &error_flags) {
+                                const Tensor &k_out, const Tensor &v_out, const OptTensor &error_flags,
+                                Str rounding, bool strict) {
   split_call(input, q_weight, k_weight, cos_sin_cache, positions, q_hidden_size, kv_hidden_size, head_dim, eps,
-             rope_dim, q_bias, k_bias, is_neox, q_out, k_out, v_out, error_flags);
+             rope_dim, q_bias, k_bias, is_neox, q_out, k_out, v_out, error_flags, rounding, strict);
 }
 
 namespace {
@@ -1047,7 +1059,7 @@ std::tuple<Tensor, Tensor, Tensor> split_meta(const Tensor &input, const Tensor 
                                               int64_t q_hidden_size, int64_t kv_hidden_size, int64_t, double,
                                               int64_t, const OptTensor &q_bias, const OptTensor &k_bias, bool,
                                               std::optional<at::ScalarType> out_dtype,
-                                              const OptTensor &error_flags) {
+                                              const OptTensor &error_flags, Str, bool) {
   SameDevice same;
   same("input", input), same("q_weight", q_weight), same("k_weight", k_weight);
   same("cos_sin_cache", cos_sin_cache), same("positions", positions), same("q_bias", q_bias);
@@ -1059,7 +1071,7 @@ std::tuple<Tensor, Tensor, Tensor> split_meta(const Tensor &input, const Tensor 
 void split_out_meta(const Tensor &input, const Tensor &q_weight, const Tensor &k_weight, const Tensor &cos_sin_cache,
                     const Tensor &positions, int64_t, int64_t, int64_t, double, int64_t, const OptTensor &q_bias,
                     const OptTensor &k_bias, bool, const Tensor &q_out, const Tensor &k_out, const Tensor &v_out,
-                    const OptTensor &error_flags) {
+                    const OptTensor &error_flags, Str, bool) {
   SameDevice same;
   same("input", input), same("q_weight", q_weight), same("k_weight", k_weight);
   same("cos_sin_cache", cos_sin_cache), same("positions", positions), same("q_bias", q_bias);
@@ -1102,7 +1114,9 @@ void cache_call(const Tensor &qkv, const Tensor &q_gamma, const Tensor &k_gamma,
                 const OptTensor &k_scale, const OptTensor &v_scale, const OptTensor &k_offset,
                 const OptTensor &v_offset, const OptTensor &q_out_before_quant, const OptTensor &k_out_before_quant,
                 const OptTensor &v_out_before_quant, c10::IntArrayRef head_nums, c10::IntArrayRef qkv_size,
-                double epsilon, Str cache_mode, bool is_output_qkv, const OptTensor &error_flags) {
+                double epsilon, Str cache_mode, bool is_output_qkv, const OptTensor &error_flags, Str rounding,
+                bool strict) {
+  const qkvfuse_named_options options = named_options(rounding, strict);
   Described<16> d;
   d.add("qkv", qkv);
   d.add("q_gamma", q_gamma);
@@ -1127,11 +1141,11 @@ void cache_call(const Tensor &qkv, const Tensor &q_gamma, const Tensor &k_gamma,
   const std::string mode = c_string(cache_mode, "cache_mode");
   uint32_t *flags = flags_pointer(error_flags);
   Launch launch(qkv);
-  const qkvfuse_status s = qkvfuse_qkv_rmsnorm_rope_cache(
+  const qkvfuse_status s = qkvfuse_qkv_rmsnorm_rope_cache_ex(
       d.get(&qkv), d.get(&q_gamma), d.get(&k_gamma), d.get(&cos), d.get(&sin), d.get(&index), d.get(&q_out),
       d.get(&k_cache), d.get(&v_cache), d.get(k_scale), d.get(v_scale), d.get(k_offset), d.get(v_offset),
       d.get(q_out_before_quant), d.get(k_out_before_quant), d.get(v_out_before_quant), qkv_size.data(),
-      head_nums.data(), epsilon, mode.c_str(), is_output_qkv ? 1 : 0, flags, launch.stream);
+      head_nums.data(), epsilon, mode.c_str(), is_output_qkv ? 1 : 0, &options, flags, launch.stream);
   if (s != QKVFUSE_SUCCESS) fail_library(s, "qkv_rmsnorm_rope_cache");
 }
 
@@ -1141,7 +1155,8 @@ std::tuple<Tensor, Tensor, Tensor, Tensor> qkv_rmsnorm_rope_cache(
     const Tensor &qkv, const Tensor &q_gamma, const Tensor &k_gamma, const Tensor &cos, const Tensor &sin,
     const Tensor &index, const Tensor &k_cache, const Tensor &v_cache, const OptTensor &k_scale,
     const OptTensor &v_scale, const OptTensor &k_offset, const OptTensor &v_offset, c10::IntArrayRef head_nums,
-    c10::IntArrayRef qkv_size, double epsilon, Str cache_mode, bool is_output_qkv, const OptTensor &error_flags) {
+    c10::IntArrayRef qkv_size, double epsilon, Str cache_mode, bool is_output_qkv, const OptTensor &error_flags,
+    Str rounding, bool strict) {
   computing_device(qkv, "qkv");
   n_integers(head_nums, "head_nums", 3);
   n_integers(qkv_size, "qkv_size", 4);
@@ -1151,7 +1166,7 @@ std::tuple<Tensor, Tensor, Tensor, Tensor> qkv_rmsnorm_rope_cache(
   cache_call(qkv, q_gamma, k_gamma, cos, sin, index, std::get<0>(out), k_cache, v_cache, k_scale, v_scale, k_offset,
              v_offset, is_output_qkv ? OptTensor(std::get<1>(out)) : none,
              is_output_qkv ? OptTensor(std::get<2>(out)) : none, is_output_qkv ? OptTensor(std::get<3>(out)) : none,
-             head_nums, qkv_size, epsilon, cache_mode, is_output_qkv, error_flags);
+             head_nums, qkv_size, epsilon, cache_mode, is_output_qkv, error_flags, rounding, strict);
   return out;
 }
 
@@ -1162,10 +1177,10 @@ void qkv_rmsnorm_rope_cache_out(const Tensor &qkv, const Tensor &q_gamma, const 
                                 const OptTensor &q_out_before_quant, const OptTensor &k_out_before_quant,
                                 const OptTensor &v_out_before_quant, c10::IntArrayRef head_nums,
                                 c10::IntArrayRef qkv_size, double epsilon, Str cache_mode, bool is_output_qkv,
-                                const OptTensor &error_flags) {
+                                const OptTensor &error_flags, Str rounding, bool strict) {
   cache_call(qkv, q_gamma, k_gamma, cos, sin, index, q_out, k_cache, v_cache, k_scale, v_scale, k_offset, v_offset,
              q_out_before_quant, k_out_before_quant, v_out_before_quant, head_nums, qkv_size, epsilon, cache_mode,
-             is_output_qkv, error_flags);
+             is_output_qkv, error_flags, rounding, strict);
 }
 
 namespace {
@@ -1174,7 +1189,7 @@ std::tuple<Tensor, Tensor, Tensor, Tensor> cache_meta(
     const Tensor &qkv, const Tensor &q_gamma, const Tensor &k_gamma, const Tensor &cos, const Tensor &sin,
     const Tensor &index, const Tensor &k_cache, const Tensor &v_cache, const OptTensor &k_scale,
     const OptTensor &v_scale, const OptTensor &k_offset, const OptTensor &v_offset, c10::IntArrayRef head_nums,
-    c10::IntArrayRef qkv_size, double, Str, bool is_output_qkv, const OptTensor &error_flags) {
+    c10::IntArrayRef qkv_size, double, Str, bool is_output_qkv, const OptTensor &error_flags, Str, bool) {
   SameDevice same;
   same("qkv", qkv), same("q_gamma", q_gamma), same("k_gamma", k_gamma), same("cos", cos), same("sin", sin);
   same("index", index), same("k_cache", k_cache), same("v_cache", v_cache), same("k_scale", k_scale);
@@ -1191,7 +1206,7 @@ void cache_out_meta(const Tensor &qkv, const Tensor &q_gamma, const Tensor &k_ga
                     const Tensor &v_cache, const OptTensor &k_scale, const OptTensor &v_scale,
                     const OptTensor &k_offset, const OptTensor &v_offset, const OptTensor &q_out_before_quant,
                     const OptTensor &k_out_before_quant, const OptTensor &v_out_before_quant, c10::IntArrayRef,
-                    c10::IntArrayRef, double, Str, bool, const OptTensor &error_flags) {
+                    c10::IntArrayRef, double, Str, bool, const OptTensor &error_flags, Str, bool) {
   SameDevice same;
   same("qkv", qkv), same("q_gamma", q_gamma), same("k_gamma", k_gamma), same("cos", cos), same("sin", sin);
   same("index", index), same("q_out", q_out), same("k_cache", k_cache), same("v_cache", v_cache);
@@ -1240,7 +1255,8 @@ void dequant_call(const Tensor &x, const Tensor &cos, const Tensor &sin, const T
                   const OptTensor &offset_v, const OptTensor &weight_scale, const OptTensor &activation_scale,
                   const OptTensor &bias, c10::IntArrayRef size_splits, Str quant_mode, Str layout, bool kv_output,
                   Str cache_mode, const Tensor &q_out, const OptTensor &k_out, const OptTensor &v_out,
-                  const OptTensor &error_flags) {
+                  const OptTensor &error_flags, Str rounding, bool strict) {
+  const qkvfuse_named_options options = named_options(rounding, strict);
   // ignored, neither described nor checked, as the library ignores them: the scales with float x
   // (the seed: no effect) and the k/v outputs without kv_output
   const OptTensor none;
@@ -1270,12 +1286,12 @@ void dequant_call(const Tensor &x, const Tensor &cos, const Tensor &sin, const T
   const std::string cm = c_string(cache_mode, "cache_mode");
   uint32_t *flags = flags_pointer(error_flags);
   Launch launch(x);
-  const qkvfuse_status s = qkvfuse_dequant_rope_quant_kvcache(
+  const qkvfuse_status s = qkvfuse_dequant_rope_quant_kvcache_ex(
       d.get(&x), d.get(&cos), d.get(&sin), d.get(&k_cache), d.get(&v_cache), d.get(&indices), d.get(&scale_k),
       d.get(&scale_v), d.get(offset_k), d.get(offset_v), d.get(dequant ? weight_scale : none),
       d.get(dequant ? activation_scale : none), d.get(dequant ? bias : none), size_splits.data(), qm.c_str(),
       lo.c_str(), kv_output ? 1 : 0, cm.c_str(), d.get(&q_out), d.get(kv_output ? k_out : none),
-      d.get(kv_output ? v_out : none), flags, launch.stream);
+      d.get(kv_output ? v_out : none), &options, flags, launch.stream);
   if (s != QKVFUSE_SUCCESS) fail_library(s, "dequant_rope_quant_kvcache");
 }
 
@@ -1291,7 +1307,7 @@ std::tuple<Tensor, Tensor, Tensor> dequant_rope_quant_kvcache(
     const Tensor &indices, const Tensor &scale_k, const Tensor &scale_v, const OptTensor &offset_k,
     const OptTensor &offset_v, const OptTensor &weight_scale, const OptTensor &activation_scale, const OptTensor &bias,
     c10::IntArrayRef size_splits, Str quant_mode, Str layout, bool kv_output, Str cache_mode,
-    std::optional<at::ScalarType> out_dtype, const OptTensor &error_flags) {
+    std::optional<at::ScalarType> out_dtype, const OptTensor &error_flags, Str rounding, bool strict) {
   computing_device(x, "x");
   n_integers(size_splits, "size_splits", 3);
   auto out = dequant_alloc(x, k_cache, size_splits, dequant_dtype(x, cos, out_dtype), kv_output);
@@ -1299,7 +1315,7 @@ std::tuple<Tensor, Tensor, Tensor> dequant_rope_quant_kvcache(
   dequant_call(x, cos, sin, k_cache, v_cache, indices, scale_k, scale_v, offset_k, offset_v, weight_scale,
                activation_scale, bias, size_splits, quant_mode, layout, kv_output, cache_mode, std::get<0>(out),
                kv_output ? OptTensor(std::get<1>(out)) : none, kv_output ? OptTensor(std::get<2>(out)) : none,
-               error_flags);
+               error_flags, rounding, strict);
   return out;
 }
 
@@ -1309,10 +1325,11 @@ void dequant_rope_quant_kvcache_out(const Tensor &x, const Tensor &cos, const Te
                                     const OptTensor &weight_scale, const OptTensor &activation_scale,
                                     const OptTensor &bias, c10::IntArrayRef size_splits, Str quant_mode, Str layout,
                                     bool kv_output, Str cache_mode, const Tensor &q_out, const OptTensor &k_out,
-                                    const OptTensor &v_out, const OptTensor &error_flags) {
+                                    const OptTensor &v_out, const OptTensor &error_flags, Str rounding,
+                                    bool strict) {
   dequant_call(x, cos, sin, k_cache, v_cache, indices, scale_k, scale_v, offset_k, offset_v, weight_scale,
                activation_scale, bias, size_splits, quant_mode, layout, kv_output, cache_mode, q_out, k_out, v_out,
-               error_flags);
+               error_flags, rounding, strict);
 }
 
 namespace {
@@ -1322,7 +1339,7 @@ std::tuple<Tensor, Tensor, Tensor> dequant_meta(
     const Tensor &indices, const Tensor &scale_k, const Tensor &scale_v, const OptTensor &offset_k,
     const OptTensor &offset_v, const OptTensor &weight_scale, const OptTensor &activation_scale, const OptTensor &bias,
     c10::IntArrayRef size_splits, Str, Str, bool kv_output, Str, std::optional<at::ScalarType> out_dtype,
-    const OptTensor &error_flags) {
+    const OptTensor &error_flags, Str, bool) {
   SameDevice same;
   same("x", x), same("cos", cos), same("sin", sin), same("k_cache", k_cache), same("v_cache", v_cache);
   same("indices", indices), same("scale_k", scale_k), same("scale_v", scale_v), same("offset_k", offset_k);
@@ -1337,7 +1354,7 @@ void dequant_out_meta(const Tensor &x, const Tensor &cos, const Tensor &sin, con
                       const OptTensor &offset_k, const OptTensor &offset_v, const OptTensor &weight_scale,
                       const OptTensor &activation_scale, const OptTensor &bias, c10::IntArrayRef, Str, Str, bool, Str,
                       const Tensor &q_out, const OptTensor &k_out, const OptTensor &v_out,
-                      const OptTensor &error_flags) {
+                      const OptTensor &error_flags, Str, bool) {
   SameDevice same;
   same("x", x), same("cos", cos), same("sin", sin), same("k_cache", k_cache), same("v_cache", v_cache);
   same("indices", indices), same("scale_k", scale_k), same("scale_v", scale_v), same("offset_k", offset_k);
@@ -1402,6 +1419,9 @@ Tensor build_cos_sin_cache(int64_t max_position, int64_t rotary_dim, double thet
   "Tensor? q=None, Tensor? k=None, Tensor? v=None, Tensor? q_scale=None, str q_quant=\"none\", "                  \
   "Tensor? kv_indptr=None, Tensor? kv_indices=None, Tensor? batch_indices=None, Tensor? kv_positions=None"
 
+// The named operators' options, last and with defaults (calls without them keep working).
+#define QKVFUSE_NAMED_OPTIONS ", str rounding=\"fused\", bool strict=False"
+
 TORCH_LIBRARY(qkvfuse, m) {
   m.def("run(" QKVFUSE_CORE_TENSORS ", Tensor(a!)? k_cache, Tensor(b!)? v_cache, Tensor(c!)? error_flags, "
         QKVFUSE_CORE_OPTIONS_SCHEMA ", ScalarType? out_dtype, bool return_k, bool return_v, " QKVFUSE_CORE_V2
@@ -1411,31 +1431,33 @@ TORCH_LIBRARY(qkvfuse, m) {
         ", " QKVFUSE_CORE_V2 ") -> ()");
   m.def("split_qkv_rmsnorm_rope(Tensor input, Tensor q_weight, Tensor k_weight, Tensor cos_sin_cache, "
         "Tensor positions, int q_hidden_size, int kv_hidden_size, int head_dim, float eps, int rope_dim, "
-        "Tensor? q_bias, Tensor? k_bias, bool is_neox, ScalarType? out_dtype, Tensor(a!)? error_flags) "
-        "-> (Tensor, Tensor, Tensor)");
+        "Tensor? q_bias, Tensor? k_bias, bool is_neox, ScalarType? out_dtype, Tensor(a!)? error_flags"
+        QKVFUSE_NAMED_OPTIONS ") -> (Tensor, Tensor, Tensor)");
   m.def("split_qkv_rmsnorm_rope_out(Tensor input, Tensor q_weight, Tensor k_weight, Tensor cos_sin_cache, "
         "Tensor positions, int q_hidden_size, int kv_hidden_size, int head_dim, float eps, int rope_dim, "
         "Tensor? q_bias, Tensor? k_bias, bool is_neox, Tensor(a!) q_out, Tensor(b!) k_out, Tensor(c!) v_out, "
-        "Tensor(d!)? error_flags) -> ()");
+        "Tensor(d!)? error_flags" QKVFUSE_NAMED_OPTIONS ") -> ()");
   m.def("qkv_rmsnorm_rope_cache(Tensor qkv, Tensor q_gamma, Tensor k_gamma, Tensor cos, Tensor sin, "
         "Tensor index, Tensor(a!) k_cache, Tensor(b!) v_cache, Tensor? k_scale, Tensor? v_scale, "
         "Tensor? k_offset, Tensor? v_offset, int[] head_nums, int[] qkv_size, float epsilon, str cache_mode, "
-        "bool is_output_qkv, Tensor(c!)? error_flags) -> (Tensor, Tensor, Tensor, Tensor)");
+        "bool is_output_qkv, Tensor(c!)? error_flags" QKVFUSE_NAMED_OPTIONS
+        ") -> (Tensor, Tensor, Tensor, Tensor)");
   m.def("qkv_rmsnorm_rope_cache_out(Tensor qkv, Tensor q_gamma, Tensor k_gamma, Tensor cos, Tensor sin, "
         "Tensor index, Tensor(a!) q_out, Tensor(b!) k_cache, Tensor(c!) v_cache, Tensor? k_scale, "
         "Tensor? v_scale, Tensor? k_offset, Tensor? v_offset, Tensor(d!)? q_out_before_quant, "
         "Tensor(e!)? k_out_before_quant, Tensor(f!)? v_out_before_quant, int[] head_nums, int[] qkv_size, "
-        "float epsilon, str cache_mode, bool is_output_qkv, Tensor(g!)? error_flags) -> ()");
+        "float epsilon, str cache_mode, bool is_output_qkv, Tensor(g!)? error_flags" QKVFUSE_NAMED_OPTIONS
+        ") -> ()");
   m.def("dequant_rope_quant_kvcache(Tensor x, Tensor cos, Tensor sin, Tensor(a!) k_cache, Tensor(b!) v_cache, "
         "Tensor indices, Tensor scale_k, Tensor scale_v, Tensor? offset_k, Tensor? offset_v, "
         "Tensor? weight_scale, Tensor? activation_scale, Tensor? bias, int[] size_splits, str quant_mode, "
-        "str layout, bool kv_output, str cache_mode, ScalarType? out_dtype, Tensor(c!)? error_flags) "
-        "-> (Tensor, Tensor, Tensor)");
+        "str layout, bool kv_output, str cache_mode, ScalarType? out_dtype, Tensor(c!)? error_flags"
+        QKVFUSE_NAMED_OPTIONS ") -> (Tensor, Tensor, Tensor)");
   m.def("dequant_rope_quant_kvcache_out(Tensor x, Tensor cos, Tensor sin, Tensor(a!) k_cache, "
         "Tensor(b!) v_cache, Tensor indices, Tensor scale_k, Tensor scale_v, Tensor? offset_k, Tensor? offset_v, "
         "Tensor? weight_scale, Tensor? activation_scale, Tensor? bias, int[] size_splits, str quant_mode, "
         "str layout, bool kv_output, str cache_mode, Tensor(c!) q_out, Tensor(d!)? k_out, Tensor(e!)? v_out, "
-        "Tensor(f!)? error_flags) -> ()");
+        "Tensor(f!)? error_flags" QKVFUSE_NAMED_OPTIONS ") -> ()");
   m.def("build_cos_sin_cache(int max_position, int rotary_dim, float theta, str scaling_type, "
         "float[] scaling_params, ScalarType dtype, Device device) -> Tensor");
 }

@@ -54,19 +54,21 @@ std::tuple<Tensor, Tensor, Tensor> split_qkv_rmsnorm_rope(
     const Tensor &input, const Tensor &q_weight, const Tensor &k_weight, const Tensor &cos_sin_cache,
     const Tensor &positions, int64_t q_hidden_size, int64_t kv_hidden_size, int64_t head_dim, double eps,
     int64_t rope_dim, const OptTensor &q_bias, const OptTensor &k_bias, bool is_neox,
-    std::optional<at::ScalarType> out_dtype, const OptTensor &error_flags);
+    std::optional<at::ScalarType> out_dtype, const OptTensor &error_flags, Str rounding, bool strict);
 
 void split_qkv_rmsnorm_rope_out(const Tensor &input, const Tensor &q_weight, const Tensor &k_weight,
                                 const Tensor &cos_sin_cache, const Tensor &positions, int64_t q_hidden_size,
                                 int64_t kv_hidden_size, int64_t head_dim, double eps, int64_t rope_dim,
                                 const OptTensor &q_bias, const OptTensor &k_bias, bool is_neox, const Tensor &q_out,
-                                const Tensor &k_out, const Tensor &v_out, const OptTensor &error_flags);
+                                const Tensor &k_out, const Tensor &v_out, const OptTensor &error_flags,
+                                Str rounding, bool strict);
 
 std::tuple<Tensor, Tensor, Tensor, Tensor> qkv_rmsnorm_rope_cache(
     const Tensor &qkv, const Tensor &q_gamma, const Tensor &k_gamma, const Tensor &cos, const Tensor &sin,
     const Tensor &index, const Tensor &k_cache, const Tensor &v_cache, const OptTensor &k_scale,
     const OptTensor &v_scale, const OptTensor &k_offset, const OptTensor &v_offset, c10::IntArrayRef head_nums,
-    c10::IntArrayRef qkv_size, double epsilon, Str cache_mode, bool is_output_qkv, const OptTensor &error_flags);
+    c10::IntArrayRef qkv_size, double epsilon, Str cache_mode, bool is_output_qkv, const OptTensor &error_flags,
+    Str rounding, bool strict);
 
 void qkv_rmsnorm_rope_cache_out(const Tensor &qkv, const Tensor &q_gamma, const Tensor &k_gamma, const Tensor &cos,
                                 const Tensor &sin, const Tensor &index, const Tensor &q_out, const Tensor &k_cache,
@@ -75,14 +77,14 @@ void qkv_rmsnorm_rope_cache_out(const Tensor &qkv, const Tensor &q_gamma, const 
                                 const OptTensor &q_out_before_quant, const OptTensor &k_out_before_quant,
                                 const OptTensor &v_out_before_quant, c10::IntArrayRef head_nums,
                                 c10::IntArrayRef qkv_size, double epsilon, Str cache_mode, bool is_output_qkv,
-                                const OptTensor &error_flags);
+                                const OptTensor &error_flags, Str rounding, bool strict);
 
 std::tuple<Tensor, Tensor, Tensor> dequant_rope_quant_kvcache(
     const Tensor &x, const Tensor &cos, const Tensor &sin, const Tensor &k_cache, const Tensor &v_cache,
     const Tensor &indices, const Tensor &scale_k, const Tensor &scale_v, const OptTensor &offset_k,
     const OptTensor &offset_v, const OptTensor &weight_scale, const OptTensor &activation_scale, const OptTensor &bias,
     c10::IntArrayRef size_splits, Str quant_mode, Str layout, bool kv_output, Str cache_mode,
-    std::optional<at::ScalarType> out_dtype, const OptTensor &error_flags);
+    std::optional<at::ScalarType> out_dtype, const OptTensor &error_flags, Str rounding, bool strict);
 
 void dequant_rope_quant_kvcache_out(const Tensor &x, const Tensor &cos, const Tensor &sin, const Tensor &k_cache,
                                     const Tensor &v_cache, const Tensor &indices, const Tensor &scale_k,
@@ -90,7 +92,8 @@ void dequant_rope_quant_kvcache_out(const Tensor &x, const Tensor &cos, const Te
                                     const OptTensor &weight_scale, const OptTensor &activation_scale,
                                     const OptTensor &bias, c10::IntArrayRef size_splits, Str quant_mode, Str layout,
                                     bool kv_output, Str cache_mode, const Tensor &q_out, const OptTensor &k_out,
-                                    const OptTensor &v_out, const OptTensor &error_flags);
+                                    const OptTensor &v_out, const OptTensor &error_flags, Str rounding,
+                                    bool strict);
 
 }  // namespace qkvfuse_ext
 

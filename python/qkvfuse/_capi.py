@@ -45,7 +45,7 @@ QUANT = {"none": 0, "int8_sym": 1, "int8_asym": 2, "fp8_e4m3": 3, "fp8_e5m2": 4}
 Q_QUANT = {"none": 0, "fp8_e4m3": 3, "fp8_e5m2": 4}  # desc.q_quant: q_out unquantized or fp8
 CACHE_LAYOUT = {"none": 0, "paged": 1, "paged_hnd": 2, "nz": 3, "contiguous": 4}
 CACHE_ADDRESSING = {"slots": 0, "page_table": 1}  # desc.cache_addressing: slot_mapping or the page table
-ROUNDING = {"fused": 0, "unfused_parity": 1}
+ROUNDING = {"fused": 0, "unfused_parity": 1, "ascend_triton": 2, "cann": 3}
 BACKEND = {"auto": 0, "reference": 1, "cpu": 2, "cuda": 3}
 
 DATA_ERROR_POSITION, DATA_ERROR_SLOT, DATA_ERROR_SCALE = 1, 2, 4
@@ -114,6 +114,16 @@ class Desc(ctypes.Structure):
 
 
 TensorP = ctypes.POINTER(Tensor)
+
+
+class NamedOptions(ctypes.Structure):
+    """qkvfuse_named_options: the named operators' _ex options."""
+    _fields_ = [("struct_size", ctypes.c_uint32), ("rounding", ctypes.c_int), ("strict", ctypes.c_int32)]
+
+
+def named_options(rounding=0, strict=False) -> NamedOptions:
+    """QKVFUSE_NAMED_OPTIONS_INIT with rounding (a ROUNDING value) and strict."""
+    return NamedOptions(ctypes.sizeof(NamedOptions), rounding, int(strict))
 
 # qkvfuse_args' tensor fields, in struct order.
 ARG_TENSORS = (
@@ -214,6 +224,19 @@ def _declare(lib):
             TensorP, TensorP, TensorP, TensorP, TensorP, TensorP, TensorP, TensorP, TensorP,
             TensorP, TensorP, TensorP, TensorP, c.POINTER(c.c_int64), c.c_char_p, c.c_char_p,
             c.c_int, c.c_char_p, TensorP, TensorP, TensorP, c.c_void_p, c.c_void_p]),
+        "qkvfuse_split_qkv_rmsnorm_rope_ex": (c.c_int, [
+            TensorP, TensorP, TensorP, c.c_int64, c.c_int64, c.c_int64, c.c_double,
+            TensorP, TensorP, c.c_int64, TensorP, TensorP, c.c_int,
+            TensorP, TensorP, TensorP, c.POINTER(NamedOptions), c.c_void_p, c.c_void_p]),
+        "qkvfuse_qkv_rmsnorm_rope_cache_ex": (c.c_int, [
+            TensorP, TensorP, TensorP, TensorP, TensorP, TensorP, TensorP, TensorP, TensorP,
+            TensorP, TensorP, TensorP, TensorP, TensorP, TensorP, TensorP,
+            c.POINTER(c.c_int64), c.POINTER(c.c_int64), c.c_double, c.c_char_p, c.c_int,
+            c.POINTER(NamedOptions), c.c_void_p, c.c_void_p]),
+        "qkvfuse_dequant_rope_quant_kvcache_ex": (c.c_int, [
+            TensorP, TensorP, TensorP, TensorP, TensorP, TensorP, TensorP, TensorP, TensorP,
+            TensorP, TensorP, TensorP, TensorP, c.POINTER(c.c_int64), c.c_char_p, c.c_char_p,
+            c.c_int, c.c_char_p, TensorP, TensorP, TensorP, c.POINTER(NamedOptions), c.c_void_p, c.c_void_p]),
         "qkvfuse_build_cos_sin_cache": (c.c_int, [c.c_double, c.POINTER(RopeScaling), TensorP]),
         "qkvfuse_rope_inv_freq": (c.c_int, [c.c_double, c.POINTER(RopeScaling), c.c_int64,
                                             c.POINTER(c.c_double), c.POINTER(c.c_double)]),

@@ -114,7 +114,8 @@ class Config:
     "fp8_e4m3" | "fp8_e5m2"``; q_quant ``"none" | "fp8_e4m3" | "fp8_e5m2"`` (q_out
     of that float8 dtype, fp8(q / q_scale)); cache_addressing ``"slots"``
     (slot_mapping) ``| "page_table"`` (kv_indptr, kv_indices, batch_indices,
-    kv_positions); rounding ``"fused" | "unfused_parity"``; backend ``"auto" |
+    kv_positions); rounding ``"fused" | "unfused_parity" | "ascend_triton" |
+    "cann"`` (python/README.md, "Rounding modes"); backend ``"auto" |
     "reference" | "cpu" | "cuda"``. Defaults are SPEC.md's (eps 1e-6, theta
     10000, neox, fused rounding).
     """

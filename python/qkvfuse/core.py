@@ -450,7 +450,9 @@ def run(qkv=None, *, num_q_heads: int, num_kv_heads: int, head_dim: int,
       q_out in that fp8 dtype holding q / ``q_scale`` ([1] float32); k and v
       outputs keep ``out_dtype``.
     - ``rounding="unfused_parity"`` rounds to the output dtype after dequant,
-      norm and RoPE, like a chain of separate ops (see python/README.md).
+      norm (and before + beta) and RoPE, like a chain of separate ops;
+      ``"ascend_triton"`` and ``"cann"`` reproduce the rounding order of the
+      Ascend kernels (CPU only; see python/README.md, "Rounding modes").
     - ``error_flags``: optional uint32 word on the tensors' device; on CUDA,
       data errors (bad position/slot/scale) are only reported there.
     - ``backend``: ``"auto"``, ``"reference"``, ``"cpu"`` or ``"cuda"``;

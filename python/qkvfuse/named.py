@@ -59,6 +59,18 @@ def _tensor_ptrs(named, outputs, error_flags):
     return ptrs, keep
 
 
+def _options(rounding, strict):
+    """(rounding, strict) checked: a rounding name of the library and a flag."""
+    return _check.string(rounding, "rounding", tuple(_capi.ROUNDING)), _check.flag(strict, "strict")
+
+
+def _options_pointer(rounding, strict):
+    """qkvfuse_named_options for the _ex entry points."""
+    return ctypes.pointer(_capi.named_options(_capi.ROUNDING[_check.string(rounding, "rounding",
+                                                                             tuple(_capi.ROUNDING))],
+                                              _check.flag(strict, "strict")))
+
+
 def _stream_of(x):
     if _arrays.is_torch(x) and x.is_cuda:
         import torch
@@ -101,7 +113,7 @@ def split_qkv_rmsnorm_rope(input, q_weight, k_weight, cos_sin_cache, positions, 
                            q_hidden_size: Optional[int] = None, kv_hidden_size: Optional[int] = None,
                            head_dim: Optional[int] = None, eps: float = 1e-6, rope_dim: Optional[int] = None,
                            q_bias=None, k_bias=None, is_neox: bool = True, q_out=None, k_out=None, v_out=None,
-                           out_dtype=None, error_flags=None):
+                           out_dtype=None, error_flags=None, rounding: str = "fused", strict: bool = False):
     """vllm-ascend ``split_qkv_rmsnorm_rope``: split q/k/v, RMSNorm q and k
     (optional bias), RoPE from a cos/sin cache by position; returns (q, k, v).
 
@@ -117,6 +129,10 @@ def split_qkv_rmsnorm_rope(input, q_weight, k_weight, cos_sin_cache, positions, 
     - returns q [T, q_hidden_size], k [T, kv_hidden_size] (after RoPE),
       v [T, kv_hidden_size] (a copy), dtype of input (or ``out_dtype`` =
       float32), written into q_out/k_out/v_out when given
+    - ``rounding``: ``"fused"`` (default), ``"ascend_triton"`` (bit-identical
+      to seed 000's Triton kernel) or ``"unfused_parity"`` (to its PyTorch
+      composition); ``strict=True`` also enforces the kernel's own
+      constraints (python/README.md, "Rounding modes" and "strict")
     """
     ops = _binding.OPS
     # The torch path without outputs given: straight to the operator, whose
@@ -128,14 +144,16 @@ def split_qkv_rmsnorm_rope(input, q_weight, k_weight, cos_sin_cache, positions, 
             and (q_hidden_size is not None or kv_hidden_size is not None)
             and (head_dim is None or type(head_dim) is int) and type(eps) is float
             and (rope_dim is None or type(rope_dim) is int) and type(is_neox) is bool
-            and (out_dtype is None or isinstance(out_dtype, _TorchDtype))):
+            and (out_dtype is None or isinstance(out_dtype, _TorchDtype))
+            and type(rounding) is str and type(strict) is bool):
         try:
             width = input.shape[-1]
             qh = width - 2 * kv_hidden_size if q_hidden_size is None else q_hidden_size
             kvh = (width - qh) // 2 if kv_hidden_size is None else kv_hidden_size
             return ops.split(input, q_weight, k_weight, cos_sin_cache, positions, qh, kvh,
                              q_weight.shape[-1] if head_dim is None else head_dim, eps,
-                             0 if rope_dim is None else rope_dim, q_bias, k_bias, is_neox, out_dtype, error_flags)
+                             0 if rope_dim is None else rope_dim, q_bias, k_bias, is_neox, out_dtype, error_flags,
+                             rounding, strict)
         except Exception:  # noqa: BLE001 - reported by the checked path
             pass
     torch_path = _tensor_args("input", dict(input=input, q_weight=q_weight, k_weight=k_weight,
@@ -145,11 +163,12 @@ def split_qkv_rmsnorm_rope(input, q_weight, k_weight, cos_sin_cache, positions, 
     eps = _check.real(eps, "eps")
     rd = 0 if rope_dim is None else _check.integer(rope_dim, "rope_dim")
     is_neox = _check.flag(is_neox, "is_neox")
+    rounding, strict = _options(rounding, strict)
     if torch_path:
         from . import torch_ops
         return torch_ops.split_qkv_rmsnorm_rope(input, q_weight, k_weight, cos_sin_cache, positions, qh, kvh, hd,
                                                 eps, rd, q_bias, k_bias, is_neox, q_out, k_out, v_out,
-                                                out_dtype, error_flags)
+                                                out_dtype, error_flags, rounding, strict)
     dt = _arrays.dtype_name(out_dtype, "out_dtype") if out_dtype is not None else _arrays.dtype_of(input, "input")
     lead = _arrays.shape_of(input)[:-1]
     if q_out is None or k_out is None or v_out is None:
@@ -161,21 +180,22 @@ def split_qkv_rmsnorm_rope(input, q_weight, k_weight, cos_sin_cache, positions, 
     if v_out is None:
         v_out = _arrays.empty_like_kind(input, lead + (kvh,), dt, "v_out")
     split_qkv_rmsnorm_rope_raw(input, q_weight, k_weight, cos_sin_cache, positions, qh, kvh, hd, eps, rd, q_bias,
-                               k_bias, is_neox, q_out, k_out, v_out, error_flags)
+                               k_bias, is_neox, q_out, k_out, v_out, error_flags, rounding, strict)
     return q_out, k_out, v_out
 
 
 def split_qkv_rmsnorm_rope_raw(input, q_weight, k_weight, cos_sin_cache, positions, q_hidden_size, kv_hidden_size,
-                               head_dim, eps, rope_dim, q_bias, k_bias, is_neox, q_out, k_out, v_out, error_flags):
+                               head_dim, eps, rope_dim, q_bias, k_bias, is_neox, q_out, k_out, v_out, error_flags,
+                               rounding="fused", strict=False):
     p, keep = _tensor_ptrs(dict(input=input, q_weight=q_weight, k_weight=k_weight, cos_sin_cache=cos_sin_cache,
                                 positions=positions, q_bias=q_bias, k_bias=k_bias, q_out=q_out, k_out=k_out,
                                 v_out=v_out), ("q_out", "k_out", "v_out"), error_flags)
-    s = _capi.lib().qkvfuse_split_qkv_rmsnorm_rope(
+    s = _capi.lib().qkvfuse_split_qkv_rmsnorm_rope_ex(
         p["input"], p["q_weight"], p["k_weight"], _check.integer(q_hidden_size, "q_hidden_size"),
         _check.integer(kv_hidden_size, "kv_hidden_size"), _check.integer(head_dim, "head_dim"),
         _check.real(eps, "eps"), p["cos_sin_cache"], p["positions"], _check.integer(rope_dim, "rope_dim"),
         p["q_bias"], p["k_bias"], int(_check.flag(is_neox, "is_neox")), p["q_out"], p["k_out"], p["v_out"],
-        _arrays.flags_pointer(error_flags), _stream_of(input))
+        _options_pointer(rounding, strict), _arrays.flags_pointer(error_flags), _stream_of(input))
     _capi.check(s, "split_qkv_rmsnorm_rope")
 
 
@@ -206,7 +226,7 @@ def qkv_rmsnorm_rope_cache(qkv, q_gamma, k_gamma, cos, sin, index, k_cache, v_ca
                            k_scale=None, v_scale=None, k_offset=None, v_offset=None, epsilon: float = 1e-6,
                            cache_mode: str = "PA_NZ", is_output_qkv: bool = False, q_out=None,
                            q_out_before_quant=None, k_out_before_quant=None, v_out_before_quant=None,
-                           error_flags=None):
+                           error_flags=None, rounding: str = "fused", strict: bool = False):
     """CANN ``QkvRmsNormRopeCache``: RMSNorm q and k, RoPE from per-token cos/sin
     (neox, R = D), quantize k and v by the cache dtype (int8: symmetric, or
     asymmetric with offsets; float8_e4m3fn; else none) and scatter them into
@@ -225,6 +245,11 @@ def qkv_rmsnorm_rope_cache(qkv, q_gamma, k_gamma, cos, sin, index, k_cache, v_ca
     - returns q_out [B*S, Nq*D] (dtype of qkv), or with ``is_output_qkv`` the
       tuple (q_out, q_out_before_quant, k_out_before_quant [B*S, Nk*D],
       v_out_before_quant [B*S, Nv*D])
+    - ``rounding``: ``"fused"`` (default) or ``"cann"`` (bit-identical to the
+      seed's kernel: the caches quantize the k and v the before-quant outputs
+      hold); ``strict=True`` also enforces the seed's constraints (D = 128,
+      PA_NZ, dtypes equal to qkv's, int64 index without repeats, ...;
+      python/README.md, "strict")
     """
     ops = _binding.OPS
     if (ops is not None and isinstance(qkv, _TorchTensor) and q_out is None and q_out_before_quant is None
@@ -233,13 +258,13 @@ def qkv_rmsnorm_rope_cache(qkv, q_gamma, k_gamma, cos, sin, index, k_cache, v_ca
             and (qkv_size is None or type(qkv_size) in (tuple, list) and len(qkv_size) == 4
                  and all(type(n) is int for n in qkv_size))
             and type(epsilon) is float and (cache_mode is None or type(cache_mode) is str)
-            and type(is_output_qkv) is bool):
+            and type(is_output_qkv) is bool and type(rounding) is str and type(strict) is bool):
         try:
             if qkv_size is None:
                 qkv_size = [qkv.shape[0], 1, head_nums[0] + head_nums[1] + head_nums[2], q_gamma.shape[-1]]
             r = ops.cache(qkv, q_gamma, k_gamma, cos, sin, index, k_cache, v_cache, k_scale, v_scale, k_offset,
                           v_offset, head_nums, qkv_size, epsilon, "PA_NZ" if cache_mode is None else cache_mode,
-                          is_output_qkv, error_flags)
+                          is_output_qkv, error_flags, rounding, strict)
             return r if is_output_qkv else r[0]
         except Exception:  # noqa: BLE001 - reported by the checked path
             pass
@@ -253,12 +278,14 @@ def qkv_rmsnorm_rope_cache(qkv, q_gamma, k_gamma, cos, sin, index, k_cache, v_ca
     epsilon = _check.real(epsilon, "epsilon")
     cache_mode = _mode(cache_mode, "cache_mode")
     is_output_qkv = _check.flag(is_output_qkv, "is_output_qkv")
+    rounding, strict = _options(rounding, strict)
     if torch_path:
         from . import torch_ops
         return torch_ops.qkv_rmsnorm_rope_cache(qkv, q_gamma, k_gamma, cos, sin, index, k_cache, v_cache, k_scale,
                                                 v_scale, k_offset, v_offset, head_nums, qkv_size, epsilon,
                                                 cache_mode, is_output_qkv, q_out, q_out_before_quant,
-                                                k_out_before_quant, v_out_before_quant, error_flags)
+                                                k_out_before_quant, v_out_before_quant, error_flags, rounding,
+                                                strict)
     nq, nk, nv = head_nums
     d = qkv_size[3]
     dt = _arrays.dtype_of(qkv, "qkv")
@@ -278,7 +305,8 @@ def qkv_rmsnorm_rope_cache(qkv, q_gamma, k_gamma, cos, sin, index, k_cache, v_ca
             v_out_before_quant = _arrays.empty_like_kind(qkv, (T, nv * d), dt, "v_out_before_quant")
     qkv_rmsnorm_rope_cache_raw(qkv, q_gamma, k_gamma, cos, sin, index, q_out, k_cache, v_cache, k_scale, v_scale,
                                k_offset, v_offset, q_out_before_quant, k_out_before_quant, v_out_before_quant,
-                               qkv_size, head_nums, epsilon, cache_mode, is_output_qkv, error_flags)
+                               qkv_size, head_nums, epsilon, cache_mode, is_output_qkv, error_flags, rounding,
+                               strict)
     if is_output_qkv:
         return q_out, q_out_before_quant, k_out_before_quant, v_out_before_quant
     return q_out
@@ -286,7 +314,8 @@ def qkv_rmsnorm_rope_cache(qkv, q_gamma, k_gamma, cos, sin, index, k_cache, v_ca
 
 def qkv_rmsnorm_rope_cache_raw(qkv, q_gamma, k_gamma, cos, sin, index, q_out, k_cache, v_cache, k_scale, v_scale,
                                k_offset, v_offset, q_out_before_quant, k_out_before_quant, v_out_before_quant,
-                               qkv_size, head_nums, epsilon, cache_mode, is_output_qkv, error_flags):
+                               qkv_size, head_nums, epsilon, cache_mode, is_output_qkv, error_flags,
+                               rounding="fused", strict=False):
     p, keep = _tensor_ptrs(
         dict(qkv=qkv, q_gamma=q_gamma, k_gamma=k_gamma, cos=cos, sin=sin, index=index, q_out=q_out,
              k_cache=k_cache, v_cache=v_cache, k_scale=k_scale, v_scale=v_scale, k_offset=k_offset,
@@ -296,12 +325,12 @@ def qkv_rmsnorm_rope_cache_raw(qkv, q_gamma, k_gamma, cos, sin, index, q_out, k_
         error_flags)
     qs = (ctypes.c_int64 * 4)(*_check.integers(qkv_size, "qkv_size", 4))
     hn = (ctypes.c_int64 * 3)(*_check.integers(head_nums, "head_nums", 3))
-    s = _capi.lib().qkvfuse_qkv_rmsnorm_rope_cache(
+    s = _capi.lib().qkvfuse_qkv_rmsnorm_rope_cache_ex(
         p["qkv"], p["q_gamma"], p["k_gamma"], p["cos"], p["sin"], p["index"], p["q_out"], p["k_cache"],
         p["v_cache"], p["k_scale"], p["v_scale"], p["k_offset"], p["v_offset"], p["q_out_before_quant"],
         p["k_out_before_quant"], p["v_out_before_quant"], qs, hn, _check.real(epsilon, "epsilon"),
         _check.c_string(cache_mode, "cache_mode"), int(_check.flag(is_output_qkv, "is_output_qkv")),
-        _arrays.flags_pointer(error_flags), _stream_of(qkv))
+        _options_pointer(rounding, strict), _arrays.flags_pointer(error_flags), _stream_of(qkv))
     _capi.check(s, "qkv_rmsnorm_rope_cache")
 
 
@@ -340,7 +369,8 @@ def dequant_rope_quant_kvcache(x, cos, sin, k_cache, v_cache, indices, scale_k, 
                                size_splits: Optional[Sequence[int]] = None, *, offset_k=None, offset_v=None,
                                weight_scale=None, activation_scale=None, bias=None, quant_mode: str = "static",
                                layout: str = "BSND", kv_output: bool = False, cache_mode: str = "contiguous",
-                               q_out=None, k_out=None, v_out=None, out_dtype=None, error_flags=None):
+                               q_out=None, k_out=None, v_out=None, out_dtype=None, error_flags=None,
+                               rounding: str = "fused", strict: bool = False):
     """CANN ``DequantRopeQuantKvcache``: optional int32 dequant, RoPE from
     per-token cos/sin (neox, no norm), int8 quantization of k and v
     (asymmetric when offsets are given), write into the caches in place.
@@ -361,6 +391,12 @@ def dequant_rope_quant_kvcache(x, cos, sin, k_cache, v_cache, indices, scale_k, 
     - with float x, weight_scale, activation_scale and bias are ignored
       (neither read nor checked: the seed says they have no effect); with
       ``kv_output`` False, so are k_out and v_out
+    - ``rounding``: ``"fused"`` (default) or ``"cann"`` (bit-identical to the
+      seed's kernel: dequantized x and RoPE rounded to the output dtype, the
+      caches quantize the rounded k and v); ``strict=True`` also enforces the
+      seed's constraints (H <= 4096 and a multiple of 64, int8 caches, int32
+      indices >= 0 without repeats in page mode, ...; python/README.md,
+      "strict")
     """
     if _float_input(x):
         weight_scale = activation_scale = bias = None
@@ -372,7 +408,8 @@ def dequant_rope_quant_kvcache(x, cos, sin, k_cache, v_cache, indices, scale_k, 
                  and all(type(n) is int for n in size_splits))
             and (quant_mode is None or type(quant_mode) is str) and (layout is None or type(layout) is str)
             and type(kv_output) is bool and (cache_mode is None or type(cache_mode) is str)
-            and (out_dtype is None or isinstance(out_dtype, _TorchDtype))):
+            and (out_dtype is None or isinstance(out_dtype, _TorchDtype))
+            and type(rounding) is str and type(strict) is bool):
         try:
             if size_splits is None:
                 kv = k_cache.shape[2] * k_cache.shape[3]
@@ -381,7 +418,7 @@ def dequant_rope_quant_kvcache(x, cos, sin, k_cache, v_cache, indices, scale_k, 
                                   weight_scale, activation_scale, bias, size_splits,
                                   "static" if quant_mode is None else quant_mode, "BSND" if layout is None else layout,
                                   kv_output, "contiguous" if cache_mode is None else cache_mode, out_dtype,
-                                  error_flags)
+                                  error_flags, rounding, strict)
             return q, k, v
         except Exception:  # noqa: BLE001 - reported by the checked path
             pass
@@ -394,12 +431,13 @@ def dequant_rope_quant_kvcache(x, cos, sin, k_cache, v_cache, indices, scale_k, 
     quant_mode, layout = _mode(quant_mode, "quant_mode"), _mode(layout, "layout")
     cache_mode = _mode(cache_mode, "cache_mode")
     kv_output = _check.flag(kv_output, "kv_output")
+    rounding, strict = _options(rounding, strict)
     if torch_path:
         from . import torch_ops
         return torch_ops.dequant_rope_quant_kvcache(x, cos, sin, k_cache, v_cache, indices, scale_k, scale_v,
                                                     offset_k, offset_v, weight_scale, activation_scale, bias,
                                                     size_splits, quant_mode, layout, kv_output, cache_mode,
-                                                    q_out, k_out, v_out, out_dtype, error_flags)
+                                                    q_out, k_out, v_out, out_dtype, error_flags, rounding, strict)
     if out_dtype is not None:
         dt = _arrays.dtype_name(out_dtype, "out_dtype")
     else:
@@ -416,7 +454,7 @@ def dequant_rope_quant_kvcache(x, cos, sin, k_cache, v_cache, indices, scale_k, 
             v_out = _arrays.empty_like_kind(x, kv_shape, dt, "v_out")
     dequant_rope_quant_kvcache_raw(x, cos, sin, k_cache, v_cache, indices, scale_k, scale_v, offset_k, offset_v,
                                    weight_scale, activation_scale, bias, size_splits, quant_mode, layout, kv_output,
-                                   cache_mode, q_out, k_out, v_out, error_flags)
+                                   cache_mode, q_out, k_out, v_out, error_flags, rounding, strict)
     if not kv_output:
         empty = (0,) + tuple(kv_shape[1:])
         k_out, v_out = (_arrays.empty_like_kind(x, empty, dt, n) for n in ("k_out", "v_out"))
@@ -434,7 +472,7 @@ def _float_input(x) -> bool:
 
 def dequant_rope_quant_kvcache_raw(x, cos, sin, k_cache, v_cache, indices, scale_k, scale_v, offset_k, offset_v,
                                    weight_scale, activation_scale, bias, size_splits, quant_mode, layout, kv_output,
-                                   cache_mode, q_out, k_out, v_out, error_flags):
+                                   cache_mode, q_out, k_out, v_out, error_flags, rounding="fused", strict=False):
     if _float_input(x):  # ignored, as the library does
         weight_scale = activation_scale = bias = None
     if not kv_output:
@@ -445,10 +483,10 @@ def dequant_rope_quant_kvcache_raw(x, cos, sin, k_cache, v_cache, indices, scale
              activation_scale=activation_scale, bias=bias, q_out=q_out, k_out=k_out, v_out=v_out),
         ("k_cache", "v_cache", "q_out", "k_out", "v_out"), error_flags)
     ss = (ctypes.c_int64 * 3)(*_check.integers(size_splits, "size_splits", 3))
-    s = _capi.lib().qkvfuse_dequant_rope_quant_kvcache(
+    s = _capi.lib().qkvfuse_dequant_rope_quant_kvcache_ex(
         p["x"], p["cos"], p["sin"], p["k_cache"], p["v_cache"], p["indices"], p["scale_k"], p["scale_v"],
         p["offset_k"], p["offset_v"], p["weight_scale"], p["activation_scale"], p["bias"], ss,
         _check.c_string(quant_mode, "quant_mode"), _check.c_string(layout, "layout"),
         int(_check.flag(kv_output, "kv_output")), _check.c_string(cache_mode, "cache_mode"), p["q_out"], p["k_out"],
-        p["v_out"], _arrays.flags_pointer(error_flags), _stream_of(x))
+        p["v_out"], _options_pointer(rounding, strict), _arrays.flags_pointer(error_flags), _stream_of(x))
     _capi.check(s, "dequant_rope_quant_kvcache")

@@ -47,6 +47,9 @@ _CORE_OPTIONS = ("int num_q_heads, int num_kv_heads, int head_dim, int rotary_di
 _CORE_V2 = ('Tensor? q=None, Tensor? k=None, Tensor? v=None, Tensor? q_scale=None, str q_quant="none", '
             "Tensor? kv_indptr=None, Tensor? kv_indices=None, Tensor? batch_indices=None, Tensor? kv_positions=None")
 
+# The named operators' options (qkvfuse_named_options), last and with defaults: calls without them keep working.
+_NAMED_OPTIONS = ', str rounding="fused", bool strict=False'
+
 # The operators' schemas; python/ext/qkvfuse_torch.cpp registers the same strings.
 SCHEMAS = {
     "run": "(%s, Tensor(a!)? k_cache, Tensor(b!)? v_cache, Tensor(c!)? error_flags, %s, ScalarType? out_dtype, "
@@ -57,33 +60,35 @@ SCHEMAS = {
     "split_qkv_rmsnorm_rope":
         "(Tensor input, Tensor q_weight, Tensor k_weight, Tensor cos_sin_cache, Tensor positions, "
         "int q_hidden_size, int kv_hidden_size, int head_dim, float eps, int rope_dim, Tensor? q_bias, "
-        "Tensor? k_bias, bool is_neox, ScalarType? out_dtype, Tensor(a!)? error_flags) -> (Tensor, Tensor, Tensor)",
+        "Tensor? k_bias, bool is_neox, ScalarType? out_dtype, Tensor(a!)? error_flags" + _NAMED_OPTIONS
+        + ") -> (Tensor, Tensor, Tensor)",
     "split_qkv_rmsnorm_rope_out":
         "(Tensor input, Tensor q_weight, Tensor k_weight, Tensor cos_sin_cache, Tensor positions, "
         "int q_hidden_size, int kv_hidden_size, int head_dim, float eps, int rope_dim, Tensor? q_bias, "
         "Tensor? k_bias, bool is_neox, Tensor(a!) q_out, Tensor(b!) k_out, Tensor(c!) v_out, "
-        "Tensor(d!)? error_flags) -> ()",
+        "Tensor(d!)? error_flags" + _NAMED_OPTIONS + ") -> ()",
     "qkv_rmsnorm_rope_cache":
         "(Tensor qkv, Tensor q_gamma, Tensor k_gamma, Tensor cos, Tensor sin, Tensor index, Tensor(a!) k_cache, "
         "Tensor(b!) v_cache, Tensor? k_scale, Tensor? v_scale, Tensor? k_offset, Tensor? v_offset, int[] head_nums, "
-        "int[] qkv_size, float epsilon, str cache_mode, bool is_output_qkv, Tensor(c!)? error_flags) "
-        "-> (Tensor, Tensor, Tensor, Tensor)",
+        "int[] qkv_size, float epsilon, str cache_mode, bool is_output_qkv, Tensor(c!)? error_flags"
+        + _NAMED_OPTIONS + ") -> (Tensor, Tensor, Tensor, Tensor)",
     "qkv_rmsnorm_rope_cache_out":
         "(Tensor qkv, Tensor q_gamma, Tensor k_gamma, Tensor cos, Tensor sin, Tensor index, Tensor(a!) q_out, "
         "Tensor(b!) k_cache, Tensor(c!) v_cache, Tensor? k_scale, Tensor? v_scale, Tensor? k_offset, "
         "Tensor? v_offset, Tensor(d!)? q_out_before_quant, Tensor(e!)? k_out_before_quant, "
         "Tensor(f!)? v_out_before_quant, int[] head_nums, int[] qkv_size, float epsilon, str cache_mode, "
-        "bool is_output_qkv, Tensor(g!)? error_flags) -> ()",
+        "bool is_output_qkv, Tensor(g!)? error_flags" + _NAMED_OPTIONS + ") -> ()",
     "dequant_rope_quant_kvcache":
         "(Tensor x, Tensor cos, Tensor sin, Tensor(a!) k_cache, Tensor(b!) v_cache, Tensor indices, Tensor scale_k, "
         "Tensor scale_v, Tensor? offset_k, Tensor? offset_v, Tensor? weight_scale, Tensor? activation_scale, "
         "Tensor? bias, int[] size_splits, str quant_mode, str layout, bool kv_output, str cache_mode, "
-        "ScalarType? out_dtype, Tensor(c!)? error_flags) -> (Tensor, Tensor, Tensor)",
+        "ScalarType? out_dtype, Tensor(c!)? error_flags" + _NAMED_OPTIONS + ") -> (Tensor, Tensor, Tensor)",
     "dequant_rope_quant_kvcache_out":
         "(Tensor x, Tensor cos, Tensor sin, Tensor(a!) k_cache, Tensor(b!) v_cache, Tensor indices, Tensor scale_k, "
         "Tensor scale_v, Tensor? offset_k, Tensor? offset_v, Tensor? weight_scale, Tensor? activation_scale, "
         "Tensor? bias, int[] size_splits, str quant_mode, str layout, bool kv_output, str cache_mode, "
-        "Tensor(c!) q_out, Tensor(d!)? k_out, Tensor(e!)? v_out, Tensor(f!)? error_flags) -> ()",
+        "Tensor(c!) q_out, Tensor(d!)? k_out, Tensor(e!)? v_out, Tensor(f!)? error_flags" + _NAMED_OPTIONS
+        + ") -> ()",
     "build_cos_sin_cache":
         "(int max_position, int rotary_dim, float theta, str scaling_type, float[] scaling_params, "
         "ScalarType dtype, Device device) -> Tensor",
@@ -320,34 +325,34 @@ def _split_alloc(input, q_hidden_size, kv_hidden_size, out_dtype):
 
 
 def _call_split(input, q_weight, k_weight, cos_sin_cache, positions, q_hidden_size, kv_hidden_size, head_dim, eps,
-                rope_dim, q_bias, k_bias, is_neox, q_out, k_out, v_out, error_flags):
+                rope_dim, q_bias, k_bias, is_neox, q_out, k_out, v_out, error_flags, rounding, strict):
     with _guard(input):
         named.split_qkv_rmsnorm_rope_raw(input, q_weight, k_weight, cos_sin_cache, positions, q_hidden_size,
                                          kv_hidden_size, head_dim, eps, rope_dim, q_bias, k_bias, is_neox, q_out,
-                                         k_out, v_out, error_flags)
+                                         k_out, v_out, error_flags, rounding, strict)
 
 
 @_op("split_qkv_rmsnorm_rope")
 def split_op(input, q_weight, k_weight, cos_sin_cache, positions, q_hidden_size, kv_hidden_size, head_dim, eps,
-             rope_dim, q_bias, k_bias, is_neox, out_dtype, error_flags):
+             rope_dim, q_bias, k_bias, is_neox, out_dtype, error_flags, rounding="fused", strict=False):
     _computing_device(input, "input")
     q, k, v = _split_alloc(input, q_hidden_size, kv_hidden_size, input.dtype if out_dtype is None else out_dtype)
     _call_split(input, q_weight, k_weight, cos_sin_cache, positions, q_hidden_size, kv_hidden_size, head_dim, eps,
-                rope_dim, q_bias, k_bias, is_neox, q, k, v, error_flags)
+                rope_dim, q_bias, k_bias, is_neox, q, k, v, error_flags, rounding, strict)
     return q, k, v
 
 
 @_fake(split_op)
 def _split_fake(input, q_weight, k_weight, cos_sin_cache, positions, q_hidden_size, kv_hidden_size, head_dim, eps,
-                rope_dim, q_bias, k_bias, is_neox, out_dtype, error_flags):
+                rope_dim, q_bias, k_bias, is_neox, out_dtype, error_flags, rounding="fused", strict=False):
     return _split_alloc(input, q_hidden_size, kv_hidden_size, input.dtype if out_dtype is None else out_dtype)
 
 
 @_op("split_qkv_rmsnorm_rope_out")
 def split_out_op(input, q_weight, k_weight, cos_sin_cache, positions, q_hidden_size, kv_hidden_size, head_dim, eps,
-                 rope_dim, q_bias, k_bias, is_neox, q_out, k_out, v_out, error_flags):
+                 rope_dim, q_bias, k_bias, is_neox, q_out, k_out, v_out, error_flags, rounding="fused", strict=False):
     _call_split(input, q_weight, k_weight, cos_sin_cache, positions, q_hidden_size, kv_hidden_size, head_dim, eps,
-                rope_dim, q_bias, k_bias, is_neox, q_out, k_out, v_out, error_flags)
+                rope_dim, q_bias, k_bias, is_neox, q_out, k_out, v_out, error_flags, rounding, strict)
 
 
 @_fake(split_out_op)
@@ -357,12 +362,12 @@ def _split_out_fake(*args, **kwargs):
 
 def split_qkv_rmsnorm_rope(input, q_weight, k_weight, cos_sin_cache, positions, q_hidden_size, kv_hidden_size,
                            head_dim, eps, rope_dim, q_bias, k_bias, is_neox, q_out, k_out, v_out, out_dtype,
-                           error_flags):
+                           error_flags, rounding="fused", strict=False):
     ops = _binding.OPS
     dt = None if out_dtype is None else _torch_dtype(out_dtype, "out_dtype")
     if q_out is None and k_out is None and v_out is None:
         return _call(ops.split, input, q_weight, k_weight, cos_sin_cache, positions, q_hidden_size, kv_hidden_size,
-                     head_dim, eps, rope_dim, q_bias, k_bias, is_neox, dt, error_flags)
+                     head_dim, eps, rope_dim, q_bias, k_bias, is_neox, dt, error_flags, rounding, strict)
     named.check_split_widths(input, q_hidden_size, kv_hidden_size)
     lead = tuple(input.shape[:-1])
     dt = input.dtype if dt is None else dt
@@ -370,7 +375,7 @@ def split_qkv_rmsnorm_rope(input, q_weight, k_weight, cos_sin_cache, positions, 
     k_out = torch.empty(lead + (kv_hidden_size,), dtype=dt, device=input.device) if k_out is None else k_out
     v_out = torch.empty(lead + (kv_hidden_size,), dtype=dt, device=input.device) if v_out is None else v_out
     _call(ops.split_out, input, q_weight, k_weight, cos_sin_cache, positions, q_hidden_size, kv_hidden_size,
-          head_dim, eps, rope_dim, q_bias, k_bias, is_neox, q_out, k_out, v_out, error_flags)
+          head_dim, eps, rope_dim, q_bias, k_bias, is_neox, q_out, k_out, v_out, error_flags, rounding, strict)
     return q_out, k_out, v_out
 
 
@@ -401,38 +406,38 @@ def _cache_alloc(qkv, head_nums, qkv_size, is_output_qkv):
 
 def _call_cache(qkv, q_gamma, k_gamma, cos, sin, index, q_out, k_cache, v_cache, k_scale, v_scale, k_offset, v_offset,
                 q_out_before_quant, k_out_before_quant, v_out_before_quant, head_nums, qkv_size, epsilon, cache_mode,
-                is_output_qkv, error_flags):
+                is_output_qkv, error_flags, rounding, strict):
     with _guard(qkv):
         named.qkv_rmsnorm_rope_cache_raw(qkv, q_gamma, k_gamma, cos, sin, index, q_out, k_cache, v_cache, k_scale,
                                          v_scale, k_offset, v_offset, q_out_before_quant, k_out_before_quant,
                                          v_out_before_quant, qkv_size, head_nums, epsilon, cache_mode,
-                                         is_output_qkv, error_flags)
+                                         is_output_qkv, error_flags, rounding, strict)
 
 
 @_op("qkv_rmsnorm_rope_cache")
 def cache_op(qkv, q_gamma, k_gamma, cos, sin, index, k_cache, v_cache, k_scale, v_scale, k_offset, v_offset,
-             head_nums, qkv_size, epsilon, cache_mode, is_output_qkv, error_flags):
+             head_nums, qkv_size, epsilon, cache_mode, is_output_qkv, error_flags, rounding="fused", strict=False):
     _computing_device(qkv, "qkv")
     q, qb, kb, vb = _cache_alloc(qkv, head_nums, qkv_size, is_output_qkv)
     _call_cache(qkv, q_gamma, k_gamma, cos, sin, index, q, k_cache, v_cache, k_scale, v_scale, k_offset, v_offset,
                 qb if is_output_qkv else None, kb if is_output_qkv else None, vb if is_output_qkv else None,
-                head_nums, qkv_size, epsilon, cache_mode, is_output_qkv, error_flags)
+                head_nums, qkv_size, epsilon, cache_mode, is_output_qkv, error_flags, rounding, strict)
     return q, qb, kb, vb
 
 
 @_fake(cache_op)
 def _cache_fake(qkv, q_gamma, k_gamma, cos, sin, index, k_cache, v_cache, k_scale, v_scale, k_offset, v_offset,
-                head_nums, qkv_size, epsilon, cache_mode, is_output_qkv, error_flags):
+                head_nums, qkv_size, epsilon, cache_mode, is_output_qkv, error_flags, rounding="fused", strict=False):
     return _cache_alloc(qkv, head_nums, qkv_size, is_output_qkv)
 
 
 @_op("qkv_rmsnorm_rope_cache_out")
 def cache_out_op(qkv, q_gamma, k_gamma, cos, sin, index, q_out, k_cache, v_cache, k_scale, v_scale, k_offset,
                  v_offset, q_out_before_quant, k_out_before_quant, v_out_before_quant, head_nums, qkv_size, epsilon,
-                 cache_mode, is_output_qkv, error_flags):
+                 cache_mode, is_output_qkv, error_flags, rounding="fused", strict=False):
     _call_cache(qkv, q_gamma, k_gamma, cos, sin, index, q_out, k_cache, v_cache, k_scale, v_scale, k_offset, v_offset,
                 q_out_before_quant, k_out_before_quant, v_out_before_quant, head_nums, qkv_size, epsilon, cache_mode,
-                is_output_qkv, error_flags)
+                is_output_qkv, error_flags, rounding, strict)
 
 
 @_fake(cache_out_op)
@@ -442,13 +447,14 @@ def _cache_out_fake(*args, **kwargs):
 
 def qkv_rmsnorm_rope_cache(qkv, q_gamma, k_gamma, cos, sin, index, k_cache, v_cache, k_scale, v_scale, k_offset,
                            v_offset, head_nums, qkv_size, epsilon, cache_mode, is_output_qkv, q_out,
-                           q_out_before_quant, k_out_before_quant, v_out_before_quant, error_flags):
+                           q_out_before_quant, k_out_before_quant, v_out_before_quant, error_flags, rounding="fused",
+                           strict=False):
     ops = _binding.OPS
     hn, qs = list(head_nums), list(qkv_size)
     mode = "PA_NZ" if cache_mode is None else cache_mode
     if q_out is None and q_out_before_quant is None and k_out_before_quant is None and v_out_before_quant is None:
         q, qb, kb, vb = _call(ops.cache, qkv, q_gamma, k_gamma, cos, sin, index, k_cache, v_cache, k_scale, v_scale,
-                              k_offset, v_offset, hn, qs, epsilon, mode, is_output_qkv, error_flags)
+                              k_offset, v_offset, hn, qs, epsilon, mode, is_output_qkv, error_flags, rounding, strict)
         return (q, qb, kb, vb) if is_output_qkv else q
     q, qb, kb, vb = _cache_alloc(qkv, hn, qs, is_output_qkv)
     q_out = q if q_out is None else q_out
@@ -458,7 +464,7 @@ def qkv_rmsnorm_rope_cache(qkv, q_gamma, k_gamma, cos, sin, index, k_cache, v_ca
         v_out_before_quant = vb if v_out_before_quant is None else v_out_before_quant
     _call(ops.cache_out, qkv, q_gamma, k_gamma, cos, sin, index, q_out, k_cache, v_cache, k_scale, v_scale, k_offset,
           v_offset, q_out_before_quant, k_out_before_quant, v_out_before_quant, hn, qs, epsilon, mode, is_output_qkv,
-          error_flags)
+          error_flags, rounding, strict)
     if is_output_qkv:
         return q_out, q_out_before_quant, k_out_before_quant, v_out_before_quant
     return q_out
@@ -485,39 +491,40 @@ def _dequant_dtype(x, cos, out_dtype):
 
 def _call_dequant(x, cos, sin, k_cache, v_cache, indices, scale_k, scale_v, offset_k, offset_v, weight_scale,
                   activation_scale, bias, size_splits, quant_mode, layout, kv_output, cache_mode, q_out, k_out, v_out,
-                  error_flags):
+                  error_flags, rounding, strict):
     with _guard(x):
         named.dequant_rope_quant_kvcache_raw(x, cos, sin, k_cache, v_cache, indices, scale_k, scale_v, offset_k,
                                              offset_v, weight_scale, activation_scale, bias, size_splits, quant_mode,
-                                             layout, kv_output, cache_mode, q_out, k_out, v_out, error_flags)
+                                             layout, kv_output, cache_mode, q_out, k_out, v_out, error_flags,
+                                             rounding, strict)
 
 
 @_op("dequant_rope_quant_kvcache")
 def dequant_op(x, cos, sin, k_cache, v_cache, indices, scale_k, scale_v, offset_k, offset_v, weight_scale,
                activation_scale, bias, size_splits, quant_mode, layout, kv_output, cache_mode, out_dtype,
-               error_flags):
+               error_flags, rounding="fused", strict=False):
     _computing_device(x, "x")
     q, k, v = _dequant_alloc(x, k_cache, size_splits, _dequant_dtype(x, cos, out_dtype), kv_output)
     _call_dequant(x, cos, sin, k_cache, v_cache, indices, scale_k, scale_v, offset_k, offset_v, weight_scale,
                   activation_scale, bias, size_splits, quant_mode, layout, kv_output, cache_mode, q,
-                  k if kv_output else None, v if kv_output else None, error_flags)
+                  k if kv_output else None, v if kv_output else None, error_flags, rounding, strict)
     return q, k, v
 
 
 @_fake(dequant_op)
 def _dequant_fake(x, cos, sin, k_cache, v_cache, indices, scale_k, scale_v, offset_k, offset_v, weight_scale,
                   activation_scale, bias, size_splits, quant_mode, layout, kv_output, cache_mode, out_dtype,
-                  error_flags):
+                  error_flags, rounding="fused", strict=False):
     return _dequant_alloc(x, k_cache, size_splits, _dequant_dtype(x, cos, out_dtype), kv_output)
 
 
 @_op("dequant_rope_quant_kvcache_out")
 def dequant_out_op(x, cos, sin, k_cache, v_cache, indices, scale_k, scale_v, offset_k, offset_v, weight_scale,
                    activation_scale, bias, size_splits, quant_mode, layout, kv_output, cache_mode, q_out, k_out, v_out,
-                   error_flags):
+                   error_flags, rounding="fused", strict=False):
     _call_dequant(x, cos, sin, k_cache, v_cache, indices, scale_k, scale_v, offset_k, offset_v, weight_scale,
                   activation_scale, bias, size_splits, quant_mode, layout, kv_output, cache_mode, q_out, k_out, v_out,
-                  error_flags)
+                  error_flags, rounding, strict)
 
 
 @_fake(dequant_out_op)
@@ -527,7 +534,8 @@ def _dequant_out_fake(*args, **kwargs):
 
 def dequant_rope_quant_kvcache(x, cos, sin, k_cache, v_cache, indices, scale_k, scale_v, offset_k, offset_v,
                                weight_scale, activation_scale, bias, size_splits, quant_mode, layout, kv_output,
-                               cache_mode, q_out, k_out, v_out, out_dtype, error_flags):
+                               cache_mode, q_out, k_out, v_out, out_dtype, error_flags, rounding="fused",
+                               strict=False):
     ops = _binding.OPS
     dt = None if out_dtype is None else _torch_dtype(out_dtype, "out_dtype")
     ss = list(size_splits)
@@ -536,7 +544,8 @@ def dequant_rope_quant_kvcache(x, cos, sin, k_cache, v_cache, indices, scale_k, 
     cm = "contiguous" if cache_mode is None else cache_mode
     if q_out is None and k_out is None and v_out is None:
         q, k, v = _call(ops.dequant, x, cos, sin, k_cache, v_cache, indices, scale_k, scale_v, offset_k, offset_v,
-                        weight_scale, activation_scale, bias, ss, qm, lo, kv_output, cm, dt, error_flags)
+                        weight_scale, activation_scale, bias, ss, qm, lo, kv_output, cm, dt, error_flags, rounding,
+                        strict)
         return q, k, v
     q, k, v = _dequant_alloc(x, k_cache, ss, _dequant_dtype(x, cos, dt), kv_output)
     q_out = q if q_out is None else q_out
@@ -546,7 +555,7 @@ def dequant_rope_quant_kvcache(x, cos, sin, k_cache, v_cache, indices, scale_k, 
     else:
         k_out = v_out = None
     _call(ops.dequant_out, x, cos, sin, k_cache, v_cache, indices, scale_k, scale_v, offset_k, offset_v, weight_scale,
-          activation_scale, bias, ss, qm, lo, kv_output, cm, q_out, k_out, v_out, error_flags)
+          activation_scale, bias, ss, qm, lo, kv_output, cm, q_out, k_out, v_out, error_flags, rounding, strict)
     return (q_out, k_out, v_out) if kv_output else (q_out, k, v)
 
 

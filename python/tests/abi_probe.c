@@ -33,5 +33,7 @@ int main(void) {
   OFF(args, k_out); OFF(args, v_out); OFF(args, k_cache); OFF(args, v_cache); OFF(args, error_flags);
   OFF(args, q); OFF(args, k); OFF(args, v); OFF(args, q_scale);
   OFF(args, kv_indptr); OFF(args, kv_indices); OFF(args, batch_indices); OFF(args, kv_positions);
+  SIZE(named_options);
+  OFF(named_options, struct_size); OFF(named_options, rounding); OFF(named_options, strict);
   return 0;
 }

@@ -237,10 +237,13 @@ def _norm(p, x, sx, gamma, beta):
         r_x = np.where(ss > 0, np.sum(np.abs(x) * sx, axis=-1, keepdims=True) / ss, 0.0)
     r_inv = (D / 2.0 + 5.0) * U + r_x
     xig = x * inv * g
-    b = beta if beta is not None else 0.0
-    y = xig + b
-    s = np.abs(xig) * (r_inv + 3 * U) + sx * np.abs(inv * g) + U * (np.abs(xig) + np.abs(b))
-    return _parity_round(p, y, s)
+    s = np.abs(xig) * (r_inv + 3 * U) + sx * np.abs(inv * g)
+    if beta is None:
+        return _parity_round(p, xig, s)
+    # parity: a chain of ops stores the norm (rounded) before the bias add reads it
+    xig, s = _parity_round(p, xig, s)
+    y = xig + beta
+    return _parity_round(p, y, s + U * (np.abs(xig) + np.abs(beta)))
 
 
 def _rope(p, y, sy, c, sn, sc):

@@ -74,7 +74,7 @@ def test_struct_layout_matches_the_c_abi():
     out = subprocess.run([probe], capture_output=True, text=True, check=True).stdout.split()
     c = dict(kv.split("=") for kv in out)
     for struct, cls in (("tensor", _capi.Tensor), ("desc", _capi.Desc), ("args", _capi.Args),
-                        ("rope_scaling", _capi.RopeScaling)):
+                        ("rope_scaling", _capi.RopeScaling), ("named_options", _capi.NamedOptions)):
         assert int(c["sizeof_" + struct]) == ctypes.sizeof(cls), struct
         for f, _ in cls._fields_:
             key = "%s.%s" % (struct, f)

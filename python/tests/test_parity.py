@@ -5,7 +5,8 @@ to the model dtype (the rounding sequence python/README.md documents):
 
     x  = input                                   (model dtype)
     ss = sum over d of x[d]*x[d]                 float32, d = 0, 1, ..., D-1 in order
-    y  = round(x * (1 / sqrt(ss / D + eps)) * g (+ beta))     float32 math, g -> (1 + g) with gamma_offset
+    y  = round(x * (1 / sqrt(ss / D + eps)) * g)   float32 math, g -> (1 + g) with gamma_offset
+    y  = round(y + beta)                           with beta: the bias add reads the stored norm
     o  = round(y * cos - y_partner * sin)  (first half / even dims; + for the other), float32, no FMA
     k_cache = quant(o): round(o / scale (+ offset)) to int8 (half to even, saturating) or e4m3fn
 
@@ -40,10 +41,9 @@ def compose(x, Nq, Nkv, D, R, style, eps, qg, kg, qb, kb, offset, cos, sin, dt):
             ss = ss + h[..., d] * h[..., d]
         inv = F32(1) / np.sqrt(ss / F32(D) + F32(eps))
         gg = (F32(1) + g) if offset else g
-        y = h * inv[..., None] * gg
+        y = rnd(h * inv[..., None] * gg, dt)
         if b is not None:
-            y = y + b
-        y = rnd(y, dt)
+            y = rnd(y + b, dt)
         o = y.copy()
         if style == "neox":
             half = R // 2

@@ -9,6 +9,7 @@
 #include "core/backends.h"
 #include "core/error.h"
 #include "core/plan.h"
+#include "core/strict.h"
 #include "core/tensor.h"
 
 /* Each operator's names for the core's tensors, so that messages cite the
@@ -42,6 +43,24 @@ static qkvfuse_status desc_for(const char *name, const qkvfuse_tensor *t, qkvfus
   *d = init;
   d->device_type = t->device_type;
   d->device_id = t->device_id;
+  return QKVFUSE_SUCCESS;
+}
+
+/* The options of an _ex call (NULL: QKVFUSE_NAMED_OPTIONS_INIT): the rounding
+ * into the descriptor, strict into *strict. */
+static qkvfuse_status options_arg(const qkvfuse_named_options *o, qkvfuse_desc *d, int *strict) {
+  const qkvfuse_named_options init = QKVFUSE_NAMED_OPTIONS_INIT;
+  if (!o) o = &init;
+  QF_CHECK(o->struct_size == sizeof *o, QKVFUSE_ERROR_VERSION,
+           "options: struct_size must be %zu (start from QKVFUSE_NAMED_OPTIONS_INIT); got %u", sizeof *o,
+           o->struct_size);
+  QF_CHECK((unsigned)o->rounding < QKVFUSE_ROUNDING_COUNT, QKVFUSE_ERROR_INVALID_VALUE,
+           "options.rounding: must be fused (0), unfused_parity (1), ascend_triton (2) or cann (3); got %d",
+           (int)o->rounding);
+  QF_CHECK(o->strict == 0 || o->strict == 1, QKVFUSE_ERROR_INVALID_VALUE, "options.strict: must be 0 or 1; got %d",
+           (int)o->strict);
+  d->rounding = o->rounding;
+  *strict = o->strict;
   return QKVFUSE_SUCCESS;
 }
 
@@ -139,9 +158,23 @@ qkvfuse_status qkvfuse_split_qkv_rmsnorm_rope(const qkvfuse_tensor *input, const
                                               const qkvfuse_tensor *k_bias, int is_neox, const qkvfuse_tensor *q_out,
                                               const qkvfuse_tensor *k_out, const qkvfuse_tensor *v_out,
                                               uint32_t *error_flags, void *stream) {
+  return qkvfuse_split_qkv_rmsnorm_rope_ex(input, q_weight, k_weight, q_hidden_size, kv_hidden_size, head_dim, eps,
+                                           cos_sin_cache, positions, rope_dim, q_bias, k_bias, is_neox, q_out, k_out,
+                                           v_out, NULL, error_flags, stream);
+}
+
+qkvfuse_status qkvfuse_split_qkv_rmsnorm_rope_ex(
+    const qkvfuse_tensor *input, const qkvfuse_tensor *q_weight, const qkvfuse_tensor *k_weight,
+    int64_t q_hidden_size, int64_t kv_hidden_size, int64_t head_dim, double eps,
+    const qkvfuse_tensor *cos_sin_cache, const qkvfuse_tensor *positions, int64_t rope_dim,
+    const qkvfuse_tensor *q_bias, const qkvfuse_tensor *k_bias, int is_neox, const qkvfuse_tensor *q_out,
+    const qkvfuse_tensor *k_out, const qkvfuse_tensor *v_out, const qkvfuse_named_options *options,
+    uint32_t *error_flags, void *stream) {
   qf_clear_error();
   qkvfuse_desc d;
+  int strict = 0;
   QF_FORWARD(desc_for("input", input, &d));
+  QF_FORWARD(options_arg(options, &d, &strict));
   QF_CHECK(head_dim >= QF_MIN_HEAD_DIM && head_dim <= QF_MAX_HEAD_DIM && head_dim % 2 == 0,
            QKVFUSE_ERROR_INVALID_VALUE, "head_dim: must be even and in [%d, %d]; got %lld", QF_MIN_HEAD_DIM,
            QF_MAX_HEAD_DIM, (long long)head_dim);
@@ -179,7 +212,7 @@ qkvfuse_status qkvfuse_split_qkv_rmsnorm_rope(const qkvfuse_tensor *input, const
   a.k_out = k_out;
   a.v_out = v_out;
   a.error_flags = error_flags;
-  const qf_call call = {&split_names, NULL};
+  const qf_call call = {&split_names, NULL, strict ? qf_strict_split : NULL, NULL};
   return plan_and_run(&d, &a, &call, stream);
 }
 
@@ -191,9 +224,26 @@ qkvfuse_status qkvfuse_qkv_rmsnorm_rope_cache(
     const qkvfuse_tensor *q_out_before_quant, const qkvfuse_tensor *k_out_before_quant,
     const qkvfuse_tensor *v_out_before_quant, const int64_t qkv_size[4], const int64_t head_nums[3], double epsilon,
     const char *cache_mode, int is_output_qkv, uint32_t *error_flags, void *stream) {
+  return qkvfuse_qkv_rmsnorm_rope_cache_ex(qkv, q_gamma, k_gamma, cos, sin, index, q_out, k_cache, v_cache, k_scale,
+                                           v_scale, k_offset, v_offset, q_out_before_quant, k_out_before_quant,
+                                           v_out_before_quant, qkv_size, head_nums, epsilon, cache_mode,
+                                           is_output_qkv, NULL, error_flags, stream);
+}
+
+qkvfuse_status qkvfuse_qkv_rmsnorm_rope_cache_ex(
+    const qkvfuse_tensor *qkv, const qkvfuse_tensor *q_gamma, const qkvfuse_tensor *k_gamma,
+    const qkvfuse_tensor *cos, const qkvfuse_tensor *sin, const qkvfuse_tensor *index, const qkvfuse_tensor *q_out,
+    const qkvfuse_tensor *k_cache, const qkvfuse_tensor *v_cache, const qkvfuse_tensor *k_scale,
+    const qkvfuse_tensor *v_scale, const qkvfuse_tensor *k_offset, const qkvfuse_tensor *v_offset,
+    const qkvfuse_tensor *q_out_before_quant, const qkvfuse_tensor *k_out_before_quant,
+    const qkvfuse_tensor *v_out_before_quant, const int64_t qkv_size[4], const int64_t head_nums[3], double epsilon,
+    const char *cache_mode, int is_output_qkv, const qkvfuse_named_options *options, uint32_t *error_flags,
+    void *stream) {
   qf_clear_error();
   qkvfuse_desc d;
+  int strict = 0;
   QF_FORWARD(desc_for("qkv", qkv, &d));
+  QF_FORWARD(options_arg(options, &d, &strict));
   QF_CHECK(qkv_size != NULL, QKVFUSE_ERROR_NULL_POINTER, "qkv_size: required {B, S, N, D}, got NULL");
   QF_CHECK(head_nums != NULL, QKVFUSE_ERROR_NULL_POINTER, "head_nums: required {Nq, Nk, Nv}, got NULL");
   const int64_t B = qkv_size[0], S = qkv_size[1], N = qkv_size[2], D = qkv_size[3];
@@ -246,7 +296,8 @@ qkvfuse_status qkvfuse_qkv_rmsnorm_rope_cache(
   a.k_offset = k_offset;
   a.v_offset = v_offset;
   a.error_flags = error_flags;
-  qf_call call = {&cache_names, NULL};
+  const qf_strict_cache_call strict_call = {B, S, k_scale, v_scale, k_offset, v_offset};
+  qf_call call = {&cache_names, NULL, strict ? qf_strict_cache : NULL, &strict_call};
   if (is_output_qkv) {
     /* k and v before quantization are the core's k_out / v_out; q is never
      * quantized, so q_out_before_quant is q written a second time */
@@ -271,9 +322,25 @@ qkvfuse_status qkvfuse_dequant_rope_quant_kvcache(
     const int64_t size_splits[3], const char *quant_mode, const char *layout, int kv_output, const char *cache_mode,
     const qkvfuse_tensor *q_out, const qkvfuse_tensor *k_out, const qkvfuse_tensor *v_out, uint32_t *error_flags,
     void *stream) {
+  return qkvfuse_dequant_rope_quant_kvcache_ex(x, cos, sin, k_cache, v_cache, indices, scale_k, scale_v, offset_k,
+                                               offset_v, weight_scale, activation_scale, bias, size_splits,
+                                               quant_mode, layout, kv_output, cache_mode, q_out, k_out, v_out, NULL,
+                                               error_flags, stream);
+}
+
+qkvfuse_status qkvfuse_dequant_rope_quant_kvcache_ex(
+    const qkvfuse_tensor *x, const qkvfuse_tensor *cos, const qkvfuse_tensor *sin, const qkvfuse_tensor *k_cache,
+    const qkvfuse_tensor *v_cache, const qkvfuse_tensor *indices, const qkvfuse_tensor *scale_k,
+    const qkvfuse_tensor *scale_v, const qkvfuse_tensor *offset_k, const qkvfuse_tensor *offset_v,
+    const qkvfuse_tensor *weight_scale, const qkvfuse_tensor *activation_scale, const qkvfuse_tensor *bias,
+    const int64_t size_splits[3], const char *quant_mode, const char *layout, int kv_output, const char *cache_mode,
+    const qkvfuse_tensor *q_out, const qkvfuse_tensor *k_out, const qkvfuse_tensor *v_out,
+    const qkvfuse_named_options *options, uint32_t *error_flags, void *stream) {
   qf_clear_error();
   qkvfuse_desc d;
+  int strict = 0;
   QF_FORWARD(desc_for("x", x, &d));
+  QF_FORWARD(options_arg(options, &d, &strict));
   QF_CHECK(k_cache != NULL, QKVFUSE_ERROR_NULL_POINTER, "k_cache: required, got NULL");
   QF_CHECK(k_cache->ndim == 4 && k_cache->shape[3] > 0, QKVFUSE_ERROR_SHAPE,
            "k_cache: expected [C1, C2, Nkv, D] (D is read from it); got ndim %d", (int)k_cache->ndim);
@@ -329,6 +396,7 @@ qkvfuse_status qkvfuse_dequant_rope_quant_kvcache(
   a.k_cache = k_cache;
   a.v_cache = v_cache;
   a.error_flags = error_flags;
-  const qf_call call = {&dequant_names, NULL};
+  const qf_strict_dequant_call strict_call = {x, cos, sin};
+  const qf_call call = {&dequant_names, NULL, strict ? qf_strict_dequant : NULL, &strict_call};
   return plan_and_run(&d, &a, &call, stream);
 }

@@ -81,6 +81,12 @@ static qkvfuse_status choose_backend(qkvfuse_plan *plan) {
     QF_CHECK(b == QKVFUSE_BACKEND_AUTO || b == QKVFUSE_BACKEND_CUDA, QKVFUSE_ERROR_UNSUPPORTED,
              "backend: %s runs on the CPU; the plan's device is cuda",
              b == QKVFUSE_BACKEND_REFERENCE ? "reference" : "cpu");
+    /* the modes that reproduce an Ascend kernel's arithmetic run on the CPU only */
+    QF_CHECK(d->rounding != QKVFUSE_ROUNDING_ASCEND_TRITON && d->rounding != QKVFUSE_ROUNDING_CANN,
+             QKVFUSE_ERROR_UNSUPPORTED,
+             "rounding: %s (an Ascend kernel's rounding order) runs on the CPU backends only; the plan's device is "
+             "cuda (use fused or unfused_parity there)",
+             d->rounding == QKVFUSE_ROUNDING_CANN ? "cann" : "ascend_triton");
     return qf_cuda_plan(plan);
   }
   QF_CHECK(b != QKVFUSE_BACKEND_CUDA, QKVFUSE_ERROR_UNSUPPORTED,
@@ -166,6 +172,7 @@ static void copy_q_rows(const qf_problem *p) {
 qkvfuse_status qf_plan_run(const qkvfuse_plan *plan, const qkvfuse_args *args, const qf_call *call, void *stream) {
   qf_problem p;
   QF_FORWARD(qf_resolve_call(plan, args, call, &p));
+  if (call && call->check) QF_FORWARD(call->check(&p, call->ctx));
   if (p.T == 0) return QKVFUSE_SUCCESS;
   QF_FORWARD(plan->run(plan, &p, stream));
   if (p.q_copy.data && plan->desc.device_type == QKVFUSE_DEVICE_CPU) copy_q_rows(&p);

@@ -94,10 +94,14 @@ extern const qf_names qf_core_names;
 
 /* One call as a named operator makes it: its argument names, and q_copy, a
  * second destination of q (QkvRmsNormRopeCache's q_out_before_quant) or NULL.
- * q_copy is validated and overlap-checked like every other output. */
+ * q_copy is validated and overlap-checked like every other output. check,
+ * when set, runs on the validated problem before anything is written (and for
+ * T = 0 too): the named operators' strict option (strict.c), with ctx. */
 typedef struct qf_call {
   const qf_names *names;
   const qkvfuse_tensor *q_copy;
+  qkvfuse_status (*check)(const qf_problem *p, const void *ctx);
+  const void *ctx;
 } qf_call;
 
 /* Validate args against the plan (shapes, dtypes, strides, alignment, overlap

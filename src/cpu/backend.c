@@ -170,12 +170,21 @@ static int default_threads(void) {
 qkvfuse_status qf_cpu_plan(qkvfuse_plan *plan) {
   qf_cpu_isa isa;
   QF_FORWARD(qf_cpu_isa_choose(&plan->variants, &isa));
+  plan->backend = QKVFUSE_BACKEND_CPU;
+  plan->isa = (int)isa;
+  /* The modes that reproduce an Ascend kernel (an order-free sum of squares,
+   * RoPE in bfloat16) have no vector kernels: the reference's code serves
+   * them, on the calling thread. */
+  if (plan->desc.rounding == QKVFUSE_ROUNDING_ASCEND_TRITON || plan->desc.rounding == QKVFUSE_ROUNDING_CANN) {
+    plan->backend_name = "cpu-reference";
+    plan->run = qf_reference_run;
+    plan->num_threads = 1;
+    return QKVFUSE_SUCCESS;
+  }
   int n = plan->desc.num_threads > 0 ? plan->desc.num_threads : default_threads();
   if (n > QF_POOL_MAX_THREADS) n = QF_POOL_MAX_THREADS;
-  plan->backend = QKVFUSE_BACKEND_CPU;
   plan->backend_name = backend_names[isa];
   plan->run = cpu_run;
-  plan->isa = (int)isa;
   plan->num_threads = qf_pool_reserve(n);
   return QKVFUSE_SUCCESS;
 }

@@ -36,7 +36,7 @@ static void rotated_heads(const qf_cpu_call *c, int64_t t, int64_t ahead, int64_
     for (int g = 0; g < n; g++) {
       const float *in = xg + g * D;
       if (norm) {
-        norm_row(in, inv[g], gamma, beta, y, D);
+        norm_row(in, inv[g], gamma, beta, c->parity ? p->io_dtype : QKVFUSE_DTYPE_NONE, y, D);
         if (c->parity) round_row(y, D, p->io_dtype);
         in = y;
       }

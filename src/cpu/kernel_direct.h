@@ -9,17 +9,6 @@
 /* ---- the fused chain, direct path: one pass per head from the input ------------------ */
 
 #if QV_W > 1
-static inline qv qv_round_dt(qv v, qkvfuse_dtype dt) {
-  switch (dt) {
-    case QKVFUSE_DTYPE_BFLOAT16:
-      return qv_round_bf16(v);
-    case QKVFUSE_DTYPE_FLOAT16:
-      return qv_round_f16(v);
-    default:
-      return v;
-  }
-}
-
 /* Whether a problem's heads fit the direct path. */
 static int direct_ok(const qf_problem *p) {
   const int64_t D = p->D, R = p->R;
@@ -84,8 +73,12 @@ static inline __attribute__((always_inline)) void head_direct_as(const qf_cpu_ca
   const int64_t D = p->D, R = p->R;
   const qkvfuse_dtype io = p->io_dtype;
   const qv iv = qv_set1(inv);
-#define QF_NORM(x, i) \
-  (b ? qv_add(qv_mul(qv_mul(x, iv), qv_loadu(g + (i))), qv_loadu(b + (i))) : qv_mul(qv_mul(x, iv), qv_loadu(g + (i))))
+  /* parity rounds x * inv * g before adding beta (norm_row) */
+#define QF_NORM(x, i)                                                                                     \
+  (b ? qv_add(parity ? qv_round_dt(qv_mul(qv_mul(x, iv), qv_loadu(g + (i))), io)                        \
+                     : qv_mul(qv_mul(x, iv), qv_loadu(g + (i))),                                       \
+              qv_loadu(b + (i)))                                                                        \
+     : qv_mul(qv_mul(x, iv), qv_loadu(g + (i))))
   if (R > 0 && p->desc->rope_style == QKVFUSE_ROPE_INTERLEAVED) {
     for (int64_t j = 0; j < R; j += QV_W) {
       qv y = qv_load_dt(src, dt, j);

@@ -125,6 +125,20 @@ static void store_row(void *dst, qkvfuse_dtype dt, const float *x, int64_t n) {
   for (; i < n; i++) qf_store_float(dst, dt, i, x[i]);
 }
 
+#if QV_W > 1
+/* v rounded to dt (float32: unchanged), in float32 lanes */
+static inline qv qv_round_dt(qv v, qkvfuse_dtype dt) {
+  switch (dt) {
+    case QKVFUSE_DTYPE_BFLOAT16:
+      return qv_round_bf16(v);
+    case QKVFUSE_DTYPE_FLOAT16:
+      return qv_round_f16(v);
+    default:
+      return v;
+  }
+}
+#endif
+
 /* Round x in place to dt (unfused-parity intermediates); float32: nothing. */
 static void round_row(float *x, int64_t n, qkvfuse_dtype dt) {
   if (dt == QKVFUSE_DTYPE_FLOAT32) return;

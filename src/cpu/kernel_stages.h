@@ -30,20 +30,24 @@ static void rms_inv(const float *const *rows, int64_t D, float eps, float *inv) 
   for (int g = 0; g < QV_W; g++) inv[g] = 1.0f / sqrtf(ss[g] / (float)D + eps);
 }
 
-/* y = x * inv * g (+ beta), g with the offset already applied. */
-static void norm_row(const float *x, float inv, const float *g, const float *beta, float *y, int64_t D) {
+/* y = x * inv * g (+ beta), g with the offset already applied; x * inv * g
+ * rounded to beta_round before beta is added (QKVFUSE_DTYPE_NONE: not
+ * rounded), as qf_stage_rmsnorm does in unfused-parity mode. */
+static void norm_row(const float *x, float inv, const float *g, const float *beta, qkvfuse_dtype beta_round, float *y,
+                     int64_t D) {
   int64_t d = 0;
 #if QV_W > 1
   const qv iv = qv_set1(inv);
   if (beta)
     for (; d + QV_W <= D; d += QV_W)
-      qv_storeu(y + d, qv_add(qv_mul(qv_mul(qv_loadu(x + d), iv), qv_loadu(g + d)), qv_loadu(beta + d)));
+      qv_storeu(y + d, qv_add(qv_round_dt(qv_mul(qv_mul(qv_loadu(x + d), iv), qv_loadu(g + d)), beta_round),
+                              qv_loadu(beta + d)));
   else
     for (; d + QV_W <= D; d += QV_W) qv_storeu(y + d, qv_mul(qv_mul(qv_loadu(x + d), iv), qv_loadu(g + d)));
 #endif
   for (; d < D; d++) {
     float v = x[d] * inv * g[d];
-    if (beta) v = v + beta[d];
+    if (beta) v = qf_round_to(v, beta_round) + beta[d];
     y[d] = v;
   }
 }

@@ -39,7 +39,7 @@ static void u_norm(const qf_problem *p, const qf_mat *m, const qf_vec *gamma, co
       for (int k = 0; k < QV_W; k++) rows[k] = xg + (k < n ? k : n - 1) * D;
       rms_inv(rows, D, p->desc->eps, inv);
       for (int k = 0; k < n; k++) {
-        norm_row(xg + k * D, inv[k], g, beta->data ? b : NULL, y, D);
+        norm_row(xg + k * D, inv[k], g, beta->data ? b : NULL, m->dtype, y, D); /* parity: rounded before + beta */
         store_row(row + (size_t)((h0 + k) * D) * es, m->dtype, y, D);
       }
     }

@@ -150,7 +150,11 @@ __device__ __forceinline__ void process_task(const qf_cu_params &P, float (&x)[N
         for (int k = 0; k < VEC; k++) gv[k] = gw[vi * VEC + k], bv[k] = bw[vi * VEC + k];
         if (beta) {
 #pragma unroll
-          for (int k = 0; k < VEC; k++) x[v][k] = __fadd_rn(__fmul_rn(__fmul_rn(x[v][k], inv), gv[k]), bv[k]);
+          for (int k = 0; k < VEC; k++) {
+            // parity: a composition stores the norm (rounded) before the bias add reads it
+            const float n = __fmul_rn(__fmul_rn(x[v][k], inv), gv[k]);
+            x[v][k] = __fadd_rn(parity ? round_to(n, P.io_dtype) : n, bv[k]);
+          }
         } else {
 #pragma unroll
           for (int k = 0; k < VEC; k++) x[v][k] = x[v][k] * inv * gv[k];

@@ -32,17 +32,45 @@ static inline void qf_stage_load_row(const qf_problem *p, int64_t t, int64_t c0,
   }
 }
 
-/* Stage 2: y = x / sqrt(mean(x^2) + eps) * g + beta over one head of D values. */
+/* The float32 sum of squares of x[0..D) for the modes that reproduce an
+ * Ascend kernel (ASCEND_TRITON, CANN): float32 squares added in double and
+ * rounded once to float32. Those kernels reduce in an order of their
+ * hardware; a sum that depends on no order is the one an emulation of their
+ * formula can reproduce (for 16-bit inputs the squares are exact and so,
+ * short of a span of 2^29 between them, is the double sum). */
+static inline float qf_sum_squares_exact(const float *x, int64_t D) {
+  double s = 0.0;
+  for (int64_t d = 0; d < D; d++) s += (double)(x[d] * x[d]);
+  return (float)s;
+}
+
+/* Stage 2: RMSNorm over one head of D values, as rounding mode `mode` computes
+ * it (io: the I/O dtype the staged modes round to):
+ *   FUSED, UNFUSED_PARITY: ss = sum of x^2 in float32, d = 0, 1, ... in order;
+ *                 y = x * (1 / sqrtf(ss / D + eps)) * g (+ beta)
+ *   ASCEND_TRITON: ss as qf_sum_squares_exact; y = x * (1 / sqrtf(ss / D + eps)) * g (+ beta)
+ *   CANN:          ss as qf_sum_squares_exact; y = (x / sqrtf(ss / D + eps)) * g (+ beta)
+ * UNFUSED_PARITY and CANN round the scaled norm to io before adding beta: a
+ * chain of separate ops stores the norm's output before the bias add reads
+ * it. The caller rounds y itself (every mode but FUSED rounds it). */
 static inline void qf_stage_rmsnorm(const float *x, int64_t D, float eps, const qf_vec *gamma, const qf_vec *beta,
-                                    int gamma_offset, float *y) {
+                                    int gamma_offset, qkvfuse_rounding mode, qkvfuse_dtype io, float *y) {
+  const int exact = mode == QKVFUSE_ROUNDING_ASCEND_TRITON || mode == QKVFUSE_ROUNDING_CANN;
+  const int round_before_beta = mode == QKVFUSE_ROUNDING_UNFUSED_PARITY || mode == QKVFUSE_ROUNDING_CANN;
   float ss = 0.0f;
-  for (int64_t d = 0; d < D; d++) ss += x[d] * x[d];
-  float inv = 1.0f / sqrtf(ss / (float)D + eps);
+  if (exact)
+    ss = qf_sum_squares_exact(x, D);
+  else
+    for (int64_t d = 0; d < D; d++) ss += x[d] * x[d];
+  const float rms = sqrtf(ss / (float)D + eps), inv = 1.0f / rms;
   for (int64_t d = 0; d < D; d++) {
     float g = qf_load(gamma->data, gamma->dtype, d);
     if (gamma_offset) g = 1.0f + g;
-    float v = x[d] * inv * g;
-    if (beta->data) v = v + qf_load(beta->data, beta->dtype, d);
+    float v = mode == QKVFUSE_ROUNDING_CANN ? x[d] / rms * g : x[d] * inv * g;
+    if (beta->data) {
+      if (round_before_beta) v = qf_round_to(v, io);
+      v = v + qf_load(beta->data, beta->dtype, d);
+    }
     y[d] = v;
   }
 }
@@ -113,6 +141,21 @@ static inline void qf_stage_rope(const float *y, int64_t D, int64_t R, qkvfuse_r
       o[i] = y[i] * cos_r[i] - y[i + h] * sin_r[i];
       o[i + h] = y[i + h] * cos_r[i + h] + y[i] * sin_r[i + h];
     }
+  }
+}
+
+/* Stage 3 in the arithmetic of dtype dt (ASCEND_TRITON: bfloat16 tensors):
+ * y, cos_r and sin_r hold values of dt; each product and each sum is rounded
+ * to dt, as elementwise ops on tensors of that dtype do. Dims R..D-1 pass
+ * through. */
+static inline void qf_stage_rope_in(const float *y, int64_t D, int64_t R, qkvfuse_rope_style style,
+                                    const float *cos_r, const float *sin_r, qkvfuse_dtype dt, float *o) {
+  for (int64_t d = R; d < D; d++) o[d] = y[d];
+  const int interleaved = style == QKVFUSE_ROPE_INTERLEAVED;
+  for (int64_t i = 0; i < R / 2; i++) {
+    const int64_t a = interleaved ? 2 * i : i, b = interleaved ? 2 * i + 1 : i + R / 2;
+    o[a] = qf_round_to(qf_round_to(y[a] * cos_r[a], dt) - qf_round_to(y[b] * sin_r[a], dt), dt);
+    o[b] = qf_round_to(qf_round_to(y[b] * cos_r[b], dt) + qf_round_to(y[a] * sin_r[b], dt), dt);
   }
 }
 

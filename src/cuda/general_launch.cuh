@@ -1,8 +1,11 @@
 // SPDX-License-Identifier: Apache-2.0
 // The instantiations of the general kernel (general.cuh) for one input type,
-// and the one that runs a variant (variant.h): 16-byte vectors with 1, 2 or
-// 4 vectors per lane, and single elements with up to 16 per lane, which
-// covers D up to 512.
+// and the one that runs a variant (variant.h): 16-byte vectors with 1, 2, 4
+// or (4-byte types) 8 vectors per lane, and single elements with up to 32 per
+// lane, which covers D up to 1024 (QF_MAX_HEAD_DIM). The instantiations past
+// 16 elements per lane serve only D > 512; their shared memory can pass the
+// default 48 KB (general_smem_bytes: about 56 KB at D = R = 1024), which
+// they opt into before the launch.
 #ifndef QKVFUSE_CUDA_GENERAL_LAUNCH_CUH
 #define QKVFUSE_CUDA_GENERAL_LAUNCH_CUH
 
@@ -12,6 +15,9 @@
 
 namespace qf {
 
+// The dynamic shared memory a kernel may use without opting in.
+constexpr size_t kDefaultSmemBytes = 48 * 1024;
+
 template <typename TIn>
 qkvfuse_status launch_general(const qf_cuda_variant *v, const qf_cu_params *P, cudaStream_t stream) {
   constexpr int VMAX = 16 / (int)sizeof(TIn);
@@ -20,8 +26,9 @@ qkvfuse_status launch_general(const qf_cuda_variant *v, const qf_cu_params *P, c
     switch (v->vecs_per_lane) {
       case 1: kernel = general_kernel<TIn, VMAX, 1>; break;
       case 2: kernel = general_kernel<TIn, VMAX, 2>; break;
-      case 4:
-        if constexpr (VMAX == 4) kernel = general_kernel<TIn, VMAX, 4>;
+      case 4: kernel = general_kernel<TIn, VMAX, 4>; break; /* 16-bit types: D > 512 only */
+      case 8:
+        if constexpr (VMAX == 4) kernel = general_kernel<TIn, VMAX, 8>; /* D > 512 only */
         break;
       default: break;
     }
@@ -32,12 +39,24 @@ qkvfuse_status launch_general(const qf_cuda_variant *v, const qf_cu_params *P, c
       case 4: kernel = general_kernel<TIn, 1, 4>; break;
       case 8: kernel = general_kernel<TIn, 1, 8>; break;
       case 16: kernel = general_kernel<TIn, 1, 16>; break;
+      case 32: kernel = general_kernel<TIn, 1, 32>; break; /* D > 512 only */
       default: break;
     }
   }
   if (!kernel)
     return qf_fail(QKVFUSE_ERROR_UNSUPPORTED, "cuda: no kernel for vector width %d x %d per lane", v->vec,
                    v->vecs_per_lane);
+  // past the default limit of dynamic shared memory (D > 512 only) the kernel
+  // opts in: a host-side attribute, no stream work, so the call stays capturable
+  if (v->smem > kDefaultSmemBytes) {
+    const cudaError_t e = cudaFuncSetAttribute(reinterpret_cast<const void *>(kernel),
+                                               cudaFuncAttributeMaxDynamicSharedMemorySize, (int)v->smem);
+    if (e != cudaSuccess) {
+      cudaGetLastError(); /* reported here, not left to a later call */
+      return qf_fail(QKVFUSE_ERROR_CUDA, "cuda: allowing the general kernel %zu bytes of shared memory failed: %s (%s)",
+                     v->smem, cudaGetErrorName(e), cudaGetErrorString(e));
+    }
+  }
   return qf_cuda_start(reinterpret_cast<const void *>(kernel), v->blocks, kBlock, v->smem, stream, P, "general");
 }
 

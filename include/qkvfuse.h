@@ -331,7 +331,7 @@ typedef struct qkvfuse_desc {
 
   int64_t num_q_heads;          /* Nq >= 1 */
   int64_t num_kv_heads;         /* Nkv >= 1, any count (GQA, MHA or neither: no head of q reads a k head) */
-  int64_t head_dim;             /* D: even, 16..512 */
+  int64_t head_dim;             /* D: even, 16..1024 */
   int64_t rotary_dim;           /* R: even, 0 < R <= D (R < D: partial RoPE); 0 with QKVFUSE_ROPE_NONE */
 
   qkvfuse_device_type device_type; /* where the tensors of qkvfuse_run will live */

@@ -83,11 +83,16 @@ typedef struct tk_spec {
 /* Limits of the random generator. */
 typedef struct tk_limits {
   int64_t max_elems; /* cap on T * H */
+  int wide;          /* 1: every spec has a head dim above 512 (else some: tk_spec_random) */
 } tk_limits;
 
 /* A small valid spec: float32 in and out, no stages. */
 void tk_spec_default(tk_spec *s);
-/* A random valid spec; every option value appears with non-negligible probability. */
+/* A random valid spec; every option value appears with non-negligible probability.
+ * One spec in 16 (every one with lim->wide) has a head dim above 512: 528,
+ * 640, 1024 or any even value up to 1024, R full or partial, with fewer heads
+ * and tokens to stay under lim->max_elems; that draw comes from a stream of
+ * its own, so that the other specs of a seed are as they would be without it. */
 void tk_spec_random(tk_spec *s, tk_rng *r, const tk_limits *lim);
 /* Turns a random spec into the call an inference engine makes (vLLM, SGLang):
  * 16-bit input and outputs, RoPE from a cos_sin_cache of the input's dtype by

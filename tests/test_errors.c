@@ -251,7 +251,7 @@ static int mutate(int id, int base, mctx *m, expect *e) {
   /* ---- descriptor values (plan creation) ---- */
   MUT(ALL, INVALID_VALUE, "head_dim", "head_dim odd") d->head_dim += 1; END
   MUT(ALL, INVALID_VALUE, "head_dim", "head_dim 14") d->head_dim = 14; END
-  MUT(ALL, INVALID_VALUE, "head_dim", "head_dim 514") d->head_dim = 514; END
+  MUT(ALL, INVALID_VALUE, "head_dim", "head_dim 1026") d->head_dim = 1026; END
   MUT(ALL, INVALID_VALUE, "head_dim", "head_dim 0") d->head_dim = 0; END
   MUT(TK_BASE_A | TK_BASE_B | TK_BASE_C, INVALID_VALUE, "rotary_dim", "rotary_dim odd") d->rotary_dim -= 1; END
   MUT(TK_BASE_A | TK_BASE_B | TK_BASE_C, INVALID_VALUE, "rotary_dim", "rotary_dim > head_dim") d->rotary_dim = d->head_dim + 2; END

@@ -137,6 +137,12 @@ static void named_spec(int op, tk_rng *r, tk_spec *s, named_ctx *x) {
     if (two_d) s->out_split_heads = 0;
     x->quant_mode = tk_rng_chance(r, 0.5) ? "static" : NULL;
     x->layout = tk_rng_chance(r, 0.5) ? "BSND" : NULL;
+    /* the seed's D up to 1024: one case in 4 above 512, drawn from a stream of
+       its own so that the other draws stay as they were */
+    static const int64_t WIDE[] = {528, 640, 1024};
+    tk_rng side = *r;
+    tk_rng_seed(&side, tk_rng_next(&side) ^ 0xD1024ull);
+    if (tk_rng_range(&side, 0, 3) == 0) s->D = s->R = TK_PICK(&side, WIDE);
   }
   tk_spec_fixup(s);
   if (op == OP_CACHE) {

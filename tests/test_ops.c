@@ -2,7 +2,7 @@
 /* Oracle vs library on many random shapes and option sets, per backend.
  *
  *   test_ops [--backend reference,auto,cpu] [--seed S] [--cases N] [--only I]
- *            [--max-elems E] [--engine] [--verbose]
+ *            [--max-elems E] [--engine] [--wide] [--verbose]
  *   test_ops --preset NAME|all [--tokens 1,7,33] [--backend ...] [--seed S]
  * --preset: instead of random cases, a preset's named list of cases (the
  * cases `qkvfuse bench --preset NAME` times: every operator variant at each
@@ -11,6 +11,8 @@
  * --engine: every case the call an inference engine makes (tk_spec_engine),
  * which the CUDA backend's decode form serves with its dtypes and cache
  * geometry as constants (the engine call: src/cuda/variant.h).
+ * --wide: every case with a head dim above 512 (528, 640, 1024 or any even
+ * value up to 1024; tk_spec_random draws them for one case in 16 otherwise).
  * (env: QKVFUSE_TEST_BACKENDS, QKVFUSE_TEST_SEED, QKVFUSE_TEST_CASES).
  * Case i of seed S is fully determined by (S, i): a failure prints the
  * command line that reruns exactly that case. Exit 77 (skip) when no
@@ -103,7 +105,7 @@ int main(int argc, char **argv) {
   uint64_t ncases = tk_arg_u64(argc, argv, "--cases", "QKVFUSE_TEST_CASES", 400);
   uint64_t only = tk_arg_u64(argc, argv, "--only", NULL, UINT64_MAX);
   if (only != UINT64_MAX && ncases <= only) ncases = only + 1;
-  tk_limits lim = {(int64_t)tk_arg_u64(argc, argv, "--max-elems", NULL, 250000)};
+  tk_limits lim = {(int64_t)tk_arg_u64(argc, argv, "--max-elems", NULL, 250000), tk_arg_has(argc, argv, "--wide")};
   int verbose = tk_arg_has(argc, argv, "--verbose"), engine = tk_arg_has(argc, argv, "--engine");
   int failed_total = 0, ran_total = 0;
   for (int b = 0; b < nbe; b++) {

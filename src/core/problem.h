@@ -17,12 +17,14 @@
 extern "C" {
 #endif
 
-#define QF_MAX_HEAD_DIM 512
+/* D: any even value in [16, 1024], the D <= 1024 of CANN's
+ * DequantRopeQuantKvcache. Head-sized buffers (stack arrays of the
+ * reference and the CPU kernels) are bounded by it. */
+#define QF_MAX_HEAD_DIM 1024
 #define QF_MIN_HEAD_DIM 16
 /* The rotary dims the frequency functions serve, bounded before any work
- * proportional to them: every head dim a plan takes, and the D <= 1024 of
- * CANN's DequantRopeQuantKvcache. */
-#define QF_MAX_ROTARY_DIM 1024
+ * proportional to them: every head dim a plan takes. */
+#define QF_MAX_ROTARY_DIM QF_MAX_HEAD_DIM
 
 /* A matrix of `rows` rows of `cols` contiguous elements; row r starts `ld`
  * elements after row r-1. data == NULL: absent. */

@@ -974,7 +974,10 @@ void fz_check(fz_call *f, fz_src *s) {
     fz_log(f, "%s: %s \"%s\"\n", be, qkvfuse_status_string(st), msg);
     if (!known_status(st)) fz_fail(f, "%s: unknown status %d", be, (int)st);
     fz_counts[st]++;
-    if (i > 0 && st != first)
+    /* the backends agree, but that the reference takes rows (and cache
+       chunks) of any element stride, which the others refuse */
+    const int ref_only = st == QKVFUSE_ERROR_STRIDE && strstr(msg, "the reference backend takes any stride");
+    if (i > 0 && st != first && !ref_only)
       fz_fail(f, "%s returned %s but reference returned %s", be, qkvfuse_status_string(st),
               qkvfuse_status_string(first));
     first = st;

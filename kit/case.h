@@ -78,6 +78,9 @@ typedef struct tk_spec {
   int error_flags;                /* pass args.error_flags */
   double amp;                     /* magnitude of the inputs */
   int64_t acc_bits;               /* int32 input: |acc| < 2^acc_bits */
+  uint64_t strided;               /* bit s (tk_slot): slot s as a view with an element stride of 2 or 3 (vectors;
+                                     [Nkv, D] scales also a padded row stride), rows and caches with their last dim's
+                                     stride 2 (one stride for all the input's parts and the in-place outputs) */
 } tk_spec;
 
 /* Limits of the random generator. */
@@ -110,6 +113,21 @@ void tk_spec_fixup(tk_spec *s);
 int64_t tk_pt_pages(const tk_spec *s);
 /* One line describing the spec (for failure messages). */
 void tk_spec_describe(const tk_spec *s, char *buf, size_t n);
+
+/* A CPU call copies its strided vectors into one buffer of this many bytes,
+ * each rounded up to 64 bytes (docs/API.md, "Strides"). */
+#define TK_GATHER_BYTES 65536
+/* 1 for the vector arguments (weights, scales, offsets, indices), 0 for rows
+ * (inputs, cos/sin, outputs) and caches. */
+int tk_slot_is_vector(int slot);
+/* The slots a case of s has (bit per tk_slot). */
+uint64_t tk_spec_present(const tk_spec *s);
+/* The bytes the copies of s's strided vectors take: each one whose view is
+ * not contiguous, n elements rounded up to 64 bytes. */
+int64_t tk_spec_gather_bytes(const tk_spec *s);
+/* Clear the strided bits of s's vectors, the largest copy first, until the
+ * copies fit TK_GATHER_BYTES. */
+void tk_spec_fit_gather(tk_spec *s);
 
 typedef struct tk_buf {
   uint8_t *init; /* host: initial bytes (inputs: data, outputs: poison) */

@@ -388,12 +388,16 @@ static const char *scaling_name(qkvfuse_rope_scaling_type t) {
 
 void tk_spec_describe(const tk_spec *s, char *buf, size_t n) {
   static const char *kinds[] = {"[1]", "scalar", "[Nkv,D]", "[Nkv*D]", "[Nkv]"};
-  char pt[160] = "";
+  char pt[200] = "";
   if (s->addressing == QKVFUSE_ADDRESS_PAGE_TABLE)
     snprintf(pt, sizeof pt, " page_table(batch=%lld prefix<=%lld lead=%lld tail=%lld interleave=%d %s/%s/%s/%s)",
              (long long)s->pt_batch, (long long)s->pt_prefix, (long long)s->pt_lead, (long long)s->pt_tail,
              s->pt_interleave, tk_name(s->pt_dt[0]), tk_name(s->pt_dt[1]), tk_name(s->pt_dt[2]),
              tk_name(s->pt_dt[3]));
+  if (s->strided) {
+    const size_t used = strlen(pt);
+    snprintf(pt + used, sizeof pt - used, " strided=0x%llx", (unsigned long long)s->strided);
+  }
   snprintf(buf, n,
            "T=%lld(B=%lld,S=%lld,in3d=%d) Nq=%lld Nkv=%lld D=%lld R=%lld qkv=%s q_out=%s k_out=%s v_out=%s "
            "norm=q%d/k%d(g %s/%s beta %s/%s off=%d eps=%g) bias=%s act=%d acc_bits=%lld rope=%s/%s(%s theta=%g "

@@ -216,6 +216,15 @@ static void one_case(int op, uint64_t seed, qkvfuse_backend be, int verbose) {
   tk_spec s;
   named_ctx x;
   named_spec(op, &r, &s, &x);
+  /* the seed's vectors given strided (DequantRopeQuantKvcache takes
+     non-contiguous tensors), which CPU plans copy (docs/API.md, "Strides"):
+     one case in 3, drawn from a stream of its own */
+  tk_rng side;
+  tk_rng_seed(&side, seed ^ 0x57D1DEull);
+  if (op == OP_DEQUANT && be != QKVFUSE_BACKEND_CUDA && tk_rng_range(&side, 0, 2) == 0)
+    s.strided = (1ull << TK_K_SCALE) | (1ull << TK_V_SCALE) | (1ull << TK_K_OFFSET) | (1ull << TK_V_OFFSET) |
+                (1ull << TK_WEIGHT_SCALE) | (1ull << TK_ACT_SCALE) | (1ull << TK_BIAS) | (1ull << TK_SLOT_MAPPING);
+  tk_spec_fit_gather(&s);
   char desc[1024];
   tk_spec_describe(&s, desc, sizeof desc);
   if (verbose) printf("%s: %s\n", OPNAME[op], desc);

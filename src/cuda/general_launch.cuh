@@ -2,10 +2,10 @@
 // The instantiations of the general kernel (general.cuh) for one input type,
 // and the one that runs a variant (variant.h): 16-byte vectors with 1, 2, 4
 // or (4-byte types) 8 vectors per lane, and single elements with up to 32 per
-// lane, which covers D up to 1024 (QF_MAX_HEAD_DIM). The instantiations past
-// 16 elements per lane serve only D > 512; their shared memory can pass the
-// default 48 KB (general_smem_bytes: about 56 KB at D = R = 1024), which
-// they opt into before the launch.
+// lane, which covers D up to 1024 (QF_MAX_HEAD_DIM). The instantiations of 32
+// elements per lane serve exactly D > 512; their shared memory can pass the
+// default 48 KB (general_smem_bytes: about 56 KB at D = R = 1024), which the
+// first plan for a device allows them (allow_wide_general).
 #ifndef QKVFUSE_CUDA_GENERAL_LAUNCH_CUH
 #define QKVFUSE_CUDA_GENERAL_LAUNCH_CUH
 
@@ -15,8 +15,25 @@
 
 namespace qf {
 
-// The dynamic shared memory a kernel may use without opting in.
-constexpr size_t kDefaultSmemBytes = 48 * 1024;
+// The instantiations for D > 512: 32 elements per lane, single or in 16-byte vectors.
+template <typename TIn>
+constexpr int kWideVectors = 32 / (16 / (int)sizeof(TIn));
+
+// Let the D > 512 instantiations use up to `bytes` of dynamic shared memory on
+// the current device: a function attribute, set once per device when its
+// first plan is made (backend.cu), since setting it may wait for the device's
+// copies and qkvfuse_run never waits.
+template <typename TIn>
+cudaError_t allow_wide_general(int bytes) {
+  constexpr int VMAX = 16 / (int)sizeof(TIn);
+  const void *wide[2] = {reinterpret_cast<const void *>(general_kernel<TIn, 1, 32>),
+                         reinterpret_cast<const void *>(general_kernel<TIn, VMAX, kWideVectors<TIn>>)};
+  for (const void *k : wide) {
+    const cudaError_t e = cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes);
+    if (e != cudaSuccess) return e;
+  }
+  return cudaSuccess;
+}
 
 template <typename TIn>
 qkvfuse_status launch_general(const qf_cuda_variant *v, const qf_cu_params *P, cudaStream_t stream) {
@@ -46,17 +63,6 @@ qkvfuse_status launch_general(const qf_cuda_variant *v, const qf_cu_params *P, c
   if (!kernel)
     return qf_fail(QKVFUSE_ERROR_UNSUPPORTED, "cuda: no kernel for vector width %d x %d per lane", v->vec,
                    v->vecs_per_lane);
-  // past the default limit of dynamic shared memory (D > 512 only) the kernel
-  // opts in: a host-side attribute, no stream work, so the call stays capturable
-  if (v->smem > kDefaultSmemBytes) {
-    const cudaError_t e = cudaFuncSetAttribute(reinterpret_cast<const void *>(kernel),
-                                               cudaFuncAttributeMaxDynamicSharedMemorySize, (int)v->smem);
-    if (e != cudaSuccess) {
-      cudaGetLastError(); /* reported here, not left to a later call */
-      return qf_fail(QKVFUSE_ERROR_CUDA, "cuda: allowing the general kernel %zu bytes of shared memory failed: %s (%s)",
-                     v->smem, cudaGetErrorName(e), cudaGetErrorString(e));
-    }
-  }
   return qf_cuda_start(reinterpret_cast<const void *>(kernel), v->blocks, kBlock, v->smem, stream, P, "general");
 }
 

@@ -19,17 +19,21 @@ namespace qf {
 template <typename TIn>
 constexpr int kWideVectors = 32 / (16 / (int)sizeof(TIn));
 
-// Let the D > 512 instantiations use up to `bytes` of dynamic shared memory on
-// the current device: a function attribute, set once per device when its
-// first plan is made (backend.cu), since setting it may wait for the device's
-// copies and qkvfuse_run never waits.
+// Let the D > 512 instantiations use the current device's shared memory per
+// block (`bytes`, less their static shared memory) dynamically: a function
+// attribute, set once per device when its first plan is made (backend.cu),
+// since setting it may wait for the device's copies and qkvfuse_run never
+// waits.
 template <typename TIn>
 cudaError_t allow_wide_general(int bytes) {
   constexpr int VMAX = 16 / (int)sizeof(TIn);
   const void *wide[2] = {reinterpret_cast<const void *>(general_kernel<TIn, 1, 32>),
                          reinterpret_cast<const void *>(general_kernel<TIn, VMAX, kWideVectors<TIn>>)};
   for (const void *k : wide) {
-    const cudaError_t e = cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes);
+    cudaFuncAttributes attr;
+    cudaError_t e = cudaFuncGetAttributes(&attr, k);
+    if (e == cudaSuccess)
+      e = cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes - (int)attr.sharedSizeBytes);
     if (e != cudaSuccess) return e;
   }
   return cudaSuccess;

@@ -59,7 +59,7 @@ int fz_chance(fz_src *s, int num) { return (int)fz_bytes(s, 1) < num; }
  * or near the current value v. */
 static int64_t interesting(fz_src *s, int64_t v) {
   static const int64_t fixed[] = {0, 1, 2, 3, -1, -2, 7, 8, 15, 16, 17, 31, 32, 33, 63, 64, 127, 128, 256, 511,
-                                  512, 513, 514, 1 << 16, 1 << 24, (1 << 24) + 1, INT32_MAX, (int64_t)INT32_MAX + 1,
+                                  512, 513, 1026, 1 << 16, 1 << 24, (1 << 24) + 1, INT32_MAX, (int64_t)INT32_MAX + 1,
                                   INT32_MIN, (int64_t)1 << 32, ((int64_t)1 << 32) + 1, (int64_t)1 << 40,
                                   (int64_t)1 << 62, INT64_MAX, INT64_MIN};
   const uint64_t u = (uint64_t)v; /* wrapping: the harness must not overflow itself */
@@ -283,7 +283,7 @@ int fz_setup(fz_call *f, fz_src *s, int op) {
   const uint64_t seed = fz_bytes(s, 8);
   tk_rng r;
   tk_rng_seed(&r, seed);
-  tk_limits lim = {1024 << fz_range(s, 0, 2)};
+  tk_limits lim = {1024 << fz_range(s, 0, 2), 0};
   tk_spec sp;
   tk_spec_random(&sp, &r, &lim);
   if (sp.max_pos > 64) sp.max_pos = fz_range(s, 1, 64);
@@ -974,7 +974,10 @@ void fz_check(fz_call *f, fz_src *s) {
     fz_log(f, "%s: %s \"%s\"\n", be, qkvfuse_status_string(st), msg);
     if (!known_status(st)) fz_fail(f, "%s: unknown status %d", be, (int)st);
     fz_counts[st]++;
-    if (i > 0 && st != first)
+    /* the backends agree, but that the reference takes rows (and cache
+       chunks) of any element stride, which the others refuse */
+    const int ref_only = st == QKVFUSE_ERROR_STRIDE && strstr(msg, "the reference backend takes any stride");
+    if (i > 0 && st != first && !ref_only)
       fz_fail(f, "%s returned %s but reference returned %s", be, qkvfuse_status_string(st),
               qkvfuse_status_string(first));
     first = st;

@@ -13,7 +13,7 @@
 #define PICK(s, arr) ((arr)[fz_range((s), 0, (int64_t)(sizeof(arr) / sizeof((arr)[0])) - 1)])
 
 static int64_t odd_size(fz_src *s, int64_t v) {
-  static const int64_t vals[] = {0, -1, 1, 2, 16, 512, 514, INT32_MAX, (int64_t)1 << 32, INT64_MAX, INT64_MIN};
+  static const int64_t vals[] = {0, -1, 1, 2, 16, 512, 1026, INT32_MAX, (int64_t)1 << 32, INT64_MAX, INT64_MIN};
   switch (fz_range(s, 0, 4)) { /* wrapping: the harness must not overflow itself */
     case 0: return (int64_t)((uint64_t)v - 1);
     case 1: return (int64_t)((uint64_t)v + 1);

@@ -17,9 +17,13 @@
  *   - Shapes are written [dim0, dim1, ...], outermost first. T is the number of
  *     tokens, Nq/Nkv the query and key/value heads, D the head dim, R the rotary
  *     dims, H = (Nq + 2*Nkv) * D the width of one qkv row.
- *   - Strides are in elements, like DLPack. Every tensor's innermost dimension
- *     must have stride 1 (element-contiguous rows); outer dimensions may have any
- *     non-negative stride that keeps written elements distinct.
+ *   - Strides are in elements, like DLPack. The elements of a row ([T, X]
+ *     tensors and their views) and of a cache's last dim have stride 1 (any
+ *     stride on the reference backend); vectors (weights, scales, offsets,
+ *     indices) may have any strides on CPU plans, which copy strided ones
+ *     into a 64 KiB buffer of the call, and are contiguous on CUDA; outer
+ *     dimensions may have any non-negative stride that keeps written elements
+ *     distinct (docs/API.md, "Strides").
  *   - All sizes and index arithmetic are 64-bit.
  *   - Every function returns a qkvfuse_status; on anything but QKVFUSE_SUCCESS,
  *     qkvfuse_last_error() (thread-local) names the argument, what was expected
@@ -348,7 +352,7 @@ typedef struct qkvfuse_desc {
 
   int64_t num_q_heads;          /* Nq >= 1 */
   int64_t num_kv_heads;         /* Nkv >= 1, any count (GQA, MHA or neither: no head of q reads a k head) */
-  int64_t head_dim;             /* D: even, 16..512 */
+  int64_t head_dim;             /* D: even, 16..1024 */
   int64_t rotary_dim;           /* R: even, 0 < R <= D (R < D: partial RoPE); 0 with QKVFUSE_ROPE_NONE */
 
   qkvfuse_device_type device_type; /* where the tensors of qkvfuse_run will live */
@@ -468,7 +472,7 @@ typedef struct qkvfuse_args {
   const qkvfuse_tensor *q_scale;     /* float32 [1] (or 0-dim); iff desc.q_quant != NONE; nonzero, finite */
 
   /* Page-table addressing (desc.cache_addressing = PAGE_TABLE), instead of slot_mapping;
-   * all int32/int64, contiguous. */
+   * all int32/int64 vectors. */
   const qkvfuse_tensor *kv_indptr;     /* [batch + 1], non-decreasing, kv_indptr[0] >= 0 */
   const qkvfuse_tensor *kv_indices;    /* [>= kv_indptr[batch]]: block numbers, in [0, blocks) */
   const qkvfuse_tensor *batch_indices; /* [T]: the token's sequence in [0, batch), or -1 (skip: its
@@ -642,6 +646,10 @@ QKVFUSE_API qkvfuse_status qkvfuse_qkv_rmsnorm_rope_cache_ex(
  * CANN DequantRopeQuantKvcache: optional int32 dequant, split by size_splits,
  * RoPE from per-token cos/sin (neox, no RMSNorm), int8 quantization of k and v
  * (symmetric, or asymmetric when offsets are given), write to the caches.
+ * D up to 1024. The seed takes non-contiguous inputs: strided indices,
+ * scales, offsets and dequant vectors run on the CPU (not on CUDA); x, cos,
+ * sin and the caches need a last-dim stride of 1 here (the core API's
+ * reference backend takes any: Conventions).
  *
  * @param x              [B, S, H] or [B, H]; float16/bfloat16/float32, or int32 (dequant)
  * @param cos            [B, S, 1, D] or [B, D] (R = D); float16/bfloat16/float32

@@ -78,16 +78,24 @@ typedef struct tk_spec {
   int error_flags;                /* pass args.error_flags */
   double amp;                     /* magnitude of the inputs */
   int64_t acc_bits;               /* int32 input: |acc| < 2^acc_bits */
+  uint64_t strided;               /* bit s (tk_slot): slot s as a view with an element stride of 2 or 3 (vectors;
+                                     [Nkv, D] scales also a padded row stride), rows and caches with their last dim's
+                                     stride 2 (one stride for all the input's parts and the in-place outputs) */
 } tk_spec;
 
 /* Limits of the random generator. */
 typedef struct tk_limits {
   int64_t max_elems; /* cap on T * H */
+  int wide;          /* 1: every spec has a head dim above 512 (else some: tk_spec_random) */
 } tk_limits;
 
 /* A small valid spec: float32 in and out, no stages. */
 void tk_spec_default(tk_spec *s);
-/* A random valid spec; every option value appears with non-negligible probability. */
+/* A random valid spec; every option value appears with non-negligible probability.
+ * One spec in 16 (every one with lim->wide) has a head dim above 512: 528,
+ * 640, 1024 or any even value up to 1024, R full or partial, with fewer heads
+ * and tokens to stay under lim->max_elems; that draw comes from a stream of
+ * its own, so that the other specs of a seed are as they would be without it. */
 void tk_spec_random(tk_spec *s, tk_rng *r, const tk_limits *lim);
 /* Turns a random spec into the call an inference engine makes (vLLM, SGLang):
  * 16-bit input and outputs, RoPE from a cos_sin_cache of the input's dtype by
@@ -105,6 +113,21 @@ void tk_spec_fixup(tk_spec *s);
 int64_t tk_pt_pages(const tk_spec *s);
 /* One line describing the spec (for failure messages). */
 void tk_spec_describe(const tk_spec *s, char *buf, size_t n);
+
+/* A CPU call copies its strided vectors into one buffer of this many bytes,
+ * each rounded up to 64 bytes (docs/API.md, "Strides"). */
+#define TK_GATHER_BYTES 65536
+/* 1 for the vector arguments (weights, scales, offsets, indices), 0 for rows
+ * (inputs, cos/sin, outputs) and caches. */
+int tk_slot_is_vector(int slot);
+/* The slots a case of s has (bit per tk_slot). */
+uint64_t tk_spec_present(const tk_spec *s);
+/* The bytes the copies of s's strided vectors take: each one whose view is
+ * not contiguous, n elements rounded up to 64 bytes. */
+int64_t tk_spec_gather_bytes(const tk_spec *s);
+/* Clear the strided bits of s's vectors, the largest copy first, until the
+ * copies fit TK_GATHER_BYTES. */
+void tk_spec_fit_gather(tk_spec *s);
 
 typedef struct tk_buf {
   uint8_t *init; /* host: initial bytes (inputs: data, outputs: poison) */

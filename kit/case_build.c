@@ -46,16 +46,23 @@ static void put_view(tk_case *c, int slot, int buf, int64_t off, qkvfuse_dtype d
   if (need > c->buf[buf].bytes) c->buf[buf].bytes = need;
 }
 
-/* A contiguous vector [n] (or a scalar when ndim == 0). */
+/* The element stride of slot's view: 1, or strided (tk_spec.strided) 2 for
+ * rows and caches and 2 or 3 for vectors (odd and even, by slot). */
+static int64_t stride_of(const tk_case *c, int slot) {
+  if (!((c->sp.strided >> slot) & 1)) return 1;
+  return tk_slot_is_vector(slot) ? 2 + slot % 2 : 2;
+}
+
+/* A vector [n], contiguous or strided. */
 static void put_vec(tk_case *c, int slot, qkvfuse_dtype dt, int64_t n) {
-  int64_t one = 1;
-  put_view(c, slot, slot, 0, dt, 1, &n, &one);
+  int64_t e = stride_of(c, slot);
+  put_view(c, slot, slot, 0, dt, 1, &n, &e);
 }
 
 /* A [T, X] tensor as the spec shapes it: [T, X] / [B, S, X], heads split
- * ([.., N, D]) when split, row stride ld. */
+ * ([.., N, D]) when split, row stride ld, element stride e. */
 static void put_rows(tk_case *c, int slot, int buf, int64_t off, qkvfuse_dtype dt, int64_t X, int64_t ld, int split,
-                     int64_t N) {
+                     int64_t N, int64_t e) {
   const tk_spec *s = &c->sp;
   int64_t shape[6], st[6];
   int n = 0;
@@ -66,10 +73,10 @@ static void put_rows(tk_case *c, int slot, int buf, int64_t off, qkvfuse_dtype d
     shape[n] = s->T, st[n++] = ld;
   }
   if (split && N > 0) {
-    shape[n] = N, st[n++] = X / N;
-    shape[n] = X / N, st[n++] = 1;
+    shape[n] = N, st[n++] = X / N * e;
+    shape[n] = X / N, st[n++] = e;
   } else {
-    shape[n] = X, st[n++] = 1;
+    shape[n] = X, st[n++] = e;
   }
   put_view(c, slot, buf, off, dt, n, shape, st);
 }
@@ -81,6 +88,8 @@ static void put_caches(tk_case *c) {
   const tk_spec *s = &c->sp;
   static const int perms[6][3] = {{0, 1, 2}, {1, 0, 2}, {0, 2, 1}, {2, 0, 1}, {1, 2, 0}, {2, 1, 0}};
   int64_t KV = s->Nkv * s->D;
+  /* k and v sharing a buffer share the element stride */
+  const int64_t e_k = stride_of(c, TK_K_CACHE), e_v = stride_of(c, TK_V_CACHE), e_kv = e_k > e_v ? e_k : e_v;
   for (int w = 0; w < 2; w++) {
     qkvfuse_dtype dt = w ? s->v_cache_dt : s->k_cache_dt;
     int64_t shape[4];
@@ -95,8 +104,9 @@ static void put_caches(tk_case *c) {
       default: shape[0] = s->cache_batch, shape[1] = s->max_seq, shape[2] = s->Nkv, shape[3] = s->D; break;
     }
     const int *order = perms[s->cache_perm % 6]; /* outermost first */
-    int64_t st[4], run = shape[3] + s->cache_pad;
-    st[3] = 1;
+    const int64_t e = s->kv_interleaved ? e_kv : w ? e_v : e_k;
+    int64_t st[4], run = shape[3] * e + s->cache_pad;
+    st[3] = e;
     for (int i = 2; i >= 1; i--) {
       st[order[i]] = run;
       run = run * shape[order[i]] + s->cache_pad;
@@ -109,27 +119,30 @@ static void put_caches(tk_case *c) {
   }
 }
 
+/* A scale or offset of kind 0..4 (tk_spec.k_scale_kind); strided, [Nkv, D]
+ * also has 3 elements of padding per row. */
 static void put_scale(tk_case *c, int slot, int kind) {
   const tk_spec *s = &c->sp;
-  int64_t shape[2] = {s->Nkv, s->D}, st[2] = {s->D, 1}, one = 1, flat = s->Nkv * s->D;
+  const int64_t e = stride_of(c, slot);
+  int64_t shape[2] = {s->Nkv, s->D}, st[2] = {e > 1 ? s->D * e + 3 : s->D, e}, one = 1, flat = s->Nkv * s->D;
   switch (kind) {
     case 1: put_view(c, slot, slot, 0, F32, 0, shape, st); break;
     case 2: put_view(c, slot, slot, 0, F32, 2, shape, st); break;
-    case 3: put_view(c, slot, slot, 0, F32, 1, &flat, &one); break;
-    case 4: put_view(c, slot, slot, 0, F32, 1, shape, &one); break; /* [Nkv]: per kv head */
-    default: put_view(c, slot, slot, 0, F32, 1, &one, &one); break;
+    case 3: put_view(c, slot, slot, 0, F32, 1, &flat, &e); break;
+    case 4: put_view(c, slot, slot, 0, F32, 1, shape, &e); break; /* [Nkv]: per kv head */
+    default: put_view(c, slot, slot, 0, F32, 1, &one, &e); break;
   }
 }
 
 /* The input: one qkv view, or q, k (and v) views of one packed buffer or of
  * three buffers; the [T, N, D] form with out_split_heads. in_ld gets each
  * part's row stride. */
-static void put_inputs(tk_case *c, int64_t in_ld[3]) {
+static void put_inputs(tk_case *c, int64_t in_ld[3], int64_t e) {
   const tk_spec *s = &c->sp;
   const int64_t H = (s->Nq + 2 * s->Nkv) * s->D, QD = s->Nq * s->D, KV = s->Nkv * s->D;
   if (!s->split_inputs) {
-    put_rows(c, TK_QKV, TK_QKV, 0, s->qkv_dt, H, H + s->qkv_pad, 0, 0);
-    in_ld[0] = in_ld[1] = in_ld[2] = H + s->qkv_pad;
+    put_rows(c, TK_QKV, TK_QKV, 0, s->qkv_dt, H, (H + s->qkv_pad) * e, 0, 0, e);
+    in_ld[0] = in_ld[1] = in_ld[2] = (H + s->qkv_pad) * e;
     return;
   }
   const int slots[3] = {TK_Q, TK_K, TK_V};
@@ -137,9 +150,9 @@ static void put_inputs(tk_case *c, int64_t in_ld[3]) {
   for (int i = 0; i < 3; i++) {
     if (i == 2 && s->split_inputs == 3) break;
     const int packed = s->split_inputs == 1;
-    in_ld[i] = packed ? H + s->qkv_pad : width[i] + (s->qkv_pad * (i + 1)) % 48; /* strides differ per part */
-    put_rows(c, slots[i], packed ? TK_QKV : slots[i], packed ? first[i] : 0, s->qkv_dt, width[i], in_ld[i],
-             s->out_split_heads, heads[i]);
+    in_ld[i] = (packed ? H + s->qkv_pad : width[i] + (s->qkv_pad * (i + 1)) % 48) * e; /* strides differ per part */
+    put_rows(c, slots[i], packed ? TK_QKV : slots[i], packed ? first[i] * e : 0, s->qkv_dt, width[i], in_ld[i],
+             s->out_split_heads, heads[i], e);
   }
 }
 
@@ -161,7 +174,10 @@ static int input_slot(const tk_case *c, int64_t t, int64_t col, int64_t *i) {
 static void layout_views(tk_case *c) {
   const tk_spec *s = &c->sp;
   int64_t H = (s->Nq + 2 * s->Nkv) * s->D, QD = s->Nq * s->D, KV = s->Nkv * s->D, in_ld[3];
-  put_inputs(c, in_ld);
+  /* the input's parts (and the outputs in place on them) share one element stride */
+  const uint64_t in_bits = (1ull << TK_QKV) | (1ull << TK_Q) | (1ull << TK_K) | (1ull << TK_V);
+  const int64_t e_in = s->strided & in_bits ? 2 : 1;
+  put_inputs(c, in_ld, e_in);
   if (s->qkv_dt == QKVFUSE_DTYPE_INT32) {
     put_vec(c, TK_WEIGHT_SCALE, F32, H);
     if (s->act_scale) put_vec(c, TK_ACT_SCALE, F32, s->T);
@@ -174,13 +190,15 @@ static void layout_views(tk_case *c) {
   if (s->rope_source == QKVFUSE_ROPE_COS_SIN_CACHE || s->rope_source == QKVFUSE_ROPE_COMPUTED)
     put_vec(c, TK_POSITIONS, s->pos_dt, s->T);
   if (s->rope_source == QKVFUSE_ROPE_COS_SIN_CACHE) {
-    int64_t shape[2] = {s->max_pos, s->R}, st[2] = {s->R + s->rope_pad, 1};
+    const int64_t e = stride_of(c, TK_COS_SIN_CACHE);
+    int64_t shape[2] = {s->max_pos, s->R}, st[2] = {(s->R + s->rope_pad) * e, e};
     put_view(c, TK_COS_SIN_CACHE, TK_COS_SIN_CACHE, 0, s->rope_dt, 2, shape, st);
   }
   if (s->rope_source == QKVFUSE_ROPE_COS_SIN) {
     /* [T, R], or [T, 1, R] / [B, S, 1, R] (CANN) when heads are split */
-    put_rows(c, TK_COS, TK_COS, 0, s->rope_dt, s->R, s->R + s->rope_pad, s->out_split_heads, 1);
-    put_rows(c, TK_SIN, TK_SIN, 0, s->rope_dt, s->R, s->R + s->rope_pad, s->out_split_heads, 1);
+    const int64_t ec = stride_of(c, TK_COS), es = stride_of(c, TK_SIN);
+    put_rows(c, TK_COS, TK_COS, 0, s->rope_dt, s->R, (s->R + s->rope_pad) * ec, s->out_split_heads, 1, ec);
+    put_rows(c, TK_SIN, TK_SIN, 0, s->rope_dt, s->R, (s->R + s->rope_pad) * es, s->out_split_heads, 1, es);
   }
   if (s->layout != QKVFUSE_CACHE_NONE) {
     if (s->addressing == QKVFUSE_ADDRESS_PAGE_TABLE) {
@@ -199,12 +217,76 @@ static void layout_views(tk_case *c) {
   }
   if (s->q_quant) put_scale(c, TK_Q_SCALE, s->q_scale_kind & 1);
   const int q_buf = s->split_inputs >= 2 ? TK_Q : TK_QKV, k_buf = s->split_inputs >= 2 ? TK_K : TK_QKV;
-  const int64_t k_off = s->split_inputs >= 2 ? 0 : QD;
-  if (s->in_place_q) put_rows(c, TK_Q_OUT, q_buf, 0, s->qkv_dt, QD, in_ld[0], s->out_split_heads, s->Nq);
-  else put_rows(c, TK_Q_OUT, TK_Q_OUT, 0, s->q_out_dt, QD, QD + s->out_pad, s->out_split_heads, s->Nq);
-  if (s->k_out_dt && s->in_place_k) put_rows(c, TK_K_OUT, k_buf, k_off, s->qkv_dt, KV, in_ld[1], s->out_split_heads, s->Nkv);
-  else if (s->k_out_dt) put_rows(c, TK_K_OUT, TK_K_OUT, 0, s->k_out_dt, KV, KV + s->out_pad, s->out_split_heads, s->Nkv);
-  if (s->v_out_dt) put_rows(c, TK_V_OUT, TK_V_OUT, 0, s->v_out_dt, KV, KV + s->out_pad, s->out_split_heads, s->Nkv);
+  const int64_t k_off = s->split_inputs >= 2 ? 0 : QD * e_in;
+  const int64_t eq = stride_of(c, TK_Q_OUT), ek = stride_of(c, TK_K_OUT), ev = stride_of(c, TK_V_OUT);
+  if (s->in_place_q) put_rows(c, TK_Q_OUT, q_buf, 0, s->qkv_dt, QD, in_ld[0], s->out_split_heads, s->Nq, e_in);
+  else put_rows(c, TK_Q_OUT, TK_Q_OUT, 0, s->q_out_dt, QD, (QD + s->out_pad) * eq, s->out_split_heads, s->Nq, eq);
+  if (s->k_out_dt && s->in_place_k)
+    put_rows(c, TK_K_OUT, k_buf, k_off, s->qkv_dt, KV, in_ld[1], s->out_split_heads, s->Nkv, e_in);
+  else if (s->k_out_dt)
+    put_rows(c, TK_K_OUT, TK_K_OUT, 0, s->k_out_dt, KV, (KV + s->out_pad) * ek, s->out_split_heads, s->Nkv, ek);
+  if (s->v_out_dt)
+    put_rows(c, TK_V_OUT, TK_V_OUT, 0, s->v_out_dt, KV, (KV + s->out_pad) * ev, s->out_split_heads, s->Nkv, ev);
+}
+
+int tk_slot_is_vector(int slot) {
+  switch (slot) {
+    case TK_QKV: case TK_Q: case TK_K: case TK_V: case TK_COS_SIN_CACHE: case TK_COS: case TK_SIN:
+    case TK_Q_OUT: case TK_K_OUT: case TK_V_OUT: case TK_K_CACHE: case TK_V_CACHE:
+      return 0;
+    default:
+      return slot >= 0 && slot < TK_NSLOT;
+  }
+}
+
+/* 1 if view t's elements are not row-major contiguous (dims of one element aside). */
+static int view_strided(const qkvfuse_tensor *t) {
+  int64_t expect = 1;
+  for (int j = t->ndim - 1; j >= 0; j--) {
+    if (t->shape[j] != 1 && t->strides[j] != expect) return 1;
+    expect *= t->shape[j];
+  }
+  return 0;
+}
+
+uint64_t tk_spec_present(const tk_spec *s) {
+  tk_case c; /* views only: nothing allocated */
+  memset(&c, 0, sizeof c);
+  c.sp = *s;
+  layout_views(&c);
+  uint64_t m = 0;
+  for (int slot = 0; slot < TK_NSLOT; slot++)
+    if (c.view[slot].present) m |= 1ull << slot;
+  return m;
+}
+
+void tk_spec_fit_gather(tk_spec *s) {
+  while (tk_spec_gather_bytes(s) > TK_GATHER_BYTES) {
+    int best = -1;
+    int64_t least = INT64_MAX;
+    for (int slot = 0; slot < TK_NSLOT; slot++) {
+      if (!(s->strided >> slot & 1) || !tk_slot_is_vector(slot)) continue;
+      tk_spec t = *s;
+      t.strided &= ~(1ull << slot);
+      const int64_t b = tk_spec_gather_bytes(&t);
+      if (b < least) least = b, best = slot;
+    }
+    s->strided &= ~(1ull << best);
+  }
+}
+
+int64_t tk_spec_gather_bytes(const tk_spec *s) {
+  tk_case c;
+  memset(&c, 0, sizeof c);
+  c.sp = *s;
+  layout_views(&c);
+  int64_t bytes = 0;
+  for (int slot = 0; slot < TK_NSLOT; slot++) {
+    const qkvfuse_tensor *t = &c.view[slot].t;
+    if (c.view[slot].present && tk_slot_is_vector(slot) && view_strided(t))
+      bytes += (tk_numel(t) * (int64_t)tk_size(t->dtype) + 63) / 64 * 64;
+  }
+  return bytes;
 }
 
 static void set(const tk_case *c, int slot, int64_t i, double v) {

@@ -91,6 +91,38 @@ static void random_scaling(tk_spec *s, tk_rng *r) {
   }
 }
 
+/* At most tmax tokens, the token dims as drawn: [B, S] gives up S, then B. */
+static void cap_tokens(tk_spec *s, int64_t tmax) {
+  if (s->T <= tmax) return;
+  if (!s->in3d) {
+    s->T = s->B = tmax;
+  } else if (tmax == 0) {
+    s->S = 0, s->T = 0;
+  } else {
+    if (s->S > 1) s->S = tmax / s->B > 1 ? tmax / s->B : 1;
+    if (s->B * s->S > tmax) s->B = tmax; /* S is 1 here */
+    s->T = s->B * s->S;
+  }
+}
+
+/* D above 512 (DequantRopeQuantKvcache's D <= 1024): full RoPE stays full, a
+ * partial R is drawn again below the new D; then tokens down to 8, heads, and
+ * tokens again give way until T * H <= lim->max_elems. */
+static void widen(tk_spec *s, tk_rng *r, const tk_limits *lim) {
+  static const int64_t Ds[] = {528, 640, 1024, 0};
+  const int64_t pick = TK_PICK(r, Ds), old_D = s->D;
+  s->D = pick ? pick : 2 * tk_rng_range(r, 257, 512);
+  s->R = s->R >= old_D ? s->D : 2 * tk_rng_range(r, 1, s->D / 2 - 1);
+  int64_t H = (s->Nq + 2 * s->Nkv) * s->D;
+  cap_tokens(s, lim->max_elems / H > 8 ? lim->max_elems / H : 8);
+  while (s->T * H > lim->max_elems && (s->Nq > 1 || s->Nkv > 1)) {
+    if (s->Nq > 1) s->Nq = (s->Nq + 1) / 2;
+    else s->Nkv--;
+    H = (s->Nq + 2 * s->Nkv) * s->D;
+  }
+  cap_tokens(s, lim->max_elems / H);
+}
+
 void tk_spec_random(tk_spec *s, tk_rng *r, const tk_limits *lim) {
   static const int64_t Ds[] = {16, 64, 80, 96, 128, 192, 256, 512};
   static const int64_t ratios[] = {1, 4, 8, 16};
@@ -219,6 +251,11 @@ void tk_spec_random(tk_spec *s, tk_rng *r, const tk_limits *lim) {
   s->pt_tail = tk_rng_chance(r, 0.3) ? tk_rng_range(r, 1, 3) : 0;
   s->pt_interleave = tk_rng_chance(r, 0.5);
   for (int i = 0; i < 4; i++) s->pt_dt[i] = TK_PICK(r, idx_dts);
+  /* a head dim above 512, from a stream of its own: r's draws (here and in
+     tk_spec_engine after) are those of a seed without it */
+  tk_rng side = *r;
+  tk_rng_seed(&side, tk_rng_next(&side) ^ 0x5EED0D1024ull);
+  if (lim->wide || tk_rng_range(&side, 0, 15) == 0) widen(s, &side, lim);
   /* the caches' rows stay near the slot addressing's: prefixes, then sequences, give way */
   const int64_t rows_max = 2 * s->T + 4 * s->block_size > 1024 ? 2 * s->T + 4 * s->block_size : 1024;
   while (s->block_size * (tk_pt_pages(s) + 1) > rows_max && (s->pt_prefix > 0 || s->pt_batch > 1)) {
@@ -351,12 +388,16 @@ static const char *scaling_name(qkvfuse_rope_scaling_type t) {
 
 void tk_spec_describe(const tk_spec *s, char *buf, size_t n) {
   static const char *kinds[] = {"[1]", "scalar", "[Nkv,D]", "[Nkv*D]", "[Nkv]"};
-  char pt[160] = "";
+  char pt[200] = "";
   if (s->addressing == QKVFUSE_ADDRESS_PAGE_TABLE)
     snprintf(pt, sizeof pt, " page_table(batch=%lld prefix<=%lld lead=%lld tail=%lld interleave=%d %s/%s/%s/%s)",
              (long long)s->pt_batch, (long long)s->pt_prefix, (long long)s->pt_lead, (long long)s->pt_tail,
              s->pt_interleave, tk_name(s->pt_dt[0]), tk_name(s->pt_dt[1]), tk_name(s->pt_dt[2]),
              tk_name(s->pt_dt[3]));
+  if (s->strided) {
+    const size_t used = strlen(pt);
+    snprintf(pt + used, sizeof pt - used, " strided=0x%llx", (unsigned long long)s->strided);
+  }
   snprintf(buf, n,
            "T=%lld(B=%lld,S=%lld,in3d=%d) Nq=%lld Nkv=%lld D=%lld R=%lld qkv=%s q_out=%s k_out=%s v_out=%s "
            "norm=q%d/k%d(g %s/%s beta %s/%s off=%d eps=%g) bias=%s act=%d acc_bits=%lld rope=%s/%s(%s theta=%g "

@@ -24,7 +24,7 @@ typedef struct ctx {
    * (ascend_triton); header: qkvfuse_rounding */
   int staged, triton;
   qkvfuse_dtype io;
-  long double inv_freq[256], mscale;
+  long double inv_freq[512], mscale; /* R/2 <= 512 */
   double *c, *s, *ec, *es; /* [R] cos/sin of the current token and their slack */
   double *x, *ex;          /* [H] the current token after dequant */
   double *y, *ey;          /* [D] one head after the norm */
@@ -313,7 +313,7 @@ int tk_oracle_run(const qkvfuse_desc *desc, const qkvfuse_args *a, tk_oracle *o,
          : in->dtype != QKVFUSE_DTYPE_INT32 ? in->dtype
          : table                            ? table->dtype
                                             : QKVFUSE_DTYPE_FLOAT32;
-  if (k.D > 512 || k.R > k.D) return fail(err, errlen, "oracle: bad D/R");
+  if (k.D > 1024 || k.R > k.D) return fail(err, errlen, "oracle: bad D/R");
   if (desc->rope_source == QKVFUSE_ROPE_COMPUTED &&
       tk_rope_freqs(desc->rope_theta, &desc->rope_scaling, k.R, k.inv_freq, &k.mscale))
     return fail(err, errlen, "oracle: rope scaling parameters outside their domain");
@@ -326,14 +326,14 @@ int tk_oracle_run(const qkvfuse_desc *desc, const qkvfuse_args *a, tk_oracle *o,
   o->q_mid = desc->q_quant == QKVFUSE_QUANT_NONE ? o->mid : QKVFUSE_DTYPE_NONE;
   k.x = dalloc(k.H);
   k.ex = dalloc(k.H);
-  k.c = dalloc(512);
-  k.s = dalloc(512);
-  k.ec = dalloc(512);
-  k.es = dalloc(512);
-  k.y = dalloc(512);
-  k.ey = dalloc(512);
-  k.o = dalloc(512);
-  k.eo = dalloc(512);
+  k.c = dalloc(1024);
+  k.s = dalloc(1024);
+  k.ec = dalloc(1024);
+  k.es = dalloc(1024);
+  k.y = dalloc(1024);
+  k.ey = dalloc(1024);
+  k.o = dalloc(1024);
+  k.eo = dalloc(1024);
   int rc = 0;
   int64_t KV = k.Nkv * k.D;
   for (int64_t t = 0; t < k.T && rc == 0; t++) {

@@ -9,6 +9,7 @@
 #   test_threads (reference backend); test_ops (reference, 24 random cases);
 #   test_errors (every mutation of the four bases, reference backend);
 #   test_named (3 random cases and all its argument checks);
+#   test_strides (reference backend: the strided vectors' copies too);
 #   fuzz_core_replay / fuzz_named_replay (the seed corpus, 150 random inputs).
 #   scripts/valgrind.sh BIN_DIR      (exit 77 without valgrind)
 set -u
@@ -30,6 +31,7 @@ test_special --backend reference,auto
 test_layouts --backend reference,auto
 test_api
 test_hostile --backend reference --no-big
+test_strides --backend reference
 fuzz_core_replay --random 150 --seed 0x7A1 $here/fuzz/corpus/core
 fuzz_named_replay --random 150 --seed 0x7A2 $here/fuzz/corpus/named
 JOBS

@@ -133,7 +133,7 @@ static int prepare(void) {
       if (k != 1) sp.T = 64, sp.blocks = 0; /* enough tokens to split, when a backend has threads */
       tk_spec_fixup(&sp);
     } else {
-      tk_limits lim = {1 << 15};
+      tk_limits lim = {1 << 15, 0};
       tk_spec_random(&sp, &r, &lim);
     }
     for (int b = 0; b < 3; b++) {

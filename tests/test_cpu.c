@@ -328,7 +328,7 @@ int main(int argc, char **argv) {
   int failures = check_env_errors() + check_e5m2_codec();
   int64_t runs = 0, multi = 0, dup_multi = 0, raw = 0, bytes = 0, nans = 0;
   int forked = 0;
-  tk_limits lim = {1 << 20};
+  tk_limits lim = {1 << 20, 0};
   for (uint64_t i = 0; i < ncases; i++) {
     if (only != UINT64_MAX && i != only) continue;
     const uint64_t cs = tk_case_seed(seed, i);

@@ -131,7 +131,7 @@ static int64_t bad_index(tk_rng *r, int64_t lim, int is_slot) {
 static int iteration(uint64_t seed, int engine, int verbose) {
   tk_rng r;
   tk_rng_seed(&r, seed);
-  tk_limits lim = {tk_rng_chance(&r, 0.2) ? 1 << 18 : 1 << 13};
+  tk_limits lim = {tk_rng_chance(&r, 0.2) ? 1 << 18 : 1 << 13, 0};
   tk_spec s;
   tk_spec_random(&s, &r, &lim);
   if (engine) tk_spec_engine(&s, &r);

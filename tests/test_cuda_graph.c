@@ -76,7 +76,7 @@ int main(int argc, char **argv) {
     } else {
       tk_rng r;
       tk_rng_seed(&r, cs);
-      const tk_limits lim = {250000};
+      const tk_limits lim = {250000, 0};
       tk_spec_random(&sp, &r, &lim);
     }
     tk_case c;

@@ -30,7 +30,7 @@ static int detects(tk_case *c, const tk_oracle *o, const char *what, uint64_t se
 static void flip(uint8_t *p, size_t es) { p[es - 1] ^= 0x40; }
 
 int main(void) {
-  tk_limits lim = {20000};
+  tk_limits lim = {20000, 0};
   int n = 0;
   for (uint64_t i = 0; n < 60 && i < 1000; i++) {
     uint64_t seed = tk_case_seed(0x5E1F, i);

@@ -138,6 +138,12 @@ static void named_spec(int op, tk_rng *r, tk_spec *s, named_ctx *x) {
     if (two_d) s->out_split_heads = 0;
     x->quant_mode = tk_rng_chance(r, 0.5) ? "static" : NULL;
     x->layout = tk_rng_chance(r, 0.5) ? "BSND" : NULL;
+    /* the seed's D up to 1024: one case in 4 above 512, drawn from a stream of
+       its own so that the other draws stay as they were */
+    static const int64_t WIDE[] = {528, 640, 1024};
+    tk_rng side = *r;
+    tk_rng_seed(&side, tk_rng_next(&side) ^ 0xD1024ull);
+    if (tk_rng_range(&side, 0, 3) == 0) s->D = s->R = TK_PICK(&side, WIDE);
   }
   tk_spec_fixup(s);
   if (op == OP_CACHE) {
@@ -228,6 +234,15 @@ static void one_case(int op, uint64_t seed, qkvfuse_backend be, int verbose) {
   tk_spec s;
   named_ctx x;
   named_spec(op, &r, &s, &x);
+  /* the seed's vectors given strided (DequantRopeQuantKvcache takes
+     non-contiguous tensors), which CPU plans copy (docs/API.md, "Strides"):
+     one case in 3, drawn from a stream of its own */
+  tk_rng side;
+  tk_rng_seed(&side, seed ^ 0x57D1DEull);
+  if (op == OP_DEQUANT && be != QKVFUSE_BACKEND_CUDA && tk_rng_range(&side, 0, 2) == 0)
+    s.strided = (1ull << TK_K_SCALE) | (1ull << TK_V_SCALE) | (1ull << TK_K_OFFSET) | (1ull << TK_V_OFFSET) |
+                (1ull << TK_WEIGHT_SCALE) | (1ull << TK_ACT_SCALE) | (1ull << TK_BIAS) | (1ull << TK_SLOT_MAPPING);
+  tk_spec_fit_gather(&s);
   char desc[1024];
   tk_spec_describe(&s, desc, sizeof desc);
   if (verbose) printf("%s: %s\n", OPNAME[op], desc);

@@ -2,7 +2,8 @@
 /* Oracle vs library on many random shapes and option sets, per backend.
  *
  *   test_ops [--backend reference,auto,cpu] [--seed S] [--cases N] [--only I]
- *            [--max-elems E] [--engine] [--rounding MODE] [--verbose]
+ *            [--max-elems E] [--engine] [--rounding MODE] [--wide] [--strided vectors|all]
+ *            [--verbose]
  *   test_ops --preset NAME|all [--tokens 1,7,33] [--backend ...] [--seed S]
  * --preset: instead of random cases, a preset's named list of cases (the
  * cases `qkvfuse bench --preset NAME` times: every operator variant at each
@@ -13,6 +14,13 @@
  * geometry as constants (the engine call: src/cuda/variant.h).
  * --rounding: every case in that rounding mode (fused, unfused_parity,
  * ascend_triton, cann), against the oracle's model of it.
+ * --wide: every case with a head dim above 512 (528, 640, 1024 or any even
+ * value up to 1024; tk_spec_random draws them for one case in 16 otherwise).
+ * --strided vectors: a random half of each case's vector arguments (weights,
+ * scales, offsets, indices) as strided views, which a CPU call copies into
+ * its buffer (docs/API.md, "Strides"); --strided all: a random half of all
+ * its tensors, rows and caches with a last-dim stride of 2, which only the
+ * reference backend takes.
  * (env: QKVFUSE_TEST_BACKENDS, QKVFUSE_TEST_SEED, QKVFUSE_TEST_CASES).
  * Case i of seed S is fully determined by (S, i): a failure prints the
  * command line that reruns exactly that case. Exit 77 (skip) when no
@@ -29,6 +37,20 @@ static const char *arg_str(int argc, char **argv, const char *name) {
   for (int i = 1; i + 1 < argc; i++)
     if (!strcmp(argv[i], name)) return argv[i + 1];
   return NULL;
+}
+
+/* --strided: a random set of the spec's tensors as strided views (vectors
+ * only, or with rows every tensor), drawn from a stream of its own; strided
+ * vectors give way, the largest first, until their copies fit the call's
+ * buffer. */
+static void strided_views(tk_spec *sp, uint64_t seed, int rows) {
+  tk_rng r;
+  tk_rng_seed(&r, seed ^ 0x57A1DEDull);
+  const uint64_t present = tk_spec_present(sp);
+  sp->strided = 0;
+  for (int s = 0; s < TK_NSLOT; s++)
+    if ((present >> s & 1) && (rows || tk_slot_is_vector(s)) && tk_rng_chance(&r, 0.5)) sp->strided |= 1ull << s;
+  tk_spec_fit_gather(sp);
 }
 
 /* test_ops --preset: every case of the named presets against the oracle. */
@@ -105,7 +127,7 @@ int main(int argc, char **argv) {
   uint64_t ncases = tk_arg_u64(argc, argv, "--cases", "QKVFUSE_TEST_CASES", 400);
   uint64_t only = tk_arg_u64(argc, argv, "--only", NULL, UINT64_MAX);
   if (only != UINT64_MAX && ncases <= only) ncases = only + 1;
-  tk_limits lim = {(int64_t)tk_arg_u64(argc, argv, "--max-elems", NULL, 250000)};
+  tk_limits lim = {(int64_t)tk_arg_u64(argc, argv, "--max-elems", NULL, 250000), tk_arg_has(argc, argv, "--wide")};
   int verbose = tk_arg_has(argc, argv, "--verbose"), engine = tk_arg_has(argc, argv, "--engine");
   /* --rounding MODE: every case in that rounding mode (the random cases draw fused or unfused_parity) */
   static const char *const rounding_names[QKVFUSE_ROUNDING_COUNT] = {"fused", "unfused_parity", "ascend_triton",
@@ -116,6 +138,11 @@ int main(int argc, char **argv) {
     if (!strcmp(rounding, rounding_names[m])) rounding_mode = m;
   if (rounding && rounding_mode < 0) {
     fprintf(stderr, "--rounding: expected fused, unfused_parity, ascend_triton or cann; got %s\n", rounding);
+    return 2;
+  }
+  const char *strided = arg_str(argc, argv, "--strided");
+  if (strided && strcmp(strided, "vectors") != 0 && strcmp(strided, "all") != 0) {
+    fprintf(stderr, "test_ops: --strided: expected vectors or all, got '%s'\n", strided);
     return 2;
   }
   int failed_total = 0, ran_total = 0;
@@ -143,6 +170,7 @@ int main(int argc, char **argv) {
       tk_spec_random(&sp, &r, &lim);
       if (engine) tk_spec_engine(&sp, &r);
       if (rounding_mode >= 0) sp.rounding = (qkvfuse_rounding)rounding_mode;
+      if (strided) strided_views(&sp, cs, !strcmp(strided, "all"));
       tk_case c;
       char desc[1024];
       tk_spec_describe(&sp, desc, sizeof desc);

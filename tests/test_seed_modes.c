@@ -688,6 +688,16 @@ static void build(call *c, int op, int m) {
     for (int64_t t = 0; t < T; t++) /* distinct slots inside the cache; -1 may repeat */
       hb_set(ix, t, t % 5 == 4 ? -1.0 : (double)(2 * T < blocks * bs ? 2 * t + 1 : t));
     if (m == 13) hb_set(ix, 3, hb_get(ix, 1));
+    if (m == 16 || m == 17) { /* index t at element 2t: the check reads the view, not the memory under it */
+      hbuf *w = &c->t[C1_IDX];
+      double v[64];
+      for (int64_t t = 0; t < T; t++) v[t] = hb_get(ix, t);
+      if (m == 17) v[T - 2] = v[T - 4]; /* tokens 10 and 8: slots, not -1 */
+      hb_free(w);
+      add(c, C1_IDX, I64, 1, (int64_t[]){2 * T}, &r, 0, 0);
+      for (int64_t t = 0; t < T; t++) hb_set(w, 2 * t, v[t]), hb_set(w, 2 * t + 1, m == 16 ? v[t] : 1000 + t);
+      w->t.shape[0] = T, w->t.strides[0] = 2;
+    }
     const qkvfuse_dtype kdt = m == 7 ? QKVFUSE_DTYPE_FLOAT8_E4M3FN : I8, vdt = m == 8 ? F16 : I8;
     if (m == 6)
       add(c, C1_KC, kdt, 4, (int64_t[]){blocks, Nkv, bs, D}, &r, 0, 0);
@@ -773,6 +783,8 @@ static const row ROWS[] = {
     {1, "a repeated index", QKVFUSE_ERROR_INVALID_VALUE, "index", 1},
     {1, "float32 q_out", QKVFUSE_ERROR_DTYPE, "q_out", 1},
     {1, "float32 k_out_before_quant", QKVFUSE_ERROR_DTYPE, "k_out_before_quant", 1},
+    {1, "a strided index of distinct values, repeats between them (accepted)", QKVFUSE_SUCCESS, "", 1},
+    {1, "a strided index with a repeat in its second half", QKVFUSE_ERROR_INVALID_VALUE, "index", 1},
     {3, "float32 x", QKVFUSE_ERROR_DTYPE, "x", 1},
     {3, "H = 4224 > 4096", QKVFUSE_ERROR_SHAPE, "x", 1},
     {3, "H = 240, not a multiple of 64", QKVFUSE_ERROR_SHAPE, "x", 1},

@@ -55,7 +55,7 @@ static size_t align_up(size_t n) { return (n + QF_UNFUSED_ALIGN - 1) / QF_UNFUSE
 
 /* Place a [rows, cols] buffer of dtype dt at *offset (advanced past it). */
 static qf_mat place(char *base, size_t *offset, qkvfuse_dtype dt, int64_t rows, int64_t cols) {
-  qf_mat m = {NULL, dt, rows, cols, cols};
+  qf_mat m = {NULL, dt, rows, cols, cols, 1};
   if (base) m.data = base + *offset;
   *offset += align_up((size_t)rows * (size_t)cols * qkvfuse_dtype_size(dt));
   return m;
@@ -320,6 +320,14 @@ qkvfuse_status qf_unfused_run_with(const qf_problem *p, void *scratch, const qf_
   QF_CHECK(!p->v_out.data || p->v_out.dtype == io, QKVFUSE_ERROR_UNSUPPORTED,
            "unfused: v_out must have the I/O dtype (%s); got %s", qkvfuse_dtype_name(io),
            qkvfuse_dtype_name(p->v_out.dtype));
+  /* the stages copy rows and cache chunks as runs of consecutive elements */
+  const qf_mat *rows[] = {&p->in[0], &p->in[1], &p->in[2], &p->q_out, &p->k_out, &p->v_out, &p->cos, &p->sin,
+                          &p->cos_sin_cache};
+  for (size_t i = 0; i < sizeof rows / sizeof rows[0]; i++)
+    QF_CHECK(!rows[i]->data || rows[i]->inc == 1, QKVFUSE_ERROR_UNSUPPORTED,
+             "unfused: rows must be contiguous (a reference plan took a strided one)");
+  QF_CHECK((!p->k_cache.data || p->k_cache.s_elem == 1) && (!p->v_cache.data || p->v_cache.s_elem == 1),
+           QKVFUSE_ERROR_UNSUPPORTED, "unfused: cache rows must be contiguous (a reference plan took a strided one)");
   if (p->T == 0) return QKVFUSE_SUCCESS;
   QF_CHECK(scratch != NULL, QKVFUSE_ERROR_NULL_POINTER, "unfused: scratch is NULL (need %zu bytes)",
            qf_unfused_scratch_bytes(p));

@@ -197,6 +197,9 @@ qkvfuse_status qf_cuda_unfused_run(const qkvfuse_plan *plan, const qf_problem *p
            "unfused: a quantized q (desc.q_quant) has no stage in this baseline");
   QF_CHECK(qf_cuda_vector_ok(p, kVec), QKVFUSE_ERROR_UNSUPPORTED,
            "unfused: D and every base and stride must be multiples of 8 elements");
+  /* a head is one lane group of at most 32 lanes of kVec elements */
+  QF_CHECK(p->D <= 32 * kVec, QKVFUSE_ERROR_UNSUPPORTED, "unfused: D must be at most %d; got %lld", 32 * kVec,
+           (long long)p->D);
   if (p->T == 0) return QKVFUSE_SUCCESS;
   cudaStream_t stream = (cudaStream_t)stream_;
   qf_cu_params P;

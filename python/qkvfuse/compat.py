@@ -259,7 +259,7 @@ def fused_qk_norm_rope(qkv, num_heads_q: int, num_heads_k: int, num_heads_v: int
 
     Accepts what the vLLM op accepts (float16/bfloat16 qkv and weights, an
     int64 position tensor, D in {64, 128, 256}) and more (float32, int32
-    positions, any even D from 16 to 512); ``num_heads_v`` must equal
+    positions, any even D from 16 to 1024); ``num_heads_v`` must equal
     ``num_heads_k``. ``forced_token_heads_per_warp`` picks the vLLM kernel's
     launch shape and changes no result: it is checked and ignored. Errors
     raise qkvfuse's exceptions (ValueError/TypeError subclasses) naming the

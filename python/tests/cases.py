@@ -73,7 +73,7 @@ def _generate(c, rng):
     c.Nq = c.Nkv * int(ch((1, 2, 4)))
     if rng.random() < 0.25:  # any head counts: Nkv need not divide Nq
         c.Nq = int(rng.integers(1, 9))
-    c.D = int(ch((16, 32, 48, 64, 64, 80, 96, 128, 128, 256, 512)))
+    c.D = int(ch((16, 32, 48, 64, 64, 80, 96, 128, 128, 256, 512, 528, 1024)))
     c.layout = ch(LAYOUTS)
     c.rope = ch(ROPES)
     c.parity = bool(rng.random() < 0.35)

@@ -143,3 +143,31 @@ def test_cuda_plan_without_cuda_is_a_clear_error():
         assert "cuda" in e.message
     else:
         assert plan.backend_name == "cuda"
+
+
+def test_strided_vectors_on_the_cpu():
+    """Vectors with any strides (docs/API.md, "Strides"): a CPU call copies
+    them and gives the contiguous call's bytes; the strided vectors of one call
+    past the call's 64 KiB buffer are a StrideError naming the one that does
+    not fit, with nothing written."""
+    rng = np.random.default_rng(1)
+    g = rng.uniform(0.5, 1.5, 2 * D).astype(np.float32)
+    ks = rng.uniform(0.02, 0.08, (Nkv, 2 * D + 3)).astype(np.float32)
+    strided = dict(q_gamma=g[::2], k_gamma=g[1::2], k_scale=ks[:, : 2 * D : 2],
+                   slot_mapping=np.array([0, 9, 5, 9, -1, 9], np.int64)[::2])
+    runs = []
+    for over in (strided, {k: np.ascontiguousarray(v) for k, v in strided.items()}):
+        x, kw = base(**over)
+        qkvfuse.run(x, **kw)
+        runs.append([kw[k].copy() for k in ("q_out", "k_cache", "v_cache")])
+    for a, b in zip(*runs):
+        assert np.array_equal(a, b)
+    assert np.any(runs[0][1] != 0)  # the per-channel k scale was used
+    n = 17000  # int64 positions of n tokens: 136000 bytes, past the buffer
+    q_out = np.full((n, Nq * D), 7.0, np.float32)
+    _, kw = base(positions=np.zeros(2 * n, np.int64)[::2], slot_mapping=np.full(n, -1, np.int64), q_out=q_out)
+    caches = [kw["k_cache"].copy(), kw["v_cache"].copy()]
+    with pytest.raises(qkvfuse.StrideError, match=r"positions: strided .* give positions contiguous"):
+        qkvfuse.run(np.zeros((n, H), np.float32), **kw)
+    assert np.all(q_out == 7.0)
+    assert np.array_equal(kw["k_cache"], caches[0]) and np.array_equal(kw["v_cache"], caches[1])

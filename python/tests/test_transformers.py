@@ -178,8 +178,8 @@ def test_unservable_layer_is_left_with_a_warning():
     family = "qwen3" if "qwen3" in CONFIGS else sorted(CONFIGS)[0]
     m = _model(family, torch.float32, "cpu")
     layer = m.model.layers[0].self_attn
-    layer.head_dim = 1024  # above the operator's limit
-    with pytest.warns(UserWarning, match=r"layers\.0\.self_attn .*left unpatched: head_dim 1024"):
+    layer.head_dim = 2048  # above the operator's limit
+    with pytest.warns(UserWarning, match=r"layers\.0\.self_attn .*left unpatched: head_dim 2048"):
         names = qt.patch(m)
     assert names == ["model.layers.1.self_attn"]
     qt.unpatch(m)

@@ -161,22 +161,49 @@ void qkvfuse_plan_destroy(qkvfuse_plan *plan) {
 
 const char *qkvfuse_plan_backend_name(const qkvfuse_plan *plan) { return plan ? plan->backend_name : "?"; }
 
-/* q_copy on the CPU: the rows of q_out again (see problem.h). */
+/* q_copy on the CPU: the rows of q_out again (see problem.h), element by
+ * element where a row is strided (a reference plan's). */
 static void copy_q_rows(const qf_problem *p) {
-  const size_t es = qkvfuse_dtype_size(p->q_out.dtype), row = (size_t)p->q_out.cols * es;
-  for (int64_t r = 0; r < p->T; r++)
-    memcpy((char *)p->q_copy.data + (size_t)(r * p->q_copy.ld) * es,
-           (const char *)p->q_out.data + (size_t)(r * p->q_out.ld) * es, row);
+  const qf_mat *src = &p->q_out, *dst = &p->q_copy;
+  const size_t es = qkvfuse_dtype_size(src->dtype), row = (size_t)src->cols * es;
+  for (int64_t r = 0; r < p->T; r++) {
+    char *d = (char *)dst->data + (size_t)(r * dst->ld) * es;
+    const char *s = (const char *)src->data + (size_t)(r * src->ld) * es;
+    if (src->inc == 1 && dst->inc == 1)
+      memcpy(d, s, row);
+    else
+      for (int64_t c = 0; c < src->cols; c++)
+        memcpy(d + (size_t)(c * dst->inc) * es, s + (size_t)(c * src->inc) * es, es);
+  }
+}
+
+static qkvfuse_status run_resolved(const qkvfuse_plan *plan, const qf_problem *p, void *stream) {
+  QF_FORWARD(plan->run(plan, p, stream));
+  if (p->q_copy.data && plan->desc.device_type == QKVFUSE_DEVICE_CPU) copy_q_rows(p);
+  return QKVFUSE_SUCCESS;
+}
+
+/* A named call's own checks (which may read vector data), then the run. */
+static qkvfuse_status checked_run(const qkvfuse_plan *plan, const qf_problem *p, const qf_call *call, void *stream) {
+  if (call && call->check) QF_FORWARD(call->check(p, call->ctx));
+  if (p->T == 0) return QKVFUSE_SUCCESS;
+  return run_resolved(plan, p, stream);
+}
+
+/* A CPU call with strided vectors: their copies live in this frame for the
+ * checks and the run, so that only such a call's stack holds the buffer. */
+static __attribute__((noinline)) qkvfuse_status run_gathered(const qkvfuse_plan *plan, qf_problem *p,
+                                                             const qf_call *call, void *stream) {
+  qf_gather_buf buf;
+  QF_FORWARD(qf_resolve_gather(p, &buf));
+  return checked_run(plan, p, call, stream);
 }
 
 qkvfuse_status qf_plan_run(const qkvfuse_plan *plan, const qkvfuse_args *args, const qf_call *call, void *stream) {
   qf_problem p;
   QF_FORWARD(qf_resolve_call(plan, args, call, &p));
-  if (call && call->check) QF_FORWARD(call->check(&p, call->ctx));
-  if (p.T == 0) return QKVFUSE_SUCCESS;
-  QF_FORWARD(plan->run(plan, &p, stream));
-  if (p.q_copy.data && plan->desc.device_type == QKVFUSE_DEVICE_CPU) copy_q_rows(&p);
-  return QKVFUSE_SUCCESS;
+  if (p.ngather) return run_gathered(plan, &p, call, stream);
+  return checked_run(plan, &p, call, stream);
 }
 
 qkvfuse_status qkvfuse_run(const qkvfuse_plan *plan, const qkvfuse_args *args, void *stream) {

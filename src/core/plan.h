@@ -106,13 +106,20 @@ typedef struct qf_call {
 
 /* Validate args against the plan (shapes, dtypes, strides, alignment, overlap
  * of every tensor and error_flags; for CPU plans also positions, slots and
- * scales) and resolve them into *p. Writes nothing but *p, and on a CPU data
- * error the bits of *args->error_flags. call may be NULL (qkvfuse_run's names,
- * no q_copy). */
+ * scales, unless strided vectors wait for qf_resolve_gather) and resolve them
+ * into *p. Writes nothing but *p, and on a CPU data error the bits of
+ * *args->error_flags. call may be NULL (qkvfuse_run's names, no q_copy). */
 qkvfuse_status qf_resolve_call(const qkvfuse_plan *plan, const qkvfuse_args *args, const qf_call *call,
                                qf_problem *p);
 
-/* qf_resolve_call with qkvfuse_run's names. */
+/* After qf_resolve_call left strided vectors of a CPU call to gather
+ * (p->ngather > 0; T > 0): copy each into buf and point the problem at the
+ * copies, then make the data checks qf_resolve_call left for them (positions,
+ * slots, scales). buf must outlive the run. */
+qkvfuse_status qf_resolve_gather(qf_problem *p, qf_gather_buf *buf);
+
+/* qf_resolve_call with qkvfuse_run's names, for callers that read the
+ * vectors in place: a strided vector is QKVFUSE_ERROR_STRIDE. */
 qkvfuse_status qf_resolve(const qkvfuse_plan *plan, const qkvfuse_args *args, qf_problem *p);
 
 /* Resolve and run (no-op for T = 0), without touching the thread's error

@@ -4,7 +4,11 @@
  * qkvfuse_run validates the public qkvfuse_args against the plan once
  * (validate.c) and reduces every tensor to one of three shapes below. Backends
  * never see qkvfuse_tensor; they see row views with an element row stride,
- * contiguous vectors, and caches reduced to (block, row) + chunk addressing. */
+ * contiguous vectors, and caches reduced to (block, row) + chunk addressing.
+ * Elements within a row (and within a cache chunk) are contiguous except on
+ * the reference backend, which takes any stride there (qf_mat.inc,
+ * qf_cache.s_elem); a CPU call's strided vectors are copied into contiguous
+ * ones before a backend runs (qf_gather). */
 #ifndef QKVFUSE_CORE_PROBLEM_H
 #define QKVFUSE_CORE_PROBLEM_H
 
@@ -17,19 +21,23 @@
 extern "C" {
 #endif
 
-#define QF_MAX_HEAD_DIM 512
+/* D: any even value in [16, 1024], the D <= 1024 of CANN's
+ * DequantRopeQuantKvcache. Head-sized buffers (stack arrays of the
+ * reference and the CPU kernels) are bounded by it. */
+#define QF_MAX_HEAD_DIM 1024
 #define QF_MIN_HEAD_DIM 16
 /* The rotary dims the frequency functions serve, bounded before any work
- * proportional to them: every head dim a plan takes, and the D <= 1024 of
- * CANN's DequantRopeQuantKvcache. */
-#define QF_MAX_ROTARY_DIM 1024
+ * proportional to them: every head dim a plan takes. */
+#define QF_MAX_ROTARY_DIM QF_MAX_HEAD_DIM
 
-/* A matrix of `rows` rows of `cols` contiguous elements; row r starts `ld`
- * elements after row r-1. data == NULL: absent. */
+/* A matrix of `rows` rows of `cols` elements; row r starts `ld` elements
+ * after row r-1, and element c of a row `inc` elements after element c-1
+ * (1 except on the reference backend). data == NULL: absent. */
 typedef struct qf_mat {
   void *data;
   qkvfuse_dtype dtype;
   int64_t rows, cols, ld;
+  int64_t inc;
 } qf_mat;
 
 /* A contiguous vector of n elements. data == NULL: absent. */
@@ -41,16 +49,40 @@ typedef struct qf_vec {
 
 /* A KV cache. A token's destination is a (block, row) pair; element j
  * (0 <= j < Nkv*D) of its k or v row lives at element offset
- *   block * s_block + row * s_row + (j / chunk) * s_chunk + (j % chunk)
+ *   block * s_block + row * s_row + (j / chunk) * s_chunk + (j % chunk) * s_elem
  * paged / paged_hnd / contiguous: chunk = D, s_chunk = the head stride;
- * nz: chunk = c = 32 bytes / element size, s_chunk = stride of dim 1.
+ * nz: chunk = c = 32 bytes / element size, s_chunk = stride of dim 1;
+ * s_elem = the last dim's stride (1 except on the reference backend).
  * For contiguous, block is the batch and row the sequence position. */
 typedef struct qf_cache {
   void *data; /* NULL: absent */
   qkvfuse_dtype dtype;
   int64_t blocks, block_size;
-  int64_t s_block, s_row, s_chunk, chunk;
+  int64_t s_block, s_row, s_chunk, chunk, s_elem;
 } qf_cache;
+
+/* A CPU call's strided vectors are copied, before the backend runs, into one
+ * buffer of QF_GATHER_BYTES owned by the call (on its stack: no allocation),
+ * each at a 64-byte offset; the kernels then read contiguous vectors. */
+#define QF_GATHER_BYTES (64 * 1024)
+#define QF_MAX_GATHERS 18 /* every vector argument (validate.c) */
+
+/* One strided vector to gather: the caller's tensor, the pointer (of a
+ * qf_vec or of the page table) to point at the copy, and its name. */
+typedef struct qf_gather {
+  const qkvfuse_tensor *t;
+  const void **dst;
+  const char *name;
+} qf_gather;
+
+/* The call's buffer for them, aligned for every element type. */
+typedef union qf_gather_buf {
+  unsigned char bytes[QF_GATHER_BYTES];
+  int64_t i64;
+  double f64;
+} qf_gather_buf;
+
+struct qf_names;
 
 typedef struct qf_problem {
   const qkvfuse_desc *desc; /* the plan's normalized descriptor */
@@ -94,6 +126,13 @@ typedef struct qf_problem {
   qf_mat q_copy;
   qf_cache k_cache, v_cache;
   uint32_t *error_flags;
+
+  /* strided vectors of a CPU call, to copy before it runs (qf_resolve_gather);
+   * their copies take gather_bytes of the call's buffer */
+  int ngather;
+  int64_t gather_bytes;
+  qf_gather gather[QF_MAX_GATHERS];
+  const struct qf_names *names; /* the caller's argument names, for messages */
 } qf_problem;
 
 /* The part of the input (0 q, 1 k, 2 v) holding column *c of the logical row
@@ -113,7 +152,7 @@ static inline int qf_in_part(const qf_problem *p, int64_t *c) {
  * must stay within c's part. */
 static inline const void *qf_in_at(const qf_problem *p, int64_t t, int64_t c) {
   const qf_mat *m = &p->in[qf_in_part(p, &c)];
-  return (const char *)m->data + (size_t)(t * m->ld + c) * qkvfuse_dtype_size(m->dtype);
+  return (const char *)m->data + (size_t)(t * m->ld + c * m->inc) * qkvfuse_dtype_size(m->dtype);
 }
 
 /* Destination of token t in the caches: returns 0 when the token is skipped
@@ -143,7 +182,7 @@ static inline int qf_token_dest(const qf_problem *p, int64_t t, int64_t *block, 
 
 /* Element offset of element j of the row at (block, row). */
 static inline int64_t qf_cache_offset(const qf_cache *c, int64_t block, int64_t row, int64_t j) {
-  return block * c->s_block + row * c->s_row + (j / c->chunk) * c->s_chunk + (j % c->chunk);
+  return block * c->s_block + row * c->s_row + (j / c->chunk) * c->s_chunk + (j % c->chunk) * c->s_elem;
 }
 
 #ifdef __cplusplus

@@ -169,7 +169,7 @@ qkvfuse_status qkvfuse_build_cos_sin_cache(double theta, const qkvfuse_rope_scal
   const rope_rule rule = make_rule(theta, scaling, R);
   QF_FORWARD(check_result(&rule, "theta"));
   qf_mat m;
-  QF_FORWARD(qf_view_mat("cos_sin_cache", "[max_pos, R]", cache, max_pos, R, &m));
+  QF_FORWARD(qf_view_mat("cos_sin_cache", "[max_pos, R]", cache, max_pos, R, 0, NULL, &m));
   const size_t es = qkvfuse_dtype_size(m.dtype);
   for (int64_t i = 0; i < h; i++) {
     const double f = rule_inv_freq(&rule, i);

@@ -123,13 +123,19 @@ int64_t qf_numel(const qkvfuse_tensor *t) {
   return n;
 }
 
-const char *qf_shape_str(const qkvfuse_tensor *t, char *buf, size_t n) {
+static const char *dims_str(const int64_t *v, int ndim, char *buf, size_t n) {
   size_t used = 0;
   used += (size_t)snprintf(buf, n, "[");
-  for (int k = 0; k < t->ndim && used < n; k++)
-    used += (size_t)snprintf(buf + used, n - used, k ? ", %lld" : "%lld", (long long)t->shape[k]);
+  for (int k = 0; k < ndim && used < n; k++)
+    used += (size_t)snprintf(buf + used, n - used, k ? ", %lld" : "%lld", (long long)v[k]);
   if (used < n) snprintf(buf + used, n - used, "]");
   return buf;
+}
+
+const char *qf_shape_str(const qkvfuse_tensor *t, char *buf, size_t n) { return dims_str(t->shape, t->ndim, buf, n); }
+
+const char *qf_strides_str(const qkvfuse_tensor *t, char *buf, size_t n) {
+  return dims_str(t->strides, t->ndim, buf, n);
 }
 
 /* Every size and offset derived from a tensor must be exact in int64 and its
@@ -196,7 +202,7 @@ qkvfuse_status qf_check_tensor(const char *name, const qkvfuse_tensor *t, unsign
 }
 
 qkvfuse_status qf_view_mat(const char *name, const char *what, const qkvfuse_tensor *t, int64_t rows, int64_t cols,
-                           qf_mat *out) {
+                           int any_inc, const char *backend, qf_mat *out) {
   char sh[128];
   /* trailing dims: multiply to cols */
   int k = t->ndim;
@@ -206,13 +212,29 @@ qkvfuse_status qf_view_mat(const char *name, const char *what, const qkvfuse_ten
   for (int j = 0; j < k; j++) lead *= t->shape[j];
   QF_CHECK(prod == cols && lead == rows, QKVFUSE_ERROR_SHAPE, "%s: expected shape %s = [%lld, %lld] (or a view of it); got %s",
            name, what, (long long)rows, (long long)cols, qf_shape_str(t, sh, sizeof sh));
-  int64_t expect = 1;
+  /* trailing dims: one element stride, that of the innermost dim of more
+   * than one element (1 when there is none) */
+  int64_t inc = -1, expect = 1;
   for (int j = t->ndim - 1; j >= k; j--) {
-    QF_CHECK(t->shape[j] == 1 || t->strides[j] == expect, QKVFUSE_ERROR_STRIDE,
-             "%s: the last dims (%lld elements of a row) must be contiguous; strides[%d] is %lld, expected %lld", name,
-             (long long)cols, j, (long long)t->strides[j], (long long)expect);
-    expect *= t->shape[j];
+    if (t->shape[j] == 1) continue;
+    if (inc < 0) {
+      inc = t->strides[j];
+      QF_CHECK(any_inc || inc == 1, QKVFUSE_ERROR_STRIDE,
+               "%s: the last dims (%lld elements of a row) must be contiguous%s%s%s; strides[%d] is %lld, expected 1",
+               name, (long long)cols, backend ? " on the " : "", backend ? backend : "",
+               backend ? " backend (the reference backend takes any stride)" : "", j, (long long)inc);
+      QF_CHECK(inc >= 1, QKVFUSE_ERROR_STRIDE,
+               "%s: the last dim's stride must be >= 1 (a row's elements would share memory); strides[%d] is 0", name,
+               j);
+    } else {
+      QF_CHECK(t->strides[j] == expect, QKVFUSE_ERROR_STRIDE,
+               "%s: the last dims (%lld elements of a row) must collapse to one element stride; strides[%d] is %lld, "
+               "expected %lld",
+               name, (long long)cols, j, (long long)t->strides[j], (long long)expect);
+    }
+    expect = t->strides[j] * t->shape[j];
   }
+  if (inc < 0) inc = 1;
   /* leading dims: collapse to one row stride */
   int64_t ld = -1;
   for (int j = k - 1; j >= 0; j--) {
@@ -229,23 +251,32 @@ qkvfuse_status qf_view_mat(const char *name, const char *what, const qkvfuse_ten
   }
   /* at most one row, or none: the stride of a dim of size 0 is unchecked
    * (check_extent), and a view of no element needs none */
-  if (ld < 0 || rows == 0) ld = cols;
-  QF_CHECK(rows <= 1 || ld >= cols, QKVFUSE_ERROR_STRIDE, "%s: row stride must be >= %lld (a row); got %lld", name,
-           (long long)cols, (long long)ld);
+  /* a row spans (cols - 1) * inc + 1 elements (no overflow: check_extent) */
+  const int64_t span = cols > 0 ? (cols - 1) * inc + 1 : 0;
+  if (ld < 0 || rows == 0) ld = span > cols ? span : cols;
+  QF_CHECK(rows <= 1 || ld >= span, QKVFUSE_ERROR_STRIDE, "%s: row stride must be >= %lld (a row); got %lld", name,
+           (long long)span, (long long)ld);
   out->data = t->data;
   out->dtype = t->dtype;
   out->rows = rows;
   out->cols = cols;
   out->ld = ld;
+  out->inc = inc;
   return QKVFUSE_SUCCESS;
 }
 
-qkvfuse_status qf_view_vec(const char *name, const char *what, const qkvfuse_tensor *t, int64_t n, qf_vec *out) {
+qkvfuse_status qf_view_vec(const char *name, const char *what, const qkvfuse_tensor *t, int64_t n, qf_vec *out,
+                           int *strided) {
   char sh[128];
   QF_CHECK(qf_numel(t) == n, QKVFUSE_ERROR_SHAPE, "%s: expected %s = %lld elements; got shape %s", name, what,
            (long long)n, qf_shape_str(t, sh, sizeof sh));
+  if (strided) *strided = 0;
   int64_t expect = 1;
   for (int j = t->ndim - 1; j >= 0; j--) {
+    if (t->shape[j] != 1 && t->strides[j] != expect && strided) {
+      *strided = 1;
+      break;
+    }
     QF_CHECK(t->shape[j] == 1 || t->strides[j] == expect, QKVFUSE_ERROR_STRIDE,
              "%s: must be contiguous; strides[%d] is %lld, expected %lld", name, j, (long long)t->strides[j],
              (long long)expect);
@@ -261,7 +292,8 @@ qkvfuse_status qf_view_vec(const char *name, const char *what, const qkvfuse_ten
 
 qf_span qf_span_of_mat(const char *name, const qf_mat *m) {
   int64_t es = (int64_t)qkvfuse_dtype_size(m->dtype);
-  qf_span s = {name, (uintptr_t)m->data, m->rows, m->ld * es, m->cols * es, NULL};
+  qf_span s = {name, (uintptr_t)m->data, m->rows, m->ld * es, m->cols > 0 ? ((m->cols - 1) * m->inc + 1) * es : 0,
+               NULL};
   if (m->rows == 0 || m->data == NULL) s.count = 0;
   return s;
 }

@@ -35,6 +35,8 @@ const char *qf_dtype_set_name(unsigned set);
 
 /* "[7, 32, 128]" into buf. */
 const char *qf_shape_str(const qkvfuse_tensor *t, char *buf, size_t n);
+/* Its strides, "[4096, 128, 1]", into buf. */
+const char *qf_strides_str(const qkvfuse_tensor *t, char *buf, size_t n);
 
 int64_t qf_numel(const qkvfuse_tensor *t);
 
@@ -43,15 +45,20 @@ int64_t qf_numel(const qkvfuse_tensor *t);
  * size; on the plan's device. */
 qkvfuse_status qf_check_tensor(const char *name, const qkvfuse_tensor *t, unsigned dtypes, const qkvfuse_desc *desc);
 
-/* View t as rows x cols with contiguous rows: trailing dims multiply to cols
- * and are row-major contiguous, leading dims multiply to rows and collapse to
- * one row stride >= cols. `what` describes the expected shape for messages
- * ("[T, Nq*D]"). */
+/* View t as rows x cols: trailing dims multiply to cols and collapse to one
+ * element stride (out->inc), leading dims multiply to rows and collapse to
+ * one row stride; rows do not overlap (row stride >= (cols - 1) * inc + 1).
+ * any_inc = 0 asks for contiguous rows (inc = 1), as every backend but the
+ * reference reads them; `backend` names the one that asks, for the message.
+ * `what` describes the expected shape for messages ("[T, Nq*D]"). */
 qkvfuse_status qf_view_mat(const char *name, const char *what, const qkvfuse_tensor *t, int64_t rows, int64_t cols,
-                           qf_mat *out);
+                           int any_inc, const char *backend, qf_mat *out);
 
-/* View t as a contiguous vector of n elements (any shape with n elements). */
-qkvfuse_status qf_view_vec(const char *name, const char *what, const qkvfuse_tensor *t, int64_t n, qf_vec *out);
+/* View t as a vector of n elements (any shape with n elements). Contiguous
+ * unless strided != NULL; there a layout of any strides sets *strided = 1
+ * (else 0), and out->data is t->data, to be gathered (validate.c). */
+qkvfuse_status qf_view_vec(const char *name, const char *what, const qkvfuse_tensor *t, int64_t n, qf_vec *out,
+                           int *strided);
 
 /* The bytes a tensor touches, as `count` intervals of `len` bytes, `stride`
  * bytes apart, from `base`. Used by the overlap checks. */

@@ -7,7 +7,14 @@
  * the views of problem.h. It writes nothing but the problem struct (and, on a
  * CPU data error, the error bits), so a failing call leaves every output and
  * cache byte as it was. Messages name each tensor as the caller does
- * (qf_names): a named operator's own argument names. */
+ * (qf_names): a named operator's own argument names.
+ *
+ * Strides: a vector argument (weights, scales, indices) may have any strides
+ * on a CPU plan: qf_resolve_gather copies it into the call's buffer before
+ * the data checks and the run; a CUDA plan's kernels read every vector in
+ * place, so there it must be contiguous. The elements of a row (and of a
+ * cache chunk) may have any stride on a reference plan only: the other
+ * backends load and store rows as runs of consecutive elements. */
 #include <math.h>
 #include <stddef.h>
 #include <stdio.h>
@@ -39,16 +46,50 @@ static qkvfuse_status require(const char *name, const qkvfuse_tensor *t, int nee
  * qkvfuse_run's callers; a named operator's caller never set one. */
 static const char *cite(const qf_names *n, const char *desc_why) { return n->core ? desc_why : "by this call"; }
 
+/* A vector argument of n elements in any shape (t checked): read in place
+ * when contiguous; strided, a CPU call copies it before the run (*dst then
+ * points at the copy: qf_resolve_gather), within the call's QF_GATHER_BYTES,
+ * and a CUDA call refuses it. */
+static qkvfuse_status vector_view(const char *name, const char *what, const qkvfuse_tensor *t, int64_t n,
+                                  qf_problem *p, const void **dst, qf_vec *out) {
+  int strided = 0;
+  QF_FORWARD(qf_view_vec(name, what, t, n, out, &strided));
+  if (!strided) return QKVFUSE_SUCCESS;
+  char sh[128], st[128];
+  QF_CHECK(p->desc->device_type == QKVFUSE_DEVICE_CPU, QKVFUSE_ERROR_STRIDE,
+           "%s: must be contiguous for a CUDA plan (its kernels read the vector in place; a CPU plan copies a strided "
+           "one); got shape %s, strides %s",
+           name, qf_shape_str(t, sh, sizeof sh), qf_strides_str(t, st, sizeof st));
+  const int64_t es = (int64_t)qkvfuse_dtype_size(t->dtype);
+  const int64_t bytes = n > QF_GATHER_BYTES / es ? QF_GATHER_BYTES + 64 : (n * es + 63) / 64 * 64;
+  QF_CHECK(bytes <= QF_GATHER_BYTES - p->gather_bytes, QKVFUSE_ERROR_STRIDE,
+           "%s: strided (shape %s, strides %s): a CPU call copies its strided vectors into one buffer of %d bytes, "
+           "%lld of which the call's other strided vectors take, and %s needs %lld; give %s contiguous",
+           name, qf_shape_str(t, sh, sizeof sh), qf_strides_str(t, st, sizeof st), QF_GATHER_BYTES,
+           (long long)p->gather_bytes, name, (long long)(n * es), name);
+  p->gather_bytes += bytes;
+  p->gather[p->ngather++] = (qf_gather){t, dst, name};
+  return QKVFUSE_SUCCESS;
+}
+
 static qkvfuse_status vec_arg(const char *name, const qkvfuse_tensor *t, unsigned dtypes, const char *what, int64_t n,
-                              const qkvfuse_desc *d, qf_vec *out) {
-  QF_FORWARD(qf_check_tensor(name, t, dtypes, d));
-  return qf_view_vec(name, what, t, n, out);
+                              qf_problem *p, qf_vec *out) {
+  QF_FORWARD(qf_check_tensor(name, t, dtypes, p->desc));
+  return vector_view(name, what, t, n, p, &out->data, out);
+}
+
+/* A [rows, cols] argument: the elements of a row consecutive, or with any
+ * stride on a reference plan. */
+static qkvfuse_status mat_view(const char *name, const char *what, const qkvfuse_tensor *t, int64_t rows, int64_t cols,
+                               const qkvfuse_plan *plan, qf_mat *out) {
+  return qf_view_mat(name, what, t, rows, cols, plan->backend == QKVFUSE_BACKEND_REFERENCE,
+                     plan->backend == QKVFUSE_BACKEND_CUDA ? "cuda" : "cpu", out);
 }
 
 static qkvfuse_status mat_arg(const char *name, const qkvfuse_tensor *t, unsigned dtypes, const char *what,
-                              int64_t rows, int64_t cols, const qkvfuse_desc *d, qf_mat *out) {
-  QF_FORWARD(qf_check_tensor(name, t, dtypes, d));
-  return qf_view_mat(name, what, t, rows, cols, out);
+                              int64_t rows, int64_t cols, const qkvfuse_plan *plan, qf_mat *out) {
+  QF_FORWARD(qf_check_tensor(name, t, dtypes, &plan->desc));
+  return mat_view(name, what, t, rows, cols, plan, out);
 }
 
 /* The cache dtypes of each quantization mode (the plan checked the mode's range). */
@@ -71,7 +112,7 @@ static const char *layout_shape(qkvfuse_cache_layout l) {
 
 /* Check a cache tensor against the layout and reduce it to qf_cache. */
 static qkvfuse_status cache_arg(const char *name, const qkvfuse_tensor *t, qkvfuse_quant_mode mode,
-                                const qf_problem *p, qf_cache *out) {
+                                const qkvfuse_plan *plan, const qf_problem *p, qf_cache *out) {
   const qkvfuse_desc *d = p->desc;
   const qkvfuse_cache_layout layout = d->cache_layout;
   char sh[128];
@@ -99,8 +140,11 @@ static qkvfuse_status cache_arg(const char *name, const qkvfuse_tensor *t, qkvfu
            "%s: layout %s with Nkv = %lld, D = %lld, %s needs shape[%d] = %lld and shape[3] = %lld; got %s", name,
            layout_shape(layout), (long long)p->Nkv, (long long)p->D, qkvfuse_dtype_name(t->dtype), dim_chunk,
            (long long)nchunks, (long long)chunk, qf_shape_str(t, sh, sizeof sh));
-  QF_CHECK(t->shape[3] == 1 || t->strides[3] == 1, QKVFUSE_ERROR_STRIDE,
-           "%s: the last dim must be contiguous (stride 1); got stride %lld", name, (long long)t->strides[3]);
+  const int64_t s_elem = t->shape[3] > 1 ? t->strides[3] : 1;
+  QF_CHECK(s_elem == 1 || plan->backend == QKVFUSE_BACKEND_REFERENCE, QKVFUSE_ERROR_STRIDE,
+           "%s: the last dim must be contiguous (stride 1) on the %s backend (the reference backend takes any "
+           "stride); got stride %lld",
+           name, plan->backend == QKVFUSE_BACKEND_CUDA ? "cuda" : "cpu", (long long)s_elem);
   QF_CHECK(qf_tensor_is_non_overlapping(t), QKVFUSE_ERROR_STRIDE,
            "%s: strides make distinct elements share memory; got shape %s", name, qf_shape_str(t, sh, sizeof sh));
   out->data = t->data;
@@ -111,11 +155,12 @@ static qkvfuse_status cache_arg(const char *name, const qkvfuse_tensor *t, qkvfu
   out->s_row = t->strides[dim_row];
   out->s_chunk = t->strides[dim_chunk];
   out->chunk = chunk;
+  out->s_elem = s_elem;
   return QKVFUSE_SUCCESS;
 }
 
 /* Scale (and offset) of one quantized cache. */
-static qkvfuse_status scale_arg(const char *name, const qkvfuse_tensor *t, const qf_problem *p, int64_t n_expect,
+static qkvfuse_status scale_arg(const char *name, const qkvfuse_tensor *t, qf_problem *p, int64_t n_expect,
                                 qf_vec *out) {
   QF_FORWARD(qf_check_tensor(name, t, QF_F32, p->desc));
   int64_t n = qf_numel(t);
@@ -127,9 +172,9 @@ static qkvfuse_status scale_arg(const char *name, const qkvfuse_tensor *t, const
              (long long)p->Nkv, (long long)(p->Nkv * p->D));
     QF_CHECK(n == 1 || n == p->Nkv || n == p->Nkv * p->D, QKVFUSE_ERROR_SHAPE, "%s: expected %s elements; got %lld",
              name, what, (long long)n);
-    return qf_view_vec(name, what, t, n, out);
+    return vector_view(name, what, t, n, p, &out->data, out);
   }
-  return qf_view_vec(name, "the scale's element count", t, n_expect, out);
+  return vector_view(name, "the scale's element count", t, n_expect, p, &out->data, out);
 }
 
 /* Channels per scale of a k/v scale of n elements (problem.h). */
@@ -145,7 +190,16 @@ static unsigned q_quant_dtypes(qkvfuse_quant_mode m) {
 /* ---- overlap ---------------------------------------------------------------- */
 
 static int same_view(const qf_mat *a, const qf_mat *b, uintptr_t b_base) {
-  return (uintptr_t)a->data == b_base && a->dtype == b->dtype && (a->rows <= 1 || a->ld == b->ld);
+  return (uintptr_t)a->data == b_base && a->dtype == b->dtype && (a->rows <= 1 || a->ld == b->ld) &&
+         (a->cols <= 1 || a->inc == b->inc);
+}
+
+/* The bytes vector v of the call touches: its caller's strided tensor while
+ * it waits to be gathered (dst: where the gather points), else v itself. */
+static qf_span span_of_vec(const qf_problem *p, const char *name, const qf_vec *v, const void *const *dst) {
+  for (int i = 0; i < p->ngather; i++)
+    if (p->gather[i].dst == dst) return qf_span_of_tensor(name, p->gather[i].t);
+  return qf_span_of_vec(name, v);
 }
 
 /* Every tensor the call reads against every one it writes (q_copy and
@@ -172,8 +226,9 @@ static qkvfuse_status check_overlaps(const qf_problem *p, const qkvfuse_args *a,
   const char *vec_names[] = {n->weight_scale, n->act_scale, n->bias, n->q_gamma, n->k_gamma, n->q_beta,
                              n->k_beta, n->positions, n->slot_mapping, n->k_scale, n->v_scale, n->k_offset,
                              n->v_offset};
-  for (size_t i = 0; i < sizeof vecs / sizeof vecs[0]; i++) in[nin++] = qf_span_of_vec(vec_names[i], vecs[i]);
-  in[nin++] = qf_span_of_vec(n->q_scale, &p->q_scale);
+  for (size_t i = 0; i < sizeof vecs / sizeof vecs[0]; i++)
+    in[nin++] = span_of_vec(p, vec_names[i], vecs[i], &vecs[i]->data);
+  in[nin++] = span_of_vec(p, n->q_scale, &p->q_scale, &p->q_scale.data);
   /* the page table (address.h): four more index vectors the call reads */
   const qf_page_table *pt = &p->page_table;
   const qf_vec pt_vecs[4] = {{pt->indptr, (qkvfuse_dtype)pt->indptr_dtype, pt->indptr ? pt->nseq + 1 : 0},
@@ -181,7 +236,8 @@ static qkvfuse_status check_overlaps(const qf_problem *p, const qkvfuse_args *a,
                              {pt->batch, (qkvfuse_dtype)pt->batch_dtype, pt->batch ? p->T : 0},
                              {pt->pos, (qkvfuse_dtype)pt->pos_dtype, pt->pos ? p->T : 0}};
   const char *pt_names[4] = {n->kv_indptr, n->kv_indices, n->batch_indices, n->kv_positions};
-  for (int i = 0; i < 4; i++) in[nin++] = qf_span_of_vec(pt_names[i], &pt_vecs[i]);
+  const void *const *pt_dst[4] = {&pt->indptr, &pt->indices, &pt->batch, &pt->pos};
+  for (int i = 0; i < 4; i++) in[nin++] = span_of_vec(p, pt_names[i], &pt_vecs[i], pt_dst[i]);
   in[nin++] = qf_span_of_mat(n->cos_sin_cache, &p->cos_sin_cache);
   in[nin++] = qf_span_of_mat(n->cos, &p->cos);
   in[nin++] = qf_span_of_mat(n->sin, &p->sin);
@@ -373,7 +429,8 @@ static void set_tokens(qf_problem *p, const qkvfuse_tensor *t, int nlead) {
 
 /* A packed qkv [T, H] or [B, S, H]: its three column blocks. The parts'
  * addresses are computed as integers: an empty qkv may carry any pointer. */
-static qkvfuse_status packed_input(const qf_names *n, const qkvfuse_tensor *x, qf_problem *p) {
+static qkvfuse_status packed_input(const qf_names *n, const qkvfuse_tensor *x, const qkvfuse_plan *plan,
+                                   qf_problem *p) {
   char sh[128];
   QF_CHECK(x != NULL || !n->core, QKVFUSE_ERROR_NULL_POINTER, "%s: required (or %s, %s and %s separately); got NULL",
            n->qkv, n->q, n->k, n->v);
@@ -383,20 +440,20 @@ static qkvfuse_status packed_input(const qf_names *n, const qkvfuse_tensor *x, q
            qf_shape_str(x, sh, sizeof sh));
   set_tokens(p, x, x->ndim - 1);
   qf_mat all;
-  QF_FORWARD(qf_view_mat(n->qkv, "[T, H]", x, p->T, p->H, &all));
+  QF_FORWARD(mat_view(n->qkv, "[T, H]", x, p->T, p->H, plan, &all));
   const int64_t cols[3] = {p->Nq * p->D, p->Nkv * p->D, p->Nkv * p->D};
   uintptr_t at = (uintptr_t)all.data;
   for (int i = 0; i < 3; i++) {
     p->in[i] = all;
     p->in[i].data = (void *)at;
     p->in[i].cols = cols[i];
-    at += (uintptr_t)cols[i] * qkvfuse_dtype_size(all.dtype);
+    at += (uintptr_t)(cols[i] * all.inc) * qkvfuse_dtype_size(all.dtype);
   }
   return QKVFUSE_SUCCESS;
 }
 
 /* Separate q, k and v: q fixes the token dims, k and v repeat them. */
-static qkvfuse_status split_inputs(const qf_names *n, const qkvfuse_args *a, qf_problem *p) {
+static qkvfuse_status split_inputs(const qf_names *n, const qkvfuse_args *a, const qkvfuse_plan *plan, qf_problem *p) {
   const qkvfuse_desc *d = p->desc;
   QF_CHECK(a->qkv == NULL, QKVFUSE_ERROR_INVALID_VALUE, "%s: give %s or %s/%s/%s, not both", n->qkv, n->qkv, n->q,
            n->k, n->v);
@@ -429,31 +486,35 @@ static qkvfuse_status split_inputs(const qf_names *n, const qkvfuse_args *a, qf_
     }
     char shape_what[32];
     snprintf(shape_what, sizeof shape_what, "[T, %s]", what[i]);
-    QF_FORWARD(qf_view_mat(names[i], shape_what, t[i], p->T, heads[i] * p->D, &p->in[i]));
+    QF_FORWARD(mat_view(names[i], shape_what, t[i], p->T, heads[i] * p->D, plan, &p->in[i]));
   }
-  if (!t[2]) p->in[2] = (qf_mat){NULL, t[0]->dtype, p->T, p->Nkv * p->D, p->Nkv * p->D};
+  if (!t[2]) p->in[2] = (qf_mat){NULL, t[0]->dtype, p->T, p->Nkv * p->D, p->Nkv * p->D, 1};
   return QKVFUSE_SUCCESS;
 }
 
 /* ---- the page table ------------------------------------------------------------- */
 
 /* kv_indptr [batch + 1] (batch >= 0), kv_indices [any length], batch_indices
- * and kv_positions [T]: contiguous int32 / int64 vectors, each of its own
- * dtype. Needs p->k_cache resolved (the page table addresses its blocks). */
+ * and kv_positions [T]: int32 / int64 vectors, each of its own dtype (strided
+ * ones gathered into the page table's pointers). Needs p->k_cache resolved
+ * (the page table addresses its blocks). */
 static qkvfuse_status page_table_args(const qf_names *n, const qkvfuse_args *a, qf_problem *p) {
   const qkvfuse_desc *d = p->desc;
   char sh[128];
   qf_vec indptr, indices, batch, pos;
+  qf_page_table *pt = &p->page_table;
   QF_FORWARD(qf_check_tensor(n->kv_indptr, a->kv_indptr, QF_INDICES, d));
   const int64_t np = qf_numel(a->kv_indptr);
   QF_CHECK(np >= 1, QKVFUSE_ERROR_SHAPE, "%s: expected [batch + 1] with batch >= 0 (at least 1 element); got %s",
            n->kv_indptr, qf_shape_str(a->kv_indptr, sh, sizeof sh));
-  QF_FORWARD(qf_view_vec(n->kv_indptr, "[batch + 1]", a->kv_indptr, np, &indptr));
+  QF_FORWARD(vector_view(n->kv_indptr, "[batch + 1]", a->kv_indptr, np, p, &pt->indptr, &indptr));
   QF_FORWARD(qf_check_tensor(n->kv_indices, a->kv_indices, QF_INDICES, d));
-  QF_FORWARD(qf_view_vec(n->kv_indices, "[>= kv_indptr[batch]]", a->kv_indices, qf_numel(a->kv_indices), &indices));
-  QF_FORWARD(vec_arg(n->batch_indices, a->batch_indices, QF_INDICES, "[T]", p->T, d, &batch));
-  QF_FORWARD(vec_arg(n->kv_positions, a->kv_positions, QF_INDICES, "[T]", p->T, d, &pos));
-  qf_page_table *pt = &p->page_table;
+  QF_FORWARD(vector_view(n->kv_indices, "[>= kv_indptr[batch]]", a->kv_indices, qf_numel(a->kv_indices), p,
+                         &pt->indices, &indices));
+  QF_FORWARD(qf_check_tensor(n->batch_indices, a->batch_indices, QF_INDICES, d));
+  QF_FORWARD(vector_view(n->batch_indices, "[T]", a->batch_indices, p->T, p, &pt->batch, &batch));
+  QF_FORWARD(qf_check_tensor(n->kv_positions, a->kv_positions, QF_INDICES, d));
+  QF_FORWARD(vector_view(n->kv_positions, "[T]", a->kv_positions, p->T, p, &pt->pos, &pos));
   pt->indptr = indptr.data, pt->indptr_dtype = (int32_t)indptr.dtype, pt->nseq = np - 1;
   pt->indices = indices.data, pt->indices_dtype = (int32_t)indices.dtype, pt->nindices = indices.n;
   pt->batch = batch.data, pt->batch_dtype = (int32_t)batch.dtype;
@@ -486,12 +547,13 @@ qkvfuse_status qf_resolve_call(const qkvfuse_plan *plan, const qkvfuse_args *a, 
   p->R = d->rotary_dim;
   p->H = (p->Nq + 2 * p->Nkv) * p->D;
   p->error_flags = a->error_flags;
+  p->names = n;
   char sh[128], why[96];
 
   /* the input: qkv, or q, k (and v); fixes T (and B, S for the contiguous layout) */
   const int split = a->q || a->k || a->v;
-  if (split) QF_FORWARD(split_inputs(n, a, p));
-  else QF_FORWARD(packed_input(n, a->qkv, p));
+  if (split) QF_FORWARD(split_inputs(n, a, plan, p));
+  else QF_FORWARD(packed_input(n, a->qkv, plan, p));
   const qkvfuse_dtype in_dtype = p->in[0].dtype;
   const int int_input = in_dtype == QKVFUSE_DTYPE_INT32;
   /* dequant */
@@ -502,19 +564,19 @@ qkvfuse_status qf_resolve_call(const qkvfuse_plan *plan, const qkvfuse_args *a, 
     QF_FORWARD(require(n->act_scale, a->act_scale, 0, why));
     QF_FORWARD(require(n->bias, a->bias, 0, why));
   }
-  if (a->weight_scale) QF_FORWARD(vec_arg(n->weight_scale, a->weight_scale, QF_F32, "[H]", p->H, d, &p->weight_scale));
-  if (a->act_scale) QF_FORWARD(vec_arg(n->act_scale, a->act_scale, QF_F32, "[T]", p->T, d, &p->act_scale));
-  if (a->bias) QF_FORWARD(vec_arg(n->bias, a->bias, QF_FLOATS | QF_I32, "[H]", p->H, d, &p->bias));
+  if (a->weight_scale) QF_FORWARD(vec_arg(n->weight_scale, a->weight_scale, QF_F32, "[H]", p->H, p, &p->weight_scale));
+  if (a->act_scale) QF_FORWARD(vec_arg(n->act_scale, a->act_scale, QF_F32, "[T]", p->T, p, &p->act_scale));
+  if (a->bias) QF_FORWARD(vec_arg(n->bias, a->bias, QF_FLOATS | QF_I32, "[H]", p->H, p, &p->bias));
 
   /* RMSNorm */
   QF_FORWARD(require(n->q_gamma, a->q_gamma, d->q_norm, cite(n, d->q_norm ? "with desc.q_norm = 1" : "with desc.q_norm = 0")));
   QF_FORWARD(require(n->k_gamma, a->k_gamma, d->k_norm, cite(n, d->k_norm ? "with desc.k_norm = 1" : "with desc.k_norm = 0")));
   if (!d->q_norm) QF_FORWARD(require(n->q_beta, a->q_beta, 0, cite(n, "with desc.q_norm = 0")));
   if (!d->k_norm) QF_FORWARD(require(n->k_beta, a->k_beta, 0, cite(n, "with desc.k_norm = 0")));
-  if (a->q_gamma) QF_FORWARD(vec_arg(n->q_gamma, a->q_gamma, QF_FLOATS, "[D]", p->D, d, &p->q_gamma));
-  if (a->k_gamma) QF_FORWARD(vec_arg(n->k_gamma, a->k_gamma, QF_FLOATS, "[D]", p->D, d, &p->k_gamma));
-  if (a->q_beta) QF_FORWARD(vec_arg(n->q_beta, a->q_beta, QF_FLOATS, "[D]", p->D, d, &p->q_beta));
-  if (a->k_beta) QF_FORWARD(vec_arg(n->k_beta, a->k_beta, QF_FLOATS, "[D]", p->D, d, &p->k_beta));
+  if (a->q_gamma) QF_FORWARD(vec_arg(n->q_gamma, a->q_gamma, QF_FLOATS, "[D]", p->D, p, &p->q_gamma));
+  if (a->k_gamma) QF_FORWARD(vec_arg(n->k_gamma, a->k_gamma, QF_FLOATS, "[D]", p->D, p, &p->k_gamma));
+  if (a->q_beta) QF_FORWARD(vec_arg(n->q_beta, a->q_beta, QF_FLOATS, "[D]", p->D, p, &p->q_beta));
+  if (a->k_beta) QF_FORWARD(vec_arg(n->k_beta, a->k_beta, QF_FLOATS, "[D]", p->D, p, &p->k_beta));
 
   /* RoPE */
   const qkvfuse_rope_source src = d->rope_source;
@@ -527,18 +589,18 @@ qkvfuse_status qf_resolve_call(const qkvfuse_plan *plan, const qkvfuse_args *a, 
                      cite(n, src == QKVFUSE_ROPE_COS_SIN ? "with rope_source cos_sin" : "with this rope_source")));
   QF_FORWARD(require(n->sin, a->sin, src == QKVFUSE_ROPE_COS_SIN,
                      cite(n, src == QKVFUSE_ROPE_COS_SIN ? "with rope_source cos_sin" : "with this rope_source")));
-  if (a->positions) QF_FORWARD(vec_arg(n->positions, a->positions, QF_INDICES, "[T]", p->T, d, &p->positions));
+  if (a->positions) QF_FORWARD(vec_arg(n->positions, a->positions, QF_INDICES, "[T]", p->T, p, &p->positions));
   if (a->cos_sin_cache) {
     const qkvfuse_tensor *c = a->cos_sin_cache;
     QF_FORWARD(qf_check_tensor(n->cos_sin_cache, c, QF_FLOATS, d));
     QF_CHECK(c->ndim == 2 && c->shape[1] == p->R && c->shape[0] >= 1, QKVFUSE_ERROR_SHAPE,
              "%s: expected [max_pos >= 1, R = %lld]; got %s", n->cos_sin_cache, (long long)p->R,
              qf_shape_str(c, sh, sizeof sh));
-    QF_FORWARD(qf_view_mat(n->cos_sin_cache, "[max_pos, R]", c, c->shape[0], p->R, &p->cos_sin_cache));
+    QF_FORWARD(mat_view(n->cos_sin_cache, "[max_pos, R]", c, c->shape[0], p->R, plan, &p->cos_sin_cache));
   }
   if (a->cos) {
-    QF_FORWARD(mat_arg(n->cos, a->cos, QF_FLOATS, "[T, R]", p->T, p->R, d, &p->cos));
-    QF_FORWARD(mat_arg(n->sin, a->sin, QF_FLOATS, "[T, R]", p->T, p->R, d, &p->sin));
+    QF_FORWARD(mat_arg(n->cos, a->cos, QF_FLOATS, "[T, R]", p->T, p->R, plan, &p->cos));
+    QF_FORWARD(mat_arg(n->sin, a->sin, QF_FLOATS, "[T, R]", p->T, p->R, plan, &p->sin));
     QF_CHECK(a->sin->dtype == a->cos->dtype, QKVFUSE_ERROR_DTYPE, "%s: dtype must equal %s's (%s); got %s", n->sin,
              n->cos, qkvfuse_dtype_name(a->cos->dtype), qkvfuse_dtype_name(a->sin->dtype));
   }
@@ -560,7 +622,7 @@ qkvfuse_status qf_resolve_call(const qkvfuse_plan *plan, const qkvfuse_args *a, 
     QF_CHECK(!(qf_dtype_bit(a->q_out->dtype) & (QF_FP8 | QF_FP8_E5M2)), QKVFUSE_ERROR_DTYPE,
              "%s: dtype must be %s; got %s, which needs a quantized q (%s)", n->q_out, qf_dtype_set_name(out_dtypes),
              qkvfuse_dtype_name(a->q_out->dtype), n->core ? "desc.q_quant and q_scale" : "not offered by this call");
-  QF_FORWARD(mat_arg(n->q_out, a->q_out, q_fp8 ? q_fp8 : out_dtypes, "[T, Nq*D]", p->T, p->Nq * p->D, d, &p->q_out));
+  QF_FORWARD(mat_arg(n->q_out, a->q_out, q_fp8 ? q_fp8 : out_dtypes, "[T, Nq*D]", p->T, p->Nq * p->D, plan, &p->q_out));
   p->io_dtype = !q_fp8 ? p->q_out.dtype
                 : !int_input ? in_dtype
                 : table      ? table->dtype
@@ -571,15 +633,15 @@ qkvfuse_status qf_resolve_call(const qkvfuse_plan *plan, const qkvfuse_args *a, 
     QF_CHECK(qf_numel(a->q_scale) == 1, QKVFUSE_ERROR_SHAPE,
              "%s: expected 1 element ([1] or a scalar: one scale for the tensor); got shape %s", n->q_scale,
              qf_shape_str(a->q_scale, sh, sizeof sh));
-    QF_FORWARD(qf_view_vec(n->q_scale, "[1]", a->q_scale, 1, &p->q_scale));
+    QF_FORWARD(vector_view(n->q_scale, "[1]", a->q_scale, 1, p, &p->q_scale.data, &p->q_scale));
   }
   if (a->k_out)
-    QF_FORWARD(mat_arg(n->k_out, a->k_out, out_dtypes, "[T, Nkv*D]", p->T, p->Nkv * p->D, d, &p->k_out));
+    QF_FORWARD(mat_arg(n->k_out, a->k_out, out_dtypes, "[T, Nkv*D]", p->T, p->Nkv * p->D, plan, &p->k_out));
   if (a->v_out)
-    QF_FORWARD(mat_arg(n->v_out, a->v_out, out_dtypes, "[T, Nkv*D]", p->T, p->Nkv * p->D, d, &p->v_out));
+    QF_FORWARD(mat_arg(n->v_out, a->v_out, out_dtypes, "[T, Nkv*D]", p->T, p->Nkv * p->D, plan, &p->v_out));
   if (call && call->q_copy) {
     qf_mat qc;
-    QF_FORWARD(mat_arg(n->q_copy, call->q_copy, out_dtypes, "[T, Nq*D]", p->T, p->Nq * p->D, d, &qc));
+    QF_FORWARD(mat_arg(n->q_copy, call->q_copy, out_dtypes, "[T, Nq*D]", p->T, p->Nq * p->D, plan, &qc));
     QF_CHECK(qc.dtype == p->q_out.dtype, QKVFUSE_ERROR_DTYPE, "%s: dtype must equal %s's (%s); got %s", n->q_copy,
              n->q_out, qkvfuse_dtype_name(p->q_out.dtype), qkvfuse_dtype_name(qc.dtype));
     if (!same_view(&qc, &p->q_out, (uintptr_t)p->q_out.data)) p->q_copy = qc;
@@ -611,13 +673,13 @@ qkvfuse_status qf_resolve_call(const qkvfuse_plan *plan, const qkvfuse_args *a, 
   QF_FORWARD(require(n->v_offset, a->v_offset, d->v_quant == QKVFUSE_QUANT_INT8_ASYM,
                      cite(n, d->v_quant == QKVFUSE_QUANT_INT8_ASYM ? "with v_quant int8_asym" : "unless v_quant is int8_asym")));
   if (use_cache) {
-    QF_FORWARD(cache_arg(n->k_cache, a->k_cache, d->k_quant, p, &p->k_cache));
+    QF_FORWARD(cache_arg(n->k_cache, a->k_cache, d->k_quant, plan, p, &p->k_cache));
     if (d->cache_layout == QKVFUSE_CACHE_CONTIGUOUS)
       QF_CHECK(p->B <= p->k_cache.blocks && p->S <= p->k_cache.block_size, QKVFUSE_ERROR_SHAPE,
                "%s: contiguous layout needs batch >= B = %lld and max_seq >= S = %lld; got [%lld, %lld, ...]",
                n->k_cache, (long long)p->B, (long long)p->S, (long long)p->k_cache.blocks,
                (long long)p->k_cache.block_size);
-    QF_FORWARD(cache_arg(n->v_cache, a->v_cache, d->v_quant, p, &p->v_cache));
+    QF_FORWARD(cache_arg(n->v_cache, a->v_cache, d->v_quant, plan, p, &p->v_cache));
     QF_CHECK(p->v_cache.blocks == p->k_cache.blocks && p->v_cache.block_size == p->k_cache.block_size,
              QKVFUSE_ERROR_SHAPE, "%s: blocks and block_size must match %s's (%lld, %lld); got (%lld, %lld)",
              n->v_cache, n->k_cache, (long long)p->k_cache.blocks, (long long)p->k_cache.block_size,
@@ -625,10 +687,10 @@ qkvfuse_status qf_resolve_call(const qkvfuse_plan *plan, const qkvfuse_args *a, 
     if (page_table) {
       QF_FORWARD(page_table_args(n, a, p));
     } else if (d->cache_layout == QKVFUSE_CACHE_CONTIGUOUS) {
-      QF_FORWARD(vec_arg(n->slot_mapping, a->slot_mapping, QF_INDICES, "[B] (contiguous layout)", p->B, d,
+      QF_FORWARD(vec_arg(n->slot_mapping, a->slot_mapping, QF_INDICES, "[B] (contiguous layout)", p->B, p,
                          &p->slot_mapping));
     } else {
-      QF_FORWARD(vec_arg(n->slot_mapping, a->slot_mapping, QF_INDICES, "[T]", p->T, d, &p->slot_mapping));
+      QF_FORWARD(vec_arg(n->slot_mapping, a->slot_mapping, QF_INDICES, "[T]", p->T, p, &p->slot_mapping));
     }
     if (a->k_scale) QF_FORWARD(scale_arg(n->k_scale, a->k_scale, p, 0, &p->k_scale));
     if (a->v_scale) QF_FORWARD(scale_arg(n->v_scale, a->v_scale, p, 0, &p->v_scale));
@@ -643,11 +705,45 @@ qkvfuse_status qf_resolve_call(const qkvfuse_plan *plan, const qkvfuse_args *a, 
              n->error_flags, (void *)a->error_flags);
 
   QF_FORWARD(check_overlaps(p, a, n));
-  /* T = 0 reads no data (SPEC: it does nothing), on every device */
-  if (d->device_type == QKVFUSE_DEVICE_CPU && p->T > 0) QF_FORWARD(check_data(p, n));
+  /* T = 0 reads no data (SPEC: it does nothing), on every device; strided
+   * vectors are read once gathered (qf_resolve_gather) */
+  if (d->device_type == QKVFUSE_DEVICE_CPU && p->T > 0 && !p->ngather) QF_FORWARD(check_data(p, n));
+  return QKVFUSE_SUCCESS;
+}
+
+/* Element i (row-major) of tensor t, as an element offset. */
+static int64_t elem_offset(const qkvfuse_tensor *t, int64_t i) {
+  int64_t off = 0;
+  for (int k = t->ndim - 1; k >= 0; k--) {
+    const int64_t n = t->shape[k];
+    off += (i % n) * t->strides[k];
+    i /= n;
+  }
+  return off;
+}
+
+qkvfuse_status qf_resolve_gather(qf_problem *p, qf_gather_buf *buf) {
+  int64_t at = 0;
+  for (int g = 0; g < p->ngather; g++) {
+    const qkvfuse_tensor *t = p->gather[g].t;
+    const size_t es = qkvfuse_dtype_size(t->dtype);
+    const int64_t n = qf_numel(t);
+    unsigned char *dst = buf->bytes + at;
+    const char *src = (const char *)t->data;
+    for (int64_t i = 0; i < n; i++) memcpy(dst + (size_t)i * es, src + elem_offset(t, i) * (int64_t)es, es);
+    *p->gather[g].dst = dst;
+    at += ((int64_t)((size_t)n * es) + 63) / 64 * 64;
+  }
+  if (p->T > 0) QF_FORWARD(check_data(p, p->names));
   return QKVFUSE_SUCCESS;
 }
 
 qkvfuse_status qf_resolve(const qkvfuse_plan *plan, const qkvfuse_args *a, qf_problem *p) {
-  return qf_resolve_call(plan, a, NULL, p);
+  QF_FORWARD(qf_resolve_call(plan, a, NULL, p));
+  /* this entry point's callers (the benchmark's unfused chain, the fuzz
+     target's validation) read the vectors in place */
+  char st[128];
+  QF_CHECK(p->ngather == 0, QKVFUSE_ERROR_STRIDE, "%s: strided (strides %s); give contiguous vectors here",
+           p->ngather ? p->gather[0].name : "", p->ngather ? qf_strides_str(p->gather[0].t, st, sizeof st) : "");
+  return QKVFUSE_SUCCESS;
 }

@@ -96,7 +96,8 @@ static qkvfuse_status check_image(int dev, int cc, const void *kernel, const cha
 
 // What a plan needs of a device that cannot change while the process runs:
 // its multiprocessors and compute capability, checked to have images of every
-// kernel family (below). The first plan for a device queries them; later ones
+// kernel family, and the shared memory the general kernel may use for D > 512
+// (below). The first plan for a device queries and sets them; later ones
 // (the named operators plan on every call, also inside a graph capture) read
 // them. Every access is atomic, so concurrent first plans store alike.
 static const int kCachedDevices = 64;
@@ -128,6 +129,15 @@ static qkvfuse_status device_facts(int dev, int *sms, int *cc) {
     if (guard.err != cudaSuccess) return cuda_fail(guard.err, "cudaSetDevice");
     QF_FORWARD(check_image(dev, *cc, qf_cuda_general_probe(), "general"));
     if (*cc >= QF_CUDA_STREAMING_MIN_CC) QF_FORWARD(check_image(dev, *cc, qf_cuda_streaming_probe(), "streaming"));
+    // the general kernel for D > 512 may use the device's shared memory per
+    // block past the default 48 KB: allowed here, once, not in qkvfuse_run
+    int optin = 0;
+    e = cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev);
+    if (e == cudaSuccess) e = qf_cuda_general_allow_wide(optin);
+    if (e != cudaSuccess) {
+      cudaGetLastError(); /* reported here, not left to a later call */
+      return cuda_fail(e, "cudaFuncSetAttribute (the general kernel's shared memory for D > 512)");
+    }
   }
   if (dev < kCachedDevices) {
     __atomic_store_n(&g_device_sms[dev], *sms, __ATOMIC_RELAXED);

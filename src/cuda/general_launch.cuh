@@ -1,8 +1,11 @@
 // SPDX-License-Identifier: Apache-2.0
 // The instantiations of the general kernel (general.cuh) for one input type,
-// and the one that runs a variant (variant.h): 16-byte vectors with 1, 2 or
-// 4 vectors per lane, and single elements with up to 16 per lane, which
-// covers D up to 512.
+// and the one that runs a variant (variant.h): 16-byte vectors with 1, 2, 4
+// or (4-byte types) 8 vectors per lane, and single elements with up to 32 per
+// lane, which covers D up to 1024 (QF_MAX_HEAD_DIM). The instantiations of 32
+// elements per lane serve exactly D > 512; their shared memory can pass the
+// default 48 KB (general_smem_bytes: about 56 KB at D = R = 1024), which the
+// first plan for a device allows them (allow_wide_general).
 #ifndef QKVFUSE_CUDA_GENERAL_LAUNCH_CUH
 #define QKVFUSE_CUDA_GENERAL_LAUNCH_CUH
 
@@ -12,6 +15,30 @@
 
 namespace qf {
 
+// The instantiations for D > 512: 32 elements per lane, single or in 16-byte vectors.
+template <typename TIn>
+constexpr int kWideVectors = 32 / (16 / (int)sizeof(TIn));
+
+// Let the D > 512 instantiations use the current device's shared memory per
+// block (`bytes`, less their static shared memory) dynamically: a function
+// attribute, set once per device when its first plan is made (backend.cu),
+// since setting it may wait for the device's copies and qkvfuse_run never
+// waits.
+template <typename TIn>
+cudaError_t allow_wide_general(int bytes) {
+  constexpr int VMAX = 16 / (int)sizeof(TIn);
+  const void *wide[2] = {reinterpret_cast<const void *>(general_kernel<TIn, 1, 32>),
+                         reinterpret_cast<const void *>(general_kernel<TIn, VMAX, kWideVectors<TIn>>)};
+  for (const void *k : wide) {
+    cudaFuncAttributes attr;
+    cudaError_t e = cudaFuncGetAttributes(&attr, k);
+    if (e == cudaSuccess)
+      e = cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes - (int)attr.sharedSizeBytes);
+    if (e != cudaSuccess) return e;
+  }
+  return cudaSuccess;
+}
+
 template <typename TIn>
 qkvfuse_status launch_general(const qf_cuda_variant *v, const qf_cu_params *P, cudaStream_t stream) {
   constexpr int VMAX = 16 / (int)sizeof(TIn);
@@ -20,8 +47,9 @@ qkvfuse_status launch_general(const qf_cuda_variant *v, const qf_cu_params *P, c
     switch (v->vecs_per_lane) {
       case 1: kernel = general_kernel<TIn, VMAX, 1>; break;
       case 2: kernel = general_kernel<TIn, VMAX, 2>; break;
-      case 4:
-        if constexpr (VMAX == 4) kernel = general_kernel<TIn, VMAX, 4>;
+      case 4: kernel = general_kernel<TIn, VMAX, 4>; break; /* 16-bit types: D > 512 only */
+      case 8:
+        if constexpr (VMAX == 4) kernel = general_kernel<TIn, VMAX, 8>; /* D > 512 only */
         break;
       default: break;
     }
@@ -32,6 +60,7 @@ qkvfuse_status launch_general(const qf_cuda_variant *v, const qf_cu_params *P, c
       case 4: kernel = general_kernel<TIn, 1, 4>; break;
       case 8: kernel = general_kernel<TIn, 1, 8>; break;
       case 16: kernel = general_kernel<TIn, 1, 16>; break;
+      case 32: kernel = general_kernel<TIn, 1, 32>; break; /* D > 512 only */
       default: break;
     }
   }

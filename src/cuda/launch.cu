@@ -21,6 +21,16 @@ qkvfuse_status qf_cuda_launch(const qf_cuda_variant *v, const qf_cu_params *P, c
   }
 }
 
+cudaError_t qf_cuda_general_allow_wide(int bytes) {
+  cudaError_t (*const each[4])(int) = {qf_cuda_general_allow_wide_f32, qf_cuda_general_allow_wide_f16,
+                                       qf_cuda_general_allow_wide_bf16, qf_cuda_general_allow_wide_i32};
+  for (auto allow : each) {
+    const cudaError_t e = allow(bytes);
+    if (e != cudaSuccess) return e;
+  }
+  return cudaSuccess;
+}
+
 qkvfuse_status qf_cuda_start(const void *kernel, unsigned blocks, unsigned threads, size_t smem, cudaStream_t stream,
                              const qf_cu_params *P, const char *name) {
   cudaLaunchConfig_t config = {};

@@ -37,6 +37,18 @@ qkvfuse_status qf_cuda_launch_general_i32(const qf_cuda_variant *v, const qf_cu_
 qkvfuse_status qf_cuda_launch_streaming_f16(const qf_cuda_variant *v, const qf_cu_params *P, cudaStream_t stream);
 qkvfuse_status qf_cuda_launch_streaming_bf16(const qf_cuda_variant *v, const qf_cu_params *P, cudaStream_t stream);
 
+/* Let the general kernel's instantiations for D > 512 (general_launch.cuh)
+ * use up to `bytes` of dynamic shared memory on the current device: their
+ * tables can pass the default 48 KB (about 56 KB at D = R = 1024). Called
+ * once per device by its first plan (a function attribute, not stream work:
+ * setting it may wait for the device's copies, which qkvfuse_run must not).
+ * qf_cuda_general_allow_wide does it for every input dtype. */
+cudaError_t qf_cuda_general_allow_wide(int bytes);
+cudaError_t qf_cuda_general_allow_wide_f32(int bytes);
+cudaError_t qf_cuda_general_allow_wide_f16(int bytes);
+cudaError_t qf_cuda_general_allow_wide_bf16(int bytes);
+cudaError_t qf_cuda_general_allow_wide_i32(int bytes);
+
 /* One kernel of each family qkvfuse_run dispatches to, the general kernel
  * (general_f32.cu) and the streaming kernel (streaming_bf16.cu), for the
  * plan's check that this build holds an image its device can run (every

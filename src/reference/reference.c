@@ -29,7 +29,7 @@ static void write_q_head(const qf_problem *p, int64_t t, int64_t h, const float 
   }
   uint8_t *row = (uint8_t *)p->q_out.data + t * p->q_out.ld;
   for (int64_t d = 0; d < p->D; d++)
-    qf_stage_quant_store(row, p->q_out.dtype, h * p->D + d, o[d], m, &p->q_scale, &p->q_scale, 0, 1);
+    qf_stage_quant_store(row, p->q_out.dtype, (h * p->D + d) * p->q_out.inc, o[d], m, &p->q_scale, &p->q_scale, 0, 1);
 }
 
 static void reference_token(const qf_problem *p, int64_t t) {

@@ -14,18 +14,21 @@
 
 /* Stage 1: x[c] = acc[c] * weight_scale[c] * act_scale + bias[c] for int32
  * input (act_scale = 1 when absent), x[c] = input[c] for float input.
- * Reads token t's columns [c0, c0 + n) of [q | k | v], within one part. */
+ * Reads token t's columns [c0, c0 + n) of [q | k | v], within one part
+ * (inc elements apart: problem.h). */
 static inline void qf_stage_load_row(const qf_problem *p, int64_t t, int64_t c0, int64_t n, float *x) {
   const qkvfuse_dtype dt = p->in[0].dtype;
   const void *row = qf_in_at(p, t, c0);
+  int64_t part_col = c0;
+  const int64_t inc = p->in[qf_in_part(p, &part_col)].inc;
   if (dt != QKVFUSE_DTYPE_INT32) {
-    for (int64_t c = 0; c < n; c++) x[c] = qf_load(row, dt, c);
+    for (int64_t c = 0; c < n; c++) x[c] = qf_load(row, dt, c * inc);
     return;
   }
   const float *ws = (const float *)p->weight_scale.data;
   float as = p->act_scale.data ? ((const float *)p->act_scale.data)[t] : 1.0f;
   for (int64_t c = 0; c < n; c++) {
-    float v = (float)((const int32_t *)row)[c] * ws[c0 + c];
+    float v = (float)((const int32_t *)row)[c * inc] * ws[c0 + c];
     if (p->act_scale.data) v = v * as;
     if (p->bias.data) v = v + qf_load(p->bias.data, p->bias.dtype, c0 + c);
     x[c] = v;
@@ -86,8 +89,8 @@ static inline void qf_stage_cos_sin(const qf_problem *p, int64_t t, float *cos_r
       const char *c = (const char *)p->cos.data + (size_t)(t * p->cos.ld) * qkvfuse_dtype_size(p->cos.dtype);
       const char *s = (const char *)p->sin.data + (size_t)(t * p->sin.ld) * qkvfuse_dtype_size(p->sin.dtype);
       for (int64_t j = 0; j < R; j++) {
-        cos_r[j] = qf_load(c, p->cos.dtype, j);
-        sin_r[j] = qf_load(s, p->sin.dtype, j);
+        cos_r[j] = qf_load(c, p->cos.dtype, j * p->cos.inc);
+        sin_r[j] = qf_load(s, p->sin.dtype, j * p->sin.inc);
       }
       return;
     }
@@ -96,8 +99,8 @@ static inline void qf_stage_cos_sin(const qf_problem *p, int64_t t, float *cos_r
       const qf_mat *m = &p->cos_sin_cache;
       const char *row = (const char *)m->data + (size_t)(pos * m->ld) * qkvfuse_dtype_size(m->dtype);
       for (int64_t i = 0; i < h; i++) {
-        c_half[i] = qf_load(row, m->dtype, i);
-        s_half[i] = qf_load(row, m->dtype, h + i);
+        c_half[i] = qf_load(row, m->dtype, i * m->inc);
+        s_half[i] = qf_load(row, m->dtype, (h + i) * m->inc);
       }
       break;
     }
@@ -194,10 +197,11 @@ static inline void qf_round_array(float *x, int64_t n, qkvfuse_dtype dt) {
   for (int64_t i = 0; i < n; i++) x[i] = qf_round_to(x[i], dt);
 }
 
-/* Store a float32 array as row r of a matrix (rounding once to its dtype). */
+/* Store a float32 array as columns [c0, c0 + n) of row r of a matrix
+ * (rounding once to its dtype). */
 static inline void qf_store_row(const qf_mat *m, int64_t r, int64_t c0, const float *x, int64_t n) {
   char *row = (char *)m->data + (size_t)(r * m->ld) * qkvfuse_dtype_size(m->dtype);
-  for (int64_t c = 0; c < n; c++) qf_store_float(row, m->dtype, c0 + c, x[c]);
+  for (int64_t c = 0; c < n; c++) qf_store_float(row, m->dtype, (c0 + c) * m->inc, x[c]);
 }
 
 #endif /* QKVFUSE_REFERENCE_STAGES_H */

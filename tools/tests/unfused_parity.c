@@ -116,7 +116,7 @@ static int check_refusal(uint64_t seed) {
     tk_rng r;
     tk_rng_seed(&r, tk_case_seed(seed, i));
     tk_spec sp;
-    tk_limits lim = {1 << 16};
+    tk_limits lim = {1 << 16, 0};
     tk_spec_random(&sp, &r, &lim);
     sp.rounding = QKVFUSE_ROUNDING_UNFUSED_PARITY;
     if (sp.qkv_dt == QKVFUSE_DTYPE_INT32 || sp.q_quant || sp.in_place_q || sp.q_out_dt == sp.qkv_dt) continue;
@@ -140,7 +140,7 @@ int main(int argc, char **argv) {
   const uint64_t ncases = tk_arg_u64(argc, argv, "--cases", "QKVFUSE_TEST_CASES", 300);
   int failures = 0, ran[NSET] = {0}, seen[FEATURE_COUNT] = {0};
   int64_t compared = 0, refused = 0;
-  tk_limits lim = {1 << 18};
+  tk_limits lim = {1 << 18, 0};
   for (uint64_t i = 0; i < ncases; i++) {
     const uint64_t cs = tk_case_seed(seed, i);
     tk_rng r;

@@ -61,7 +61,7 @@ FAMILIES = {
     "Glm4Attention": ("glm4", "interleaved", False),
 }
 _DTYPES = (torch.float32, torch.float16, torch.bfloat16)
-_MAX_HEAD_DIM = 512
+_MAX_HEAD_DIM = 1024
 _NO_SCALING = [1.0, 0.0, 1.0, 4.0, 32.0, 1.0, 1.0, 1.0]
 
 _PROJECTIONS = ("q_proj", "k_proj", "v_proj")

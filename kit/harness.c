@@ -10,13 +10,12 @@
 #include "tview.h"
 
 qkvfuse_status tk_run_core(tk_case *c, const qkvfuse_args *args, qkvfuse_backend be, void *ctx, int *unsupported) {
-  (void)ctx;
   qkvfuse_desc d = c->desc;
   d.backend = be;
   d.device_type = c->dev->type;
   d.device_id = c->dev->id;
   qkvfuse_plan *p = NULL;
-  qkvfuse_status st = qkvfuse_plan_create(&d, &p);
+  qkvfuse_status st = qkvfuse_experimental_plan_create(&d, (const char *)ctx, &p);
   if (st == QKVFUSE_ERROR_UNSUPPORTED) *unsupported = 1;
   if (st != QKVFUSE_SUCCESS) return st;
   st = qkvfuse_run(p, args, c->dev->stream);

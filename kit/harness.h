@@ -19,7 +19,8 @@ enum { TK_PASS = 0, TK_FAIL = 1, TK_SKIP = 77 };
 typedef qkvfuse_status (*tk_runner)(tk_case *c, const qkvfuse_args *args, qkvfuse_backend be, void *ctx,
                                     int *unsupported);
 
-/* The core operator: plan with desc.backend = be, run, destroy. */
+/* The core operator: plan with desc.backend = be, run, destroy. ctx: NULL, or
+ * a variants list (const char *, qkvfuse_experimental_plan_create's) for the plan. */
 qkvfuse_status tk_run_core(tk_case *c, const qkvfuse_args *args, qkvfuse_backend be, void *ctx, int *unsupported);
 
 /* Upload c's initial bytes to dev, run the core operator on be with device

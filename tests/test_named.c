@@ -14,7 +14,6 @@
 
 #include "fp.h"
 #include "harness.h"
-#include "qkvfuse_experimental.h"
 #include "tview.h"
 
 enum { OP_SPLIT = 1, OP_CACHE = 2, OP_DEQUANT = 3 };
@@ -211,23 +210,6 @@ static void free_extra(extra_out *x) {
 
 static const char *OPNAME[] = {"", "split_qkv_rmsnorm_rope", "qkv_rmsnorm_rope_cache", "dequant_rope_quant_kvcache"};
 
-/* The core op on the CUDA general kernel, as a named call with a second q output runs. */
-static qkvfuse_status run_core_general(tk_case *c, const qkvfuse_args *args, qkvfuse_backend be, void *ctx,
-                                       int *unsupported) {
-  (void)ctx;
-  qkvfuse_desc d = c->desc;
-  d.backend = be;
-  d.device_type = c->dev->type;
-  d.device_id = c->dev->id;
-  qkvfuse_plan *p = NULL;
-  qkvfuse_status st = qkvfuse_experimental_plan_create(&d, "cuda.form=general", &p);
-  if (st == QKVFUSE_ERROR_UNSUPPORTED) *unsupported = 1;
-  if (st != QKVFUSE_SUCCESS) return st;
-  st = qkvfuse_run(p, args, c->dev->stream);
-  qkvfuse_plan_destroy(p);
-  return st;
-}
-
 static void one_case(int op, uint64_t seed, qkvfuse_backend be, int verbose) {
   tk_rng r;
   tk_rng_seed(&r, seed);
@@ -292,7 +274,7 @@ static void one_case(int op, uint64_t seed, qkvfuse_backend be, int verbose) {
     /* on CUDA a second q output (q_out_before_quant) runs on the general kernel only: the core
        op runs there too, for the kernels' float32 sums may round apart (both within SPEC) */
     const int general = be == QKVFUSE_BACKEND_CUDA && x.q_before;
-    if (tk_check_case(&c, be, general ? run_core_general : tk_run_core, NULL, &st2) != TK_PASS)
+    if (tk_check_case(&c, be, tk_run_core, general ? (void *)"cuda.form=general" : NULL, &st2) != TK_PASS)
       tk_stats_fail(&st, "core op on the same case: %s", st2.first);
     for (int b = 0; b <= TK_NSLOT; b++) {
       if (saved[b] && memcmp(saved[b], c.buf[b].got, c.buf[b].bytes)) {

@@ -85,6 +85,17 @@ static double hb_get(const hbuf *b, int64_t i) {
 }
 static void hb_set(hbuf *b, int64_t i, double v) { tk_encode(b->t.dtype, b->mem + (size_t)i * tk_size(b->t.dtype), v); }
 
+/* 0 .. n-1 in a random order (malloc'd): distinct cache slots to draw from. */
+static int64_t *shuffled(tk_rng *r, int64_t n) {
+  int64_t *perm = (int64_t *)malloc(sizeof(int64_t) * (size_t)n);
+  for (int64_t i = 0; i < n; i++) perm[i] = i;
+  for (int64_t i = n - 1; i > 0; i--) {
+    const int64_t j = tk_rng_range(r, 0, i), tmp = perm[i];
+    perm[i] = perm[j], perm[j] = tmp;
+  }
+  return perm;
+}
+
 /* Random values of the tensor's dtype: normal * amp, or uniform in [lo, hi) when lo < hi. */
 static void hb_fill(hbuf *b, tk_rng *r, double amp, double lo, double hi) {
   for (int64_t i = 0; i < b->n; i++) hb_set(b, i, lo < hi ? tk_rng_uniform(r, lo, hi) : amp * tk_rng_normal(r));
@@ -306,12 +317,7 @@ static void case_cache(uint64_t seed) {
   hb_make(&sn, dt, 2, (int64_t[]){T, D}, 0), hb_fill(&sn, &r, 0, -1, 1);
   /* distinct slots, some -1 */
   hb_make(&idx, I64, 1, &T, 0);
-  int64_t *perm = (int64_t *)malloc(sizeof(int64_t) * (size_t)(blocks * bs));
-  for (int64_t i = 0; i < blocks * bs; i++) perm[i] = i;
-  for (int64_t i = blocks * bs - 1; i > 0; i--) {
-    const int64_t j = tk_rng_range(&r, 0, i), tmp = perm[i];
-    perm[i] = perm[j], perm[j] = tmp;
-  }
+  int64_t *perm = shuffled(&r, blocks * bs);
   for (int64_t t = 0; t < T; t++) hb_set(&idx, t, tk_rng_chance(&r, 0.15) ? -1.0 : (double)perm[t]);
   free(perm);
   const qkvfuse_dtype kdt = kq ? I8 : dt, vdt = vq ? I8 : dt;
@@ -445,12 +451,7 @@ static void case_dequant(uint64_t seed) {
     const int64_t bs = 8;
     C1 = T / bs + 2, C2 = bs;
     hb_make(&idx, I32, 1, &T, 0);
-    int64_t *perm = (int64_t *)malloc(sizeof(int64_t) * (size_t)(C1 * C2));
-    for (int64_t i = 0; i < C1 * C2; i++) perm[i] = i;
-    for (int64_t i = C1 * C2 - 1; i > 0; i--) {
-      const int64_t j = tk_rng_range(&r, 0, i), tmp = perm[i];
-      perm[i] = perm[j], perm[j] = tmp;
-    }
+    int64_t *perm = shuffled(&r, C1 * C2);
     for (int64_t t = 0; t < T; t++) hb_set(&idx, t, (double)perm[t]);
     free(perm);
   } else {

@@ -12,13 +12,48 @@
 /* Whether a problem's heads fit the direct path. */
 static int direct_ok(const qf_problem *p) {
   const int64_t D = p->D, R = p->R;
-  if (p->in[0].dtype == QKVFUSE_DTYPE_INT32 || D % QV_W || (D - R) % QV_W) return 0;
+  if (D % QV_W || (D - R) % QV_W) return 0;
   return p->desc->rope_style == QKVFUSE_ROPE_INTERLEAVED ? R % QV_W == 0 : (R / 2) % QV_W == 0;
+}
+
+/* Token t's int32 dequant terms: x = acc * ws[col] (* as) (+ bias[col]),
+ * col the column in [q | k | v] (input_cols); `parity` is c->parity, under
+ * which the buffered path rounds its dequantized row to the I/O dtype. */
+typedef struct dequant_terms {
+  const float *ws;
+  const void *bias;
+  qkvfuse_dtype bias_dt, io;
+  int act, parity;
+  qv as;
+} dequant_terms;
+
+static void dequant_terms_init(const qf_cpu_call *c, int64_t t, dequant_terms *q) {
+  const qf_problem *p = c->p;
+  q->ws = (const float *)p->weight_scale.data;
+  q->bias = p->bias.data;
+  q->bias_dt = p->bias.dtype;
+  q->io = p->io_dtype;
+  q->act = p->act_scale.data != NULL;
+  q->parity = c->parity;
+  q->as = qv_set1(q->act ? ((const float *)p->act_scale.data)[t] : 1.0f);
+}
+
+/* QV_W input elements from index j of src (dtype dt), as float32; int32
+ * dequantized with dq (column col + j) in input_cols' order of operations,
+ * then rounded to the I/O dtype when parity (round_row after input_cols). */
+static inline __attribute__((always_inline)) qv load_input(const void *src, qkvfuse_dtype dt, const dequant_terms *dq,
+                                                           int parity, int64_t col, int64_t j) {
+  if (dt != QKVFUSE_DTYPE_INT32) return qv_load_dt(src, dt, j);
+  qv v = qv_mul(qv_load_i32((const int32_t *)src + j), qv_loadu(dq->ws + col + j));
+  if (dq->act) v = qv_mul(v, dq->as);
+  if (dq->bias) v = qv_add(v, qv_load_dt(dq->bias, dq->bias_dt, col + j));
+  return parity ? qv_round_dt(v, dq->io) : v;
 }
 
 /* One group of up to QV_W q or k heads of a token, on the direct path. */
 typedef struct head_group {
   const void *src[QV_W]; /* each head's input; spare lanes repeat the last head */
+  int64_t col[QV_W];     /* its first column in [q | k | v] (int32 dequant) */
   int64_t h0;            /* index of the first head among the q (or k) heads */
   int n;                 /* heads in the group */
   int is_k;
@@ -30,11 +65,12 @@ typedef struct head_group {
  * bound; tiles of different groups alternate and their chains overlap. */
 #define GROUPS_MAX 4
 
-/* inv[] of groups gs[0..ng) from the input (dtype dt), each lane's sum
- * sequential over d as in rms_inv. bfloat16 input is transposed as 32-bit
- * pairs of elements (2 QV_W columns per transpose) and split with shifts:
- * half the shuffles of a float32 tile. */
-static void rms_inv_groups(head_group *const *gs, int ng, qkvfuse_dtype dt, int64_t D, float eps) {
+/* inv[] of groups gs[0..ng) from the input (dtype dt; int32 dequantized
+ * with dq), each lane's sum sequential over d as in rms_inv. bfloat16 input
+ * is transposed as 32-bit pairs of elements (2 QV_W columns per transpose)
+ * and split with shifts: half the shuffles of a float32 tile. */
+static inline __attribute__((always_inline)) void rms_inv_groups_as(head_group *const *gs, int ng, qkvfuse_dtype dt,
+                                                                    const dequant_terms *dq, int64_t D, float eps) {
   qv acc[GROUPS_MAX], r[QV_W];
   for (int k = 0; k < ng; k++) acc[k] = qv_set1(0.0f);
   int64_t d = 0;
@@ -51,7 +87,7 @@ static void rms_inv_groups(head_group *const *gs, int ng, qkvfuse_dtype dt, int6
       }
   for (; d < D; d += QV_W)
     for (int k = 0; k < ng; k++) {
-      for (int g = 0; g < QV_W; g++) r[g] = qv_load_dt(gs[k]->src[g], dt, d);
+      for (int g = 0; g < QV_W; g++) r[g] = load_input(gs[k]->src[g], dt, dq, dq && dq->parity, gs[k]->col[g], d);
       qv_transpose(r);
       for (int e = 0; e < QV_W; e++) acc[k] = qv_add(acc[k], qv_mul(r[e], r[e]));
     }
@@ -60,13 +96,27 @@ static void rms_inv_groups(head_group *const *gs, int ng, qkvfuse_dtype dt, int6
     qv_storeu(gs[k]->inv, qv_div(qv_set1(1.0f), qv_sqrt(qv_add(qv_div(acc[k], qv_set1((float)D)), qv_set1(eps)))));
 }
 
-/* One q or k head from the input (dtype dt) into o[D]: norm (norm != 0),
- * parity rounding, RoPE, parity rounding, in registers. o is then stored by
+/* rms_inv_groups_as for int32 input: out of line, so that the float input's
+ * code in token_direct is what it would be without it. */
+static __attribute__((noinline)) void rms_inv_groups_int(head_group *const *gs, int ng, const dequant_terms *dq,
+                                                         int64_t D, float eps) {
+  rms_inv_groups_as(gs, ng, QKVFUSE_DTYPE_INT32, dq, D, eps);
+}
+
+/* rms_inv_groups_as for float input. */
+static void rms_inv_groups(head_group *const *gs, int ng, qkvfuse_dtype dt, int64_t D, float eps) {
+  rms_inv_groups_as(gs, ng, dt, NULL, D, eps);
+}
+
+/* One q or k head from the input (dtype dt; int32 dequantized with dq, the
+ * head's first column col) into o[D]: norm (norm != 0), parity rounding,
+ * RoPE, parity rounding, in registers. o is then stored by
  * whole rows (store_row, cache_head), in order. Always inlined into
- * head_direct, which calls it with constant dt / norm / beta / parity for the
+ * head_direct (and head_direct_int), which calls it with constant dt / norm / beta / parity for the
  * common cases, so that the compiler drops those tests from the loops. */
 static inline __attribute__((always_inline)) void head_direct_as(const qf_cpu_call *c, const void *src,
-                                                                 qkvfuse_dtype dt, int norm, int parity, float inv,
+                                                                 qkvfuse_dtype dt, const dequant_terms *dq,
+                                                                 int64_t col, int norm, int parity, float inv,
                                                                  const float *g, const float *b, const float *cos_r,
                                                                  const float *sin_r, float *o) {
   const qf_problem *p = c->p;
@@ -81,7 +131,7 @@ static inline __attribute__((always_inline)) void head_direct_as(const qf_cpu_ca
      : qv_mul(qv_mul(x, iv), qv_loadu(g + (i))))
   if (R > 0 && p->desc->rope_style == QKVFUSE_ROPE_INTERLEAVED) {
     for (int64_t j = 0; j < R; j += QV_W) {
-      qv y = qv_load_dt(src, dt, j);
+      qv y = load_input(src, dt, dq, parity, col, j);
       if (norm) {
         y = QF_NORM(y, j);
         if (parity) y = qv_round_dt(y, io);
@@ -93,7 +143,7 @@ static inline __attribute__((always_inline)) void head_direct_as(const qf_cpu_ca
   } else if (R > 0) {
     const int64_t h = R / 2;
     for (int64_t i = 0; i < h; i += QV_W) {
-      qv lo = qv_load_dt(src, dt, i), hi = qv_load_dt(src, dt, h + i);
+      qv lo = load_input(src, dt, dq, parity, col, i), hi = load_input(src, dt, dq, parity, col, h + i);
       if (norm) {
         lo = QF_NORM(lo, i);
         hi = QF_NORM(hi, h + i);
@@ -108,7 +158,7 @@ static inline __attribute__((always_inline)) void head_direct_as(const qf_cpu_ca
   }
   /* dims R..D-1 pass RoPE unchanged; one parity rounding covers both stages (it is idempotent) */
   for (int64_t d = R; d < D; d += QV_W) {
-    qv y = qv_load_dt(src, dt, d);
+    qv y = load_input(src, dt, dq, parity, col, d);
     if (norm) y = QF_NORM(y, d);
     if (parity) y = qv_round_dt(y, io);
     qv_storeu(o + d, y);
@@ -119,26 +169,43 @@ static inline __attribute__((always_inline)) void head_direct_as(const qf_cpu_ca
 static void head_direct(const qf_cpu_call *c, const void *src, qkvfuse_dtype dt, int norm, float inv, const float *g,
                         const float *b, const float *cos_r, const float *sin_r, float *o) {
   if (!b && !c->parity) {
-#define QF_AS(DT)                                                      \
-  if (dt == DT) {                                                      \
-    if (norm)                                                          \
-      head_direct_as(c, src, DT, 1, 0, inv, g, NULL, cos_r, sin_r, o); \
-    else                                                               \
-      head_direct_as(c, src, DT, 0, 0, inv, g, NULL, cos_r, sin_r, o); \
-    return;                                                            \
+#define QF_AS(DT)                                                               \
+  if (dt == DT) {                                                               \
+    if (norm)                                                                   \
+      head_direct_as(c, src, DT, NULL, 0, 1, 0, inv, g, NULL, cos_r, sin_r, o); \
+    else                                                                        \
+      head_direct_as(c, src, DT, NULL, 0, 0, 0, inv, g, NULL, cos_r, sin_r, o); \
+    return;                                                                     \
   }
     QF_AS(QKVFUSE_DTYPE_BFLOAT16)
     QF_AS(QKVFUSE_DTYPE_FLOAT16)
     QF_AS(QKVFUSE_DTYPE_FLOAT32)
 #undef QF_AS
   }
-  head_direct_as(c, src, dt, norm, c->parity, inv, g, b, cos_r, sin_r, o);
+  head_direct_as(c, src, dt, NULL, 0, norm, c->parity, inv, g, b, cos_r, sin_r, o);
+}
+
+/* head_direct for int32 input, dequantized with dq (head's first column
+ * col); out of line, so that the float path's code is what it would be
+ * without it. */
+static __attribute__((noinline)) void head_direct_int(const qf_cpu_call *c, const void *src, const dequant_terms *dq,
+                                                      int64_t col, int norm, float inv, const float *g,
+                                                      const float *b, const float *cos_r, const float *sin_r,
+                                                      float *o) {
+  const qkvfuse_dtype i32 = QKVFUSE_DTYPE_INT32;
+  if (!b && !c->parity && norm)
+    head_direct_as(c, src, i32, dq, col, 1, 0, inv, g, NULL, cos_r, sin_r, o);
+  else if (!b && !c->parity)
+    head_direct_as(c, src, i32, dq, col, 0, 0, inv, g, NULL, cos_r, sin_r, o);
+  else
+    head_direct_as(c, src, i32, dq, col, norm, c->parity, inv, g, b, cos_r, sin_r, o);
 }
 
 /* The rotated heads of one group: head_direct, then q_out or k_out and the
  * k cache; prefetching each head's row `ahead`. */
-static void group_heads_direct(const qf_cpu_call *c, const head_group *gr, int64_t t, int64_t ahead, int norm,
-                               const float *cos_r, const float *sin_r, int have_dest, int64_t block, int64_t row) {
+static void group_heads_direct(const qf_cpu_call *c, const head_group *gr, const dequant_terms *dq, int64_t t,
+                               int64_t ahead, int norm, const float *cos_r, const float *sin_r, int have_dest,
+                               int64_t block, int64_t row) {
   const qf_problem *p = c->p;
   const int64_t D = p->D;
   const qf_mat *in = &p->in[gr->is_k], *out = gr->is_k ? &p->k_out : &p->q_out;
@@ -152,8 +219,12 @@ static void group_heads_direct(const qf_cpu_call *c, const head_group *gr, int64
     prefetch_ahead(in, c->es_in, ahead, h * D, D, 0);
     prefetch_ahead(out, es_out, ahead, h * D, D, 1);
     if (next_dest) prefetch_cache_head(p, &p->k_cache, c->es_k_cache, h, nb, nr);
-    head_direct(c, gr->src[g], p->in[0].dtype, norm, norm ? gr->inv[g] : 0.0f, gr->is_k ? c->k_gamma : c->q_gamma,
-                gr->is_k ? c->k_beta : c->q_beta, cos_r, sin_r, o);
+    const float *gamma = gr->is_k ? c->k_gamma : c->q_gamma, *beta = gr->is_k ? c->k_beta : c->q_beta;
+    const float inv = norm ? gr->inv[g] : 0.0f;
+    if (c->int_input)
+      head_direct_int(c, gr->src[g], dq, gr->col[g], norm, inv, gamma, beta, cos_r, sin_r, o);
+    else
+      head_direct(c, gr->src[g], p->in[0].dtype, norm, inv, gamma, beta, cos_r, sin_r, o);
     if (dst) out_head(p, gr->is_k, dst + (size_t)(h * D) * es_out, out->dtype, o);
     if (gr->is_k && have_dest)
       cache_head(p, &p->k_cache, c->es_k_cache, p->desc->k_quant, &p->k_scale, &p->k_offset, p->k_scale_group, h, o,
@@ -173,6 +244,8 @@ static void token_direct(const qf_cpu_call *c, int64_t t, const float *cos_r, co
   const char *rows[2] = {input_at(p, t, 0, c->es_in), input_at(p, t, p->Nq * D, c->es_in)}; /* q, k */
   const int64_t nq = do_q ? (p->Nq + QV_W - 1) / QV_W : 0, nk = do_kv ? (p->Nkv + QV_W - 1) / QV_W : 0;
   head_group groups[GROUPS_MAX];
+  dequant_terms dq;
+  dequant_terms_init(c, t, &dq);
   for (int64_t g0 = 0; g0 < nq + nk; g0 += GROUPS_MAX) {
     const int ng = nq + nk - g0 < GROUPS_MAX ? (int)(nq + nk - g0) : GROUPS_MAX;
     head_group *normed[GROUPS_MAX];
@@ -184,22 +257,29 @@ static void token_direct(const qf_cpu_call *c, int64_t t, const float *cos_r, co
       gr->h0 = (gr->is_k ? gi - nq : gi) * QV_W;
       const int64_t count = gr->is_k ? p->Nkv : p->Nq;
       gr->n = count - gr->h0 < QV_W ? (int)(count - gr->h0) : QV_W;
-      for (int g = 0; g < QV_W; g++)
-        gr->src[g] = rows[gr->is_k] + (size_t)((gr->h0 + (g < gr->n ? g : gr->n - 1)) * D) * c->es_in;
+      for (int g = 0; g < QV_W; g++) {
+        const int64_t h = gr->h0 + (g < gr->n ? g : gr->n - 1);
+        gr->src[g] = rows[gr->is_k] + (size_t)(h * D) * c->es_in;
+        gr->col[g] = ((gr->is_k ? p->Nq : 0) + h) * D;
+      }
       if (gr->is_k ? p->desc->k_norm : p->desc->q_norm) normed[nn++] = gr;
     }
-    if (nn) rms_inv_groups(normed, nn, p->in[0].dtype, D, p->desc->eps);
+    if (nn && c->int_input)
+      rms_inv_groups_int(normed, nn, &dq, D, p->desc->eps);
+    else if (nn)
+      rms_inv_groups(normed, nn, p->in[0].dtype, D, p->desc->eps);
     for (int k = 0; k < ng; k++) {
       const int is_k = groups[k].is_k;
-      group_heads_direct(c, &groups[k], t, is_k ? kv_ahead : q_ahead, is_k ? p->desc->k_norm : p->desc->q_norm, cos_r,
-                         sin_r, have_dest, block, row);
+      group_heads_direct(c, &groups[k], &dq, t, is_k ? kv_ahead : q_ahead, is_k ? p->desc->k_norm : p->desc->q_norm,
+                         cos_r, sin_r, have_dest, block, row);
     }
   }
   if (do_kv && (p->v_out.data || have_dest)) v_heads_direct(c, t, kv_ahead, have_dest, block, row);
 }
 
 /* The v heads of token t on the direct path: a same-dtype v_out or float
- * cache row is a copy (copy_row); otherwise the head is converted once. */
+ * cache row is a copy (copy_row); otherwise the head is converted (int32:
+ * dequantized, as on the buffered path) once. */
 static void v_heads_direct(const qf_cpu_call *c, int64_t t, int64_t ahead, int have_dest, int64_t block, int64_t row) {
   const qf_problem *p = c->p;
   const int64_t D = p->D, W = p->Nkv * D;
@@ -219,7 +299,12 @@ static void v_heads_direct(const qf_cpu_call *c, int64_t t, int64_t ahead, int h
     const char *src = in + (size_t)(h * D) * c->es_in;
     if (next_dest) prefetch_cache_head(p, &p->v_cache, c->es_v_cache, h, nb, nr);
     const int convert = (dst && !copy_out) || (have_dest && !copy_cache);
-    if (convert) load_row(src, dt, x, D);
+    if (convert && c->int_input) {
+      input_cols(p, t, (p->Nq + p->Nkv + h) * D, D, x);
+      if (c->parity) round_row(x, D, p->io_dtype);
+    } else if (convert) {
+      load_row(src, dt, x, D);
+    }
     if (dst && !copy_out) store_row(dst + (size_t)(h * D) * c->es_v_out, p->v_out.dtype, x, D);
     if (!have_dest) continue;
     if (copy_cache)

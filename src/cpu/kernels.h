@@ -17,11 +17,12 @@
  * of a group are loaded QV_W x QV_W at a time and qv_transpose transposes
  * the tile so that lane g adds x_g[d]^2 in order d = 0, 1, ...
  *
- * Two paths per group of heads: the direct path (float input, head shapes in
- * whole vectors: D, R/2 or R, D - R multiples of QV_W) reads the input once
- * for the sums and once for a single pass of norm, RoPE and every store; the
- * buffered path (int32 input, other shapes, QV_W == 1) converts the heads into
- * float32 buffers first and runs one loop per stage.
+ * Two paths per group of heads: the direct path (head shapes in whole
+ * vectors: D, R/2 or R, D - R multiples of QV_W) reads the input once for the
+ * sums and once for a single pass of norm, RoPE and every store, converting
+ * (int32: dequantizing) each vector as it loads it; the buffered path (other
+ * shapes, QV_W == 1) converts the heads into float32 buffers first and runs
+ * one loop per stage.
  *
  * Buffers are on the stack (head-sized); nothing is allocated. */
 #ifndef QV_W

@@ -113,6 +113,9 @@ void tk_spec_fixup(tk_spec *s);
 int64_t tk_pt_pages(const tk_spec *s);
 /* One line describing the spec (for failure messages). */
 void tk_spec_describe(const tk_spec *s, char *buf, size_t n);
+/* A rounding mode's name as Python and the tests spell it ("fused", "unfused_parity",
+ * "ascend_triton", "cann"); "?" for a value out of range. */
+const char *tk_rounding_name(qkvfuse_rounding r);
 
 /* A CPU call copies its strided vectors into one buffer of this many bytes,
  * each rounded up to 64 bytes (docs/API.md, "Strides"). */

@@ -386,6 +386,11 @@ static const char *scaling_name(qkvfuse_rope_scaling_type t) {
   return (unsigned)t < QKVFUSE_ROPE_SCALING_COUNT ? n[t] : "?";
 }
 
+const char *tk_rounding_name(qkvfuse_rounding r) {
+  static const char *const names[QKVFUSE_ROUNDING_COUNT] = {"fused", "unfused_parity", "ascend_triton", "cann"};
+  return (unsigned)r < QKVFUSE_ROUNDING_COUNT ? names[r] : "?";
+}
+
 void tk_spec_describe(const tk_spec *s, char *buf, size_t n) {
   static const char *kinds[] = {"[1]", "scalar", "[Nkv,D]", "[Nkv*D]", "[Nkv]"};
   char pt[200] = "";
@@ -419,10 +424,7 @@ void tk_spec_describe(const tk_spec *s, char *buf, size_t n) {
            s->k_quant ? kinds[s->k_scale_kind % 5] : "", quant_name(s->v_quant), tk_name(s->v_cache_dt),
            s->v_quant ? kinds[s->v_scale_kind % 5] : "", quant_name(s->q_quant),
            s->q_quant ? kinds[s->q_scale_kind & 1] : "",
-           s->rounding == QKVFUSE_ROUNDING_UNFUSED_PARITY  ? "parity"
-           : s->rounding == QKVFUSE_ROUNDING_ASCEND_TRITON ? "ascend_triton"
-           : s->rounding == QKVFUSE_ROUNDING_CANN          ? "cann"
-                                                           : "fused",
+           tk_rounding_name(s->rounding),
            s->in_place_q, s->in_place_k,
            (long long)s->qkv_pad, (long long)s->out_pad, (long long)s->rope_pad, s->out_split_heads, s->cache_perm,
            (long long)s->cache_pad, s->kv_interleaved, s->error_flags, s->amp, s->split_inputs, pt);

@@ -130,12 +130,10 @@ int main(int argc, char **argv) {
   tk_limits lim = {(int64_t)tk_arg_u64(argc, argv, "--max-elems", NULL, 250000), tk_arg_has(argc, argv, "--wide")};
   int verbose = tk_arg_has(argc, argv, "--verbose"), engine = tk_arg_has(argc, argv, "--engine");
   /* --rounding MODE: every case in that rounding mode (the random cases draw fused or unfused_parity) */
-  static const char *const rounding_names[QKVFUSE_ROUNDING_COUNT] = {"fused", "unfused_parity", "ascend_triton",
-                                                                     "cann"};
   const char *rounding = arg_str(argc, argv, "--rounding");
   int rounding_mode = -1;
   for (int m = 0; rounding && m < QKVFUSE_ROUNDING_COUNT; m++)
-    if (!strcmp(rounding, rounding_names[m])) rounding_mode = m;
+    if (!strcmp(rounding, tk_rounding_name((qkvfuse_rounding)m))) rounding_mode = m;
   if (rounding && rounding_mode < 0) {
     fprintf(stderr, "--rounding: expected fused, unfused_parity, ascend_triton or cann; got %s\n", rounding);
     return 2;

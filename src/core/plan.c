@@ -177,17 +177,13 @@ static void copy_q_rows(const qf_problem *p) {
   }
 }
 
-static qkvfuse_status run_resolved(const qkvfuse_plan *plan, const qf_problem *p, void *stream) {
-  QF_FORWARD(plan->run(plan, p, stream));
-  if (p->q_copy.data && plan->desc.device_type == QKVFUSE_DEVICE_CPU) copy_q_rows(p);
-  return QKVFUSE_SUCCESS;
-}
-
 /* A named call's own checks (which may read vector data), then the run. */
 static qkvfuse_status checked_run(const qkvfuse_plan *plan, const qf_problem *p, const qf_call *call, void *stream) {
   if (call && call->check) QF_FORWARD(call->check(p, call->ctx));
   if (p->T == 0) return QKVFUSE_SUCCESS;
-  return run_resolved(plan, p, stream);
+  QF_FORWARD(plan->run(plan, p, stream));
+  if (p->q_copy.data && plan->desc.device_type == QKVFUSE_DEVICE_CPU) copy_q_rows(p);
+  return QKVFUSE_SUCCESS;
 }
 
 /* A CPU call with strided vectors: their copies live in this frame for the

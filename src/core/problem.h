@@ -165,15 +165,13 @@ static inline int qf_token_dest(const qf_problem *p, int64_t t, int64_t *block, 
   const qf_vec *sm = &p->slot_mapping;
   if (p->desc->cache_layout == QKVFUSE_CACHE_CONTIGUOUS) {
     int64_t b = t / p->S, i = t - b * p->S;
-    int64_t start = sm->dtype == QKVFUSE_DTYPE_INT64 ? ((const int64_t *)sm->data)[b]
-                                                     : (int64_t)((const int32_t *)sm->data)[b];
+    int64_t start = qf_pt_load(sm->data, sm->dtype, b);
     if (start == -1) return 0;
     *block = b;
     *row = start + i;
     return 1;
   }
-  int64_t s = sm->dtype == QKVFUSE_DTYPE_INT64 ? ((const int64_t *)sm->data)[t]
-                                               : (int64_t)((const int32_t *)sm->data)[t];
+  int64_t s = qf_pt_load(sm->data, sm->dtype, t);
   if (s == -1) return 0;
   *block = s / p->k_cache.block_size;
   *row = s - *block * p->k_cache.block_size;

@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 
+#include "core/dtype.h"
 #include "core/error.h"
 #include "core/tensor.h"
 
@@ -18,9 +19,7 @@ static const char *dt_name(qkvfuse_dtype dt) { return qkvfuse_dtype_name(dt); }
 
 static int is_16bit_float(qkvfuse_dtype dt) { return dt == QKVFUSE_DTYPE_FLOAT16 || dt == QKVFUSE_DTYPE_BFLOAT16; }
 
-static int64_t index_at(const qf_vec *v, int64_t i) {
-  return v->dtype == QKVFUSE_DTYPE_INT64 ? ((const int64_t *)v->data)[i] : (int64_t)((const int32_t *)v->data)[i];
-}
+static int64_t index_at(const qf_vec *v, int64_t i) { return qf_load_index(v->data, v->dtype, i); }
 
 static int cmp_pair(const void *a, const void *b) {
   const int64_t *x = (const int64_t *)a, *y = (const int64_t *)b;

@@ -288,7 +288,8 @@ void describe(const Tensor &x, const char *name, qkvfuse_tensor *t) {
                                    dev_text(dev_key(x.device())));
   }
   if (x.layout() != c10::kStrided) {
-    std::string lay = c10::toString(x.layout());  // "Sparse" -> torch.sparse_coo, as Python prints it
+    std::ostringstream lay;  // Layout.h's own printer ("Sparse"): c10::toString(Layout) would print TensorOptions
+    lay << x.layout();
     std::string py = x.layout() == c10::kSparse      ? "torch.sparse_coo"
                      : x.layout() == c10::kSparseCsr ? "torch.sparse_csr"
                      : x.layout() == c10::kSparseCsc ? "torch.sparse_csc"
@@ -296,7 +297,7 @@ void describe(const Tensor &x, const char *name, qkvfuse_tensor *t) {
                      : x.layout() == c10::kSparseBsc ? "torch.sparse_bsc"
                      : x.layout() == c10::kMkldnn    ? "torch._mkldnn"
                      : x.layout() == c10::kJagged    ? "torch.jagged"
-                                                     : "torch." + lay;
+                                                     : "torch." + lay.str();
     fail(QKVFUSE_ERROR_STRIDE, std::string(name) + ": expected a dense (strided) tensor; got layout " + py);
   }
   if (x.is_neg()) {  // a negative-bit view: its bytes hold the values before negation

@@ -12,6 +12,7 @@ import hashlib
 import json
 import os
 import sys
+import warnings
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 if __name__ == "__main__":
@@ -184,6 +185,12 @@ def _sparse_gamma(p):
     return p["qw"].float().to_sparse()
 
 
+def _sparse_csr(x):
+    with warnings.catch_warnings():  # torch calls CSR support beta
+        warnings.simplefilter("ignore", UserWarning)
+        return x.reshape(1, -1).to_sparse_csr()
+
+
 def _neg_view(p):
     return torch._neg_view(p["qw"])
 
@@ -261,6 +268,8 @@ CALLS = {
     "op-run-backend": lambda p: op_run(p, opts=core_opts(backend="gpu\n")),
     "op-run-no-input": lambda p: op_run(p, inputs=core_inputs(p, qkv=None)),
     "op-run-meta-q": lambda p: op_run(p, q=_meta_like(p["qkv"])),
+    "op-run-sparse-gamma": lambda p: op_run(p, inputs=core_inputs(p, q_gamma=_sparse_gamma(p))),
+    "op-run-csr-slots": lambda p: op_run(p, inputs=core_inputs(p, slot_mapping=_sparse_csr(p["slots"]))),
     "op-run-q-widths": lambda p: op_run(p, inputs=core_inputs(p, qkv=None), q=p["qkv"]),
     "op-run-out-meta": lambda p: op_run_out(p, q_out=torch.empty(T, Nq * D, device="meta")),
     "op-cache-head-nums": lambda p: op_cache(p, head_nums=(Nq, Nkv)),

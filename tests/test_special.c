@@ -208,6 +208,54 @@ static void edit_zero_dequant_scales(tk_case *c) {
   poke(c, TK_ACT_SCALE, c->sp.T - 1, 0.0);
 }
 
+/* The scale rule's first failing entry, where the checks test long vectors in
+ * blocks: int32 input with H = 2560 weight_scale channels and per-channel
+ * k/v scales of Nkv*D = 512, bad entries in a later block and at the end; the
+ * message names the first, and nothing is written. */
+static void first_bad_scale(qkvfuse_backend be) {
+  static const struct {
+    int slot;
+    int64_t at, later; /* later < 0: none */
+    double x;
+    const char *name;
+  } bad[] = {{TK_WEIGHT_SCALE, 1500, 2400, NAN, "weight_scale[1500]"},
+             {TK_WEIGHT_SCALE, 1023, 1024, INFINITY, "weight_scale[1023]"},
+             {TK_WEIGHT_SCALE, 2559, -1, -INFINITY, "weight_scale[2559]"},
+             {TK_K_SCALE, 511, -1, 0.0, "k_scale[511]"},
+             {TK_V_SCALE, 300, 301, -0.0, "v_scale[300]"}};
+  const tk_device *dev = tk_device_for_backend(be);
+  if (!dev || be == QKVFUSE_BACKEND_CUDA) return; /* CUDA reports data errors in error_flags (test_cuda_data) */
+  for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+    tk_spec s;
+    featured(&s, QKVFUSE_CACHE_PAGED, 8);
+    s.Nq = 12, s.Nkv = 4, s.D = 128, s.R = 64, s.act_scale = 1;
+    s.qkv_dt = QKVFUSE_DTYPE_INT32, s.q_out_dt = QKVFUSE_DTYPE_FLOAT32;
+    s.k_scale_kind = s.v_scale_kind = 3;
+    tk_spec_fixup(&s);
+    tk_case c;
+    tk_case_build(&c, &s, 40 + i);
+    poke(&c, bad[i].slot, bad[i].at, bad[i].x);
+    if (bad[i].later >= 0) poke(&c, bad[i].slot, bad[i].later, bad[i].x);
+    qkvfuse_status r;
+    const int moved = tk_run_core_on(&c, dev, be, &r);
+    tk_stats st;
+    memset(&st, 0, sizeof st);
+    const char *msg = qkvfuse_last_error() ? qkvfuse_last_error() : "";
+    if (moved) tk_stats_fail(&st, "device %s: a transfer failed", dev->name);
+    if (r != QKVFUSE_ERROR_BAD_SCALE)
+      tk_stats_fail(&st, "status %s, want QKVFUSE_ERROR_BAD_SCALE", qkvfuse_status_string(r));
+    else if (!strstr(msg, bad[i].name))
+      tk_stats_fail(&st, "message does not name %s: %s", bad[i].name, msg);
+    for (int b = 0; b < TK_NSLOT; b++)
+      if (c.buf[b].bytes && b != TK_FLAGS_BUF)
+        tk_cmp_untouched(&st, tk_slot_name[b], c.buf[b].got, c.buf[b].init, NULL, c.buf[b].bytes);
+    char what[96];
+    snprintf(what, sizeof what, "the first bad scale, %s", bad[i].name);
+    report(what, be, TK_PASS, &st);
+    tk_case_free(&c);
+  }
+}
+
 /* T = 0 with NULL data pointers on every 0-element tensor. */
 static void empty_with_null_data(qkvfuse_backend be, qkvfuse_cache_layout L) {
   tk_spec s;
@@ -282,6 +330,7 @@ int main(int argc, char **argv) {
                    QKVFUSE_QUANT_NONE);
     special_values(be, QKVFUSE_QUANT_NONE, QKVFUSE_QUANT_INT8_SYM, QKVFUSE_DTYPE_FLOAT32, 0, QKVFUSE_QUANT_FP8_E5M2);
     e5m2_edges(be);
+    first_bad_scale(be);
     for (int L = 0; L <= 4; L++) {
       tk_spec s;
       char what[64];

@@ -15,6 +15,7 @@
  * place, so there it must be contiguous. The elements of a row (and of a
  * cache chunk) may have any stride on a reference plan only: the other
  * backends load and store rows as runs of consecutive elements. */
+#include <float.h>
 #include <math.h>
 #include <stddef.h>
 #include <stdio.h>
@@ -265,12 +266,27 @@ static qkvfuse_status check_overlaps(const qf_problem *p, const qkvfuse_args *a,
 
 /* ---- data-dependent checks (CPU: before anything is written) ---------------- */
 
-/* Index of the first element of a float32 vector that fails the scale rule
- * (finite; nonzero too where the library divides by it), or -1. */
+/* Whether scale x fails the scale rule: not finite (NaN compares false), or
+ * +-0 where the library divides by it. */
+static inline unsigned bad_scale(float x, unsigned divisor) {
+  return (unsigned)!(fabsf(x) <= FLT_MAX) | (divisor & (unsigned)(x == 0.0f));
+}
+
+/* Index of the first element of a float32 vector that fails the scale rule,
+ * or -1. Each block is tested branch-free first, which the compiler
+ * vectorizes: per-channel scales run to tens of thousands of entries and are
+ * checked on every call. */
 static int64_t first_bad_scale(const qf_vec *v, int divisor) {
-  for (int64_t i = 0; v->data && i < v->n; i++) {
-    const float x = ((const float *)v->data)[i];
-    if (!isfinite(x) || (divisor && x == 0.0f)) return i;
+  enum { BLOCK = 1024 };
+  const float *x = v->data;
+  const unsigned div = divisor ? 1u : 0u;
+  for (int64_t i0 = 0; x && i0 < v->n; i0 += BLOCK) {
+    const int64_t i1 = v->n - i0 < BLOCK ? v->n : i0 + BLOCK;
+    unsigned bad = 0;
+    for (int64_t i = i0; i < i1; i++) bad |= bad_scale(x[i], div);
+    if (bad)
+      for (int64_t i = i0; i < i1; i++)
+        if (bad_scale(x[i], div)) return i;
   }
   return -1;
 }

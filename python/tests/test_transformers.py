@@ -15,9 +15,15 @@ weights, run patched and unpatched:
 - unpatch restores the original functions exactly (bit-identical logits);
 - a patched model runs under torch.compile with the operator in its graph
   (and under aot_eager, whose tracing runs the operators' fake kernels).
+- a config the operator cannot take (head_dim below 16, a q/k norm eps
+  that is not a positive float32 or differs between q and k) leaves the
+  layers unpatched with a warning naming it, the model running as before.
 
 float32 and bfloat16; CPU, and CUDA where present. Skipped without
 transformers."""
+import re
+import warnings
+
 import pytest
 
 torch = pytest.importorskip("torch")
@@ -275,3 +281,67 @@ def test_fused_projections(family, device, counting, monkeypatch):
         products[0] = 0
         m(ids)
         assert products[0] == n_separate
+
+
+def _small(family, dtype=torch.float32, **kw):
+    """A 2-layer model of ``family`` with ``kw`` over a small base config
+    (head dim 32 unless given), float32 unless given, random weights."""
+    cfg_name, model_name, _ = CONFIGS[family]
+    args = dict(COMMON, hidden_size=128, head_dim=32)
+    if family == "phi3":  # its head dim is hidden_size / heads
+        args.pop("head_dim")
+    args.update(kw)
+    cfg = getattr(transformers, cfg_name)(**args)
+    cfg._attn_implementation = "eager"
+    torch.manual_seed(4321)
+    m = getattr(transformers, model_name)(cfg).eval()
+    with torch.no_grad():
+        for mod in m.modules():
+            if isinstance(mod, torch.nn.Linear) and mod.bias is not None:
+                mod.bias.uniform_(-0.5, 0.5)
+            for n in ("q_norm", "k_norm"):
+                norm = getattr(mod, n, None)
+                if norm is not None:
+                    norm.weight.uniform_(-0.5, 0.5)
+    return m.to(dtype)
+
+
+# family, config arguments, the reason the warning must name
+REFUSED = [
+    ("llama", dict(hidden_size=32, head_dim=8), r"head_dim 8 is odd or outside \[16, 1024\]"),
+    ("qwen3", dict(rms_norm_eps=0.0), r"eps \(rms_norm_eps\) 0 is not a positive finite float32"),
+    ("qwen3", dict(rms_norm_eps=1e-50), r"eps \(rms_norm_eps\) 1e-50 is not a positive finite float32"),
+    ("gemma3", dict(rms_norm_eps=0.0, layer_types=["sliding_attention", "full_attention"]),
+     r"eps \(rms_norm_eps\) 0 is not"),
+]
+
+
+@pytest.mark.parametrize("family,kw,reason", [r for r in REFUSED if r[0] in CONFIGS],
+                         ids=lambda x: x if isinstance(x, str) else None)
+def test_config_the_operator_cannot_take_is_refused(family, kw, reason, counting):
+    """A config outside the operator's range (head_dim below 16, a norm eps
+    that is not a positive float32) leaves every layer unpatched with a
+    warning naming the config field, and the model runs as before."""
+    m = _small(family, **kw)
+    ids = torch.randint(1, COMMON["vocab_size"], (2, 12), generator=torch.Generator().manual_seed(2))
+    with torch.no_grad():
+        ref = m(ids).logits
+        with warnings.catch_warnings(record=True) as seen:
+            warnings.simplefilter("always")
+            assert qt.patch(m) == []
+        seen = [str(w.message) for w in seen if "qkvfuse" in str(w.message)]
+        assert len(seen) == 2, seen
+        for i, text in enumerate(seen):
+            assert re.search(r"layers\.%d\.self_attn .*left unpatched: .*%s" % (i, reason), text), text
+        counting.calls = 0
+        assert torch.equal(m(ids).logits, ref) and counting.calls == 0
+
+
+def test_different_q_and_k_norm_eps_is_refused():
+    family = "qwen3" if "qwen3" in CONFIGS else pytest.skip("no Qwen3 in this transformers")
+    m = _small(family)
+    m.model.layers[1].self_attn.k_norm.variance_epsilon = 1e-3
+    with pytest.warns(UserWarning, match=r"layers\.1\.self_attn .*left unpatched: its q_norm and k_norm have "
+                                         r"different eps"):
+        assert qt.patch(m) == ["model.layers.0.self_attn"]
+    qt.unpatch(m)

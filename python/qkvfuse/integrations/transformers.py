@@ -10,10 +10,14 @@ qkvfuse call.
 What changes in a patched layer: the per-head q/k RMSNorm (where the model
 has one) and RoPE become one ``torch.ops.qkvfuse.run`` call on the
 projections' outputs. The RoPE uses the cos and sin the model's rotary
-embedding computed for this forward, so the model's own rope type,
-scaling, partial rotary factor and position ids hold as they are.
-Everything else (projections, caches, masks, attention implementations,
-``generate()``) stays transformers' code.
+embedding computed for this forward, so the model's own rope type
+(default, linear, dynamic, yarn, longrope, llama3, proportional), its
+scaling and attention factor, partial rotary factor, per-layer-type tables
+(Gemma-3's local and global layers) and position ids hold as they are; a
+table that changes with the sequence length (dynamic, longrope) is the one
+the rotary embedding computed for this very forward. Everything else
+(projections, caches, masks, attention implementations, ``generate()``)
+stays transformers' code.
 
 How: in the modeling module of a patched family, ``apply_rotary_pos_emb``
 is wrapped; a patched layer's ``q_norm``/``k_norm`` pass their input
@@ -23,8 +27,11 @@ wrapper calls the original. A call qkvfuse cannot take (autograd needs
 the graph, rows that are not evenly strided) runs the original norm and
 RoPE, so results never depend on that choice beyond rounding.
 
-A model whose layers cannot be served is left unpatched, with a warning
-that names the reason.
+A layer the operator cannot serve is left unpatched, with a warning that
+names the reason: a head_dim that is odd or outside [16, 1024], q/k norms
+whose eps (``rms_norm_eps``) is not a positive float32 or differs between
+q and k, a norm on only one of q and k, an attention class with no patch
+here.
 
 ``patch(model, fuse_projections=True)`` also makes each patched layer's
 separate q, k and v projections one matrix product, as engines do: the
@@ -40,6 +47,7 @@ records autograd runs the three projections as before.
 from __future__ import annotations
 
 import importlib
+import math
 import warnings
 import weakref
 
@@ -61,7 +69,7 @@ FAMILIES = {
     "Glm4Attention": ("glm4", "interleaved", False),
 }
 _DTYPES = (torch.float32, torch.float16, torch.bfloat16)
-_MAX_HEAD_DIM = 1024
+_MIN_HEAD_DIM, _MAX_HEAD_DIM = 16, 1024  # the operator's head_dim range
 _NO_SCALING = [1.0, 0.0, 1.0, 4.0, 32.0, 1.0, 1.0, 1.0]
 
 _PROJECTIONS = ("q_proj", "k_proj", "v_proj")
@@ -88,8 +96,8 @@ def _unservable(layer, family_entry):
     head_dim = getattr(layer, "head_dim", None)
     if not isinstance(head_dim, int) or head_dim <= 0:
         return "its head_dim is not a positive int"
-    if head_dim % 2 or head_dim > _MAX_HEAD_DIM:
-        return "head_dim %d is not even or above %d" % (head_dim, _MAX_HEAD_DIM)
+    if head_dim % 2 or not _MIN_HEAD_DIM <= head_dim <= _MAX_HEAD_DIM:
+        return "head_dim %d is odd or outside [%d, %d]" % (head_dim, _MIN_HEAD_DIM, _MAX_HEAD_DIM)
     norms = [getattr(layer, n, None) for n in ("q_norm", "k_norm")]
     if (norms[0] is None) != (norms[1] is None):
         return "it normalizes only one of q and k"
@@ -97,6 +105,13 @@ def _unservable(layer, family_entry):
         if n is not None and (getattr(n, "weight", None) is None or n.weight.shape != (head_dim,)
                               or _norm_eps(n) is None):
             return "its q/k norm is not a per-head RMSNorm with a [head_dim] weight and an eps"
+    if norms[0] is not None:
+        eps = [_norm_eps(n) for n in norms]
+        if eps[0] != eps[1]:
+            return "its q_norm and k_norm have different eps (%g, %g)" % tuple(eps)
+        # the operator adds eps as a float32 that must be finite and > 0
+        if not math.isfinite(eps[0]) or torch.tensor(eps[0], dtype=torch.float32).item() <= 0:
+            return "its q/k norm eps (rms_norm_eps) %g is not a positive finite float32" % eps[0]
     try:
         mod = _modeling(family)
     except ImportError as e:

@@ -31,7 +31,8 @@ A layer the operator cannot serve is left unpatched, with a warning that
 names the reason: a head_dim that is odd or outside [16, 1024], q/k norms
 whose eps (``rms_norm_eps``) is not a positive float32 or differs between
 q and k, a norm on only one of q and k, an attention class with no patch
-here.
+here. A forward whose rotary dim is 0 (a partial rotary factor below
+2 / head_dim: nothing to rotate) runs the original code.
 
 ``patch(model, fuse_projections=True)`` also makes each patched layer's
 separate q, k and v projections one matrix product, as engines do: the
@@ -245,7 +246,7 @@ def _fused(layer, style, offset, q, k, cos, sin):
     nkv = ks.shape[2]
     r = cos.shape[-1]
     if (ks.shape[0] != b or ks.shape[1] != s or ks.shape[3] != d or cos.shape[0] not in (1, b)
-            or cos.shape[1] != s or r % 2 or r > d):
+            or cos.shape[1] != s or r % 2 or r > d or r == 0):  # r == 0: nothing to rotate
         return None
     qs, ks = _token_rows(qs), _token_rows(ks)
     if qs is None or ks is None:

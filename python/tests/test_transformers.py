@@ -22,10 +22,13 @@ weights, run patched and unpatched:
   across their switch), yarn's optional fields, Gemma-3's per-layer-type
   tables, partial rotary dims down to 0 and caller-given position ids
   match an unpatched copy in float32.
+- a forward in another thread while a patched layer runs is not taken for
+  that layer's.
 
 float32 and bfloat16; CPU, and CUDA where present. Skipped without
 transformers."""
 import re
+import threading
 import warnings
 
 import pytest
@@ -424,3 +427,35 @@ def test_rope_configs_match_unpatched(family, kw, fused, positions, counting):
             qt.unpatch(b)
     assert counting.calls == (9 * 2 if fused else 0), counting.calls
     assert torch.allclose(got, ref, rtol=0, atol=1e-5 * ref.abs().max().item()), (got - ref).abs().max().item()
+
+
+def test_other_threads_forwards_are_not_taken_for_the_patched_layer(counting):
+    """While a patched layer's forward runs in one thread, a forward of an
+    unpatched model of the same family in another thread runs its own code
+    (the running layer is per thread)."""
+    family = "qwen3" if "qwen3" in CONFIGS else sorted(CONFIGS)[0]
+    a, b = _small(family), _small(family)
+    with torch.no_grad():
+        for p in b.parameters():
+            p.add_(0.1 * torch.randn(p.shape, generator=torch.Generator().manual_seed(p.numel())))
+    ids = torch.randint(1, COMMON["vocab_size"], (2, 12), generator=torch.Generator().manual_seed(8))
+    seen = []
+
+    def other_thread(module, args, output):  # runs inside a's patched layer 0, before its RoPE
+        if not seen:
+            t = threading.Thread(target=lambda: seen.append(b(ids).logits))
+            t.start()
+            t.join()
+    with torch.no_grad():
+        ref_a, ref_b = a(ids).logits, b(ids).logits
+        qt.patch(a)
+        hook = a.model.layers[0].self_attn.k_proj.register_forward_hook(other_thread)
+        try:
+            counting.calls = 0
+            out_a = a(ids).logits
+        finally:
+            hook.remove()
+            qt.unpatch(a)
+    assert counting.calls == COMMON["num_hidden_layers"]
+    assert torch.equal(seen[0], ref_b)
+    assert torch.allclose(out_a, ref_a, rtol=0, atol=1e-5 * ref_a.abs().max().item())

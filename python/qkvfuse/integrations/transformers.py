@@ -22,10 +22,12 @@ stays transformers' code.
 How: in the modeling module of a patched family, ``apply_rotary_pos_emb``
 is wrapped; a patched layer's ``q_norm``/``k_norm`` pass their input
 through, and while the layer's forward runs, the wrapped function does the
-norm and RoPE of that layer in one call. Outside a patched layer the
-wrapper calls the original. A call qkvfuse cannot take (autograd needs
-the graph, rows that are not evenly strided) runs the original norm and
-RoPE, so results never depend on that choice beyond rounding.
+norm and RoPE of that layer in one call. Outside a patched layer (the
+running layer is tracked per thread, so other threads' forwards are
+outside it) the wrapper calls the original. A call qkvfuse cannot take
+(autograd needs the graph, rows that are not evenly strided) runs the
+original norm and RoPE, so results never depend on that choice beyond
+rounding.
 
 A layer the operator cannot serve is left unpatched, with a warning that
 names the reason: a head_dim that is odd or outside [16, 1024], q/k norms
@@ -49,6 +51,7 @@ from __future__ import annotations
 
 import importlib
 import math
+import threading
 import warnings
 import weakref
 
@@ -75,7 +78,9 @@ _NO_SCALING = [1.0, 0.0, 1.0, 4.0, 32.0, 1.0, 1.0, 1.0]
 
 _PROJECTIONS = ("q_proj", "k_proj", "v_proj")
 
-_active = [None]   # the patched attention layer whose forward is running
+# the patched attention layer whose forward is running in this thread: per
+# thread, since another thread's forward (of any model) calls the same wrapper
+_active = threading.local()
 _originals = {}    # family -> its modeling module's own apply_rotary_pos_emb
 _layers = weakref.WeakSet()  # every patched layer
 
@@ -205,12 +210,12 @@ def _forward_of(layer):
     own = type(layer).forward
 
     def forward(*args, **kwargs):
-        outer = _active[0]
-        _active[0] = layer
+        outer = getattr(_active, "layer", None)
+        _active.layer = layer
         try:
             return own(layer, *args, **kwargs)
         finally:
-            _active[0] = outer
+            _active.layer = outer
             layer.__dict__.pop("_qkvfuse_stash", None)  # the input and product of this forward
     return forward
 
@@ -277,7 +282,7 @@ def _wrap_rope(family):
     original = mod.apply_rotary_pos_emb
 
     def apply_rotary_pos_emb(q, k, cos, sin, *args, **kwargs):
-        layer = _active[0]
+        layer = getattr(_active, "layer", None)
         if layer is None or layer not in _layers:
             return original(q, k, cos, sin, *args, **kwargs)
         entry = FAMILIES[type(layer).__name__]

@@ -15,9 +15,22 @@ weights, run patched and unpatched:
 - unpatch restores the original functions exactly (bit-identical logits);
 - a patched model runs under torch.compile with the operator in its graph
   (and under aot_eager, whose tracing runs the operators' fake kernels).
+- a config the operator cannot take (head_dim below 16, a q/k norm eps
+  that is not a positive float32 or differs between q and k) leaves the
+  layers unpatched with a warning naming it, the model running as before.
+- rope types whose table depends on the positions (dynamic, longrope,
+  across their switch), yarn's optional fields, Gemma-3's per-layer-type
+  tables, partial rotary dims down to 0 and caller-given position ids
+  match an unpatched copy in float32.
+- a forward in another thread while a patched layer runs is not taken for
+  that layer's.
 
 float32 and bfloat16; CPU, and CUDA where present. Skipped without
 transformers."""
+import re
+import threading
+import warnings
+
 import pytest
 
 torch = pytest.importorskip("torch")
@@ -275,3 +288,174 @@ def test_fused_projections(family, device, counting, monkeypatch):
         products[0] = 0
         m(ids)
         assert products[0] == n_separate
+
+
+def _small(family, dtype=torch.float32, **kw):
+    """A 2-layer model of ``family`` with ``kw`` over a small base config
+    (head dim 32 unless given), float32 unless given, random weights."""
+    cfg_name, model_name, _ = CONFIGS[family]
+    args = dict(COMMON, hidden_size=128, head_dim=32)
+    if family == "phi3":  # its head dim is hidden_size / heads
+        args.pop("head_dim")
+    args.update(kw)
+    cfg = getattr(transformers, cfg_name)(**args)
+    cfg._attn_implementation = "eager"
+    torch.manual_seed(4321)
+    m = getattr(transformers, model_name)(cfg).eval()
+    with torch.no_grad():
+        for mod in m.modules():
+            if isinstance(mod, torch.nn.Linear) and mod.bias is not None:
+                mod.bias.uniform_(-0.5, 0.5)
+            for n in ("q_norm", "k_norm"):
+                norm = getattr(mod, n, None)
+                if norm is not None:
+                    norm.weight.uniform_(-0.5, 0.5)
+    return m.to(dtype)
+
+
+# family, config arguments, the reason the warning must name
+REFUSED = [
+    ("llama", dict(hidden_size=32, head_dim=8), r"head_dim 8 is odd or outside \[16, 1024\]"),
+    ("qwen3", dict(rms_norm_eps=0.0), r"eps \(rms_norm_eps\) 0 is not a positive finite float32"),
+    ("qwen3", dict(rms_norm_eps=1e-50), r"eps \(rms_norm_eps\) 1e-50 is not a positive finite float32"),
+    ("gemma3", dict(rms_norm_eps=0.0, layer_types=["sliding_attention", "full_attention"]),
+     r"eps \(rms_norm_eps\) 0 is not"),
+]
+
+
+@pytest.mark.parametrize("family,kw,reason", [r for r in REFUSED if r[0] in CONFIGS],
+                         ids=lambda x: x if isinstance(x, str) else None)
+def test_config_the_operator_cannot_take_is_refused(family, kw, reason, counting):
+    """A config outside the operator's range (head_dim below 16, a norm eps
+    that is not a positive float32) leaves every layer unpatched with a
+    warning naming the config field, and the model runs as before."""
+    m = _small(family, **kw)
+    ids = torch.randint(1, COMMON["vocab_size"], (2, 12), generator=torch.Generator().manual_seed(2))
+    with torch.no_grad():
+        ref = m(ids).logits
+        with warnings.catch_warnings(record=True) as seen:
+            warnings.simplefilter("always")
+            assert qt.patch(m) == []
+        seen = [str(w.message) for w in seen if "qkvfuse" in str(w.message)]
+        assert len(seen) == 2, seen
+        for i, text in enumerate(seen):
+            assert re.search(r"layers\.%d\.self_attn .*left unpatched: .*%s" % (i, reason), text), text
+        counting.calls = 0
+        assert torch.equal(m(ids).logits, ref) and counting.calls == 0
+
+
+def test_different_q_and_k_norm_eps_is_refused():
+    family = "qwen3" if "qwen3" in CONFIGS else pytest.skip("no Qwen3 in this transformers")
+    m = _small(family)
+    m.model.layers[1].self_attn.k_norm.variance_epsilon = 1e-3
+    with pytest.warns(UserWarning, match=r"layers\.1\.self_attn .*left unpatched: its q_norm and k_norm have "
+                                         r"different eps"):
+        assert qt.patch(m) == ["model.layers.0.self_attn"]
+    qt.unpatch(m)
+
+
+def _fresh_pair(family, kw):
+    """Two models with the same weights and no forward run yet (a dynamic or
+    longrope rotary embedding keeps state from one forward to the next)."""
+    return _small(family, **kw), _small(family, **kw)
+
+
+def _prefill_decode_logits(m, ids, steps, position_ids=None):
+    out = m(ids, position_ids=position_ids, use_cache=True)
+    logits, cache = [out.logits], out.past_key_values
+    nxt = out.logits[:, -1:].argmax(-1)
+    for i in range(steps):
+        pos = None if position_ids is None else position_ids[:, -1:] + 1 + i
+        out = m(nxt, past_key_values=cache, position_ids=pos, use_cache=True)
+        cache = out.past_key_values
+        logits.append(out.logits)
+        nxt = out.logits[:, -1:].argmax(-1)
+    return torch.cat(logits, 1)
+
+
+def _rope_configs():
+    short = [1.0 + 0.2 * i for i in range(16)]
+    long = [1.0 + 1.5 * i for i in range(16)]
+    out = [
+        # the table grows past max_position_embeddings (16) in the decode steps: recomputed per forward
+        ("llama", dict(max_position_embeddings=16, rope_parameters=dict(rope_type="dynamic", factor=2.0,
+                                                                         rope_theta=10000.0))),
+        # short factors below original_max_position_embeddings (16), long ones from the decode steps on
+        ("llama", dict(max_position_embeddings=64, rope_parameters=dict(
+            rope_type="longrope", rope_theta=10000.0, original_max_position_embeddings=16, short_factor=short,
+            long_factor=long, attention_factor=0.8))),
+        ("phi3", dict(max_position_embeddings=64, original_max_position_embeddings=16, rope_parameters=dict(
+            rope_type="longrope", rope_theta=10000.0, short_factor=short[:8], long_factor=long[:8],
+            partial_rotary_factor=0.5), partial_rotary_factor=0.5)),
+        ("qwen2", dict(num_key_value_heads=1, rope_parameters=dict(
+            rope_type="yarn", factor=4.0, rope_theta=1e6, original_max_position_embeddings=16, attention_factor=1.3,
+            beta_fast=16.0, beta_slow=2.0))),
+        ("qwen3", dict(num_key_value_heads=4, rope_parameters=dict(
+            rope_type="yarn", factor=8.0, rope_theta=1e6, original_max_position_embeddings=16, mscale=1.0,
+            mscale_all_dim=0.5, truncate=False))),
+        # local layers at theta 1000, global ones at 1e6 with linear scaling
+        ("gemma3", dict(sliding_window=8, layer_types=["sliding_attention", "full_attention"], rope_parameters=dict(
+            sliding_attention=dict(rope_type="default", rope_theta=1000.0),
+            full_attention=dict(rope_type="linear", factor=8.0, rope_theta=1e6)))),
+        ("glm4", dict(head_dim=32, partial_rotary_factor=0.1875, attention_bias=True)),  # R 6
+    ]
+    out = [c + (True,) for c in out]
+    out.append(("phi3", dict(partial_rotary_factor=0.01), False))  # R 0: nothing to rotate, the original runs
+    return [c for c in out if c[0] in CONFIGS]
+
+
+@pytest.mark.parametrize("family,kw,fused", _rope_configs(), ids=lambda x: x if isinstance(x, str) else None)
+@pytest.mark.parametrize("positions", ["default", "given"])
+def test_rope_configs_match_unpatched(family, kw, fused, positions, counting):
+    """Rope types whose table depends on the positions (dynamic, longrope),
+    yarn's optional fields, Gemma-3's per-layer-type tables, small partial
+    rotary dims, position ids given by the caller: a 12-token prefill of a
+    batch of 2 and 8 decode steps (crossing the tables' 16-position
+    switch), patched against an unpatched copy, float32. Given positions:
+    one row offset by 3, the other repeating each position twice."""
+    ids = torch.randint(1, COMMON["vocab_size"], (2, 12), generator=torch.Generator().manual_seed(6))
+    pos = None if positions == "default" else torch.stack([torch.arange(12) + 3, torch.arange(12) // 2])
+    a, b = _fresh_pair(family, kw)
+    with torch.no_grad():
+        ref = _prefill_decode_logits(a, ids, 8, pos)
+        names = qt.patch(b)
+        assert len(names) == 2, names
+        counting.calls = 0
+        try:
+            got = _prefill_decode_logits(b, ids, 8, pos)
+        finally:
+            qt.unpatch(b)
+    assert counting.calls == (9 * 2 if fused else 0), counting.calls
+    assert torch.allclose(got, ref, rtol=0, atol=1e-5 * ref.abs().max().item()), (got - ref).abs().max().item()
+
+
+def test_other_threads_forwards_are_not_taken_for_the_patched_layer(counting):
+    """While a patched layer's forward runs in one thread, a forward of an
+    unpatched model of the same family in another thread runs its own code
+    (the running layer is per thread)."""
+    family = "qwen3" if "qwen3" in CONFIGS else sorted(CONFIGS)[0]
+    a, b = _small(family), _small(family)
+    with torch.no_grad():
+        for p in b.parameters():
+            p.add_(0.1 * torch.randn(p.shape, generator=torch.Generator().manual_seed(p.numel())))
+    ids = torch.randint(1, COMMON["vocab_size"], (2, 12), generator=torch.Generator().manual_seed(8))
+    seen = []
+
+    def other_thread(module, args, output):  # runs inside a's patched layer 0, before its RoPE
+        if not seen:
+            t = threading.Thread(target=lambda: seen.append(b(ids).logits))
+            t.start()
+            t.join()
+    with torch.no_grad():
+        ref_a, ref_b = a(ids).logits, b(ids).logits
+        qt.patch(a)
+        hook = a.model.layers[0].self_attn.k_proj.register_forward_hook(other_thread)
+        try:
+            counting.calls = 0
+            out_a = a(ids).logits
+        finally:
+            hook.remove()
+            qt.unpatch(a)
+    assert counting.calls == COMMON["num_hidden_layers"]
+    assert torch.equal(seen[0], ref_b)
+    assert torch.allclose(out_a, ref_a, rtol=0, atol=1e-5 * ref_a.abs().max().item())

@@ -10,21 +10,31 @@ qkvfuse call.
 What changes in a patched layer: the per-head q/k RMSNorm (where the model
 has one) and RoPE become one ``torch.ops.qkvfuse.run`` call on the
 projections' outputs. The RoPE uses the cos and sin the model's rotary
-embedding computed for this forward, so the model's own rope type,
-scaling, partial rotary factor and position ids hold as they are.
-Everything else (projections, caches, masks, attention implementations,
-``generate()``) stays transformers' code.
+embedding computed for this forward, so the model's own rope type
+(default, linear, dynamic, yarn, longrope, llama3, proportional), its
+scaling and attention factor, partial rotary factor, per-layer-type tables
+(Gemma-3's local and global layers) and position ids hold as they are; a
+table that changes with the sequence length (dynamic, longrope) is the one
+the rotary embedding computed for this very forward. Everything else
+(projections, caches, masks, attention implementations, ``generate()``)
+stays transformers' code.
 
 How: in the modeling module of a patched family, ``apply_rotary_pos_emb``
 is wrapped; a patched layer's ``q_norm``/``k_norm`` pass their input
 through, and while the layer's forward runs, the wrapped function does the
-norm and RoPE of that layer in one call. Outside a patched layer the
-wrapper calls the original. A call qkvfuse cannot take (autograd needs
-the graph, rows that are not evenly strided) runs the original norm and
-RoPE, so results never depend on that choice beyond rounding.
+norm and RoPE of that layer in one call. Outside a patched layer (the
+running layer is tracked per thread, so other threads' forwards are
+outside it) the wrapper calls the original. A call qkvfuse cannot take
+(autograd needs the graph, rows that are not evenly strided) runs the
+original norm and RoPE, so results never depend on that choice beyond
+rounding.
 
-A model whose layers cannot be served is left unpatched, with a warning
-that names the reason.
+A layer the operator cannot serve is left unpatched, with a warning that
+names the reason: a head_dim that is odd or outside [16, 1024], q/k norms
+whose eps (``rms_norm_eps``) is not a positive float32 or differs between
+q and k, a norm on only one of q and k, an attention class with no patch
+here. A forward whose rotary dim is 0 (a partial rotary factor below
+2 / head_dim: nothing to rotate) runs the original code.
 
 ``patch(model, fuse_projections=True)`` also makes each patched layer's
 separate q, k and v projections one matrix product, as engines do: the
@@ -40,6 +50,8 @@ records autograd runs the three projections as before.
 from __future__ import annotations
 
 import importlib
+import math
+import threading
 import warnings
 import weakref
 
@@ -61,12 +73,14 @@ FAMILIES = {
     "Glm4Attention": ("glm4", "interleaved", False),
 }
 _DTYPES = (torch.float32, torch.float16, torch.bfloat16)
-_MAX_HEAD_DIM = 1024
+_MIN_HEAD_DIM, _MAX_HEAD_DIM = 16, 1024  # the operator's head_dim range
 _NO_SCALING = [1.0, 0.0, 1.0, 4.0, 32.0, 1.0, 1.0, 1.0]
 
 _PROJECTIONS = ("q_proj", "k_proj", "v_proj")
 
-_active = [None]   # the patched attention layer whose forward is running
+# the patched attention layer whose forward is running in this thread: per
+# thread, since another thread's forward (of any model) calls the same wrapper
+_active = threading.local()
 _originals = {}    # family -> its modeling module's own apply_rotary_pos_emb
 _layers = weakref.WeakSet()  # every patched layer
 
@@ -88,8 +102,8 @@ def _unservable(layer, family_entry):
     head_dim = getattr(layer, "head_dim", None)
     if not isinstance(head_dim, int) or head_dim <= 0:
         return "its head_dim is not a positive int"
-    if head_dim % 2 or head_dim > _MAX_HEAD_DIM:
-        return "head_dim %d is not even or above %d" % (head_dim, _MAX_HEAD_DIM)
+    if head_dim % 2 or not _MIN_HEAD_DIM <= head_dim <= _MAX_HEAD_DIM:
+        return "head_dim %d is odd or outside [%d, %d]" % (head_dim, _MIN_HEAD_DIM, _MAX_HEAD_DIM)
     norms = [getattr(layer, n, None) for n in ("q_norm", "k_norm")]
     if (norms[0] is None) != (norms[1] is None):
         return "it normalizes only one of q and k"
@@ -97,6 +111,13 @@ def _unservable(layer, family_entry):
         if n is not None and (getattr(n, "weight", None) is None or n.weight.shape != (head_dim,)
                               or _norm_eps(n) is None):
             return "its q/k norm is not a per-head RMSNorm with a [head_dim] weight and an eps"
+    if norms[0] is not None:
+        eps = [_norm_eps(n) for n in norms]
+        if eps[0] != eps[1]:
+            return "its q_norm and k_norm have different eps (%g, %g)" % tuple(eps)
+        # the operator adds eps as a float32 that must be finite and > 0
+        if not math.isfinite(eps[0]) or torch.tensor(eps[0], dtype=torch.float32).item() <= 0:
+            return "its q/k norm eps (rms_norm_eps) %g is not a positive finite float32" % eps[0]
     try:
         mod = _modeling(family)
     except ImportError as e:
@@ -189,12 +210,12 @@ def _forward_of(layer):
     own = type(layer).forward
 
     def forward(*args, **kwargs):
-        outer = _active[0]
-        _active[0] = layer
+        outer = getattr(_active, "layer", None)
+        _active.layer = layer
         try:
             return own(layer, *args, **kwargs)
         finally:
-            _active[0] = outer
+            _active.layer = outer
             layer.__dict__.pop("_qkvfuse_stash", None)  # the input and product of this forward
     return forward
 
@@ -230,7 +251,7 @@ def _fused(layer, style, offset, q, k, cos, sin):
     nkv = ks.shape[2]
     r = cos.shape[-1]
     if (ks.shape[0] != b or ks.shape[1] != s or ks.shape[3] != d or cos.shape[0] not in (1, b)
-            or cos.shape[1] != s or r % 2 or r > d):
+            or cos.shape[1] != s or r % 2 or r > d or r == 0):  # r == 0: nothing to rotate
         return None
     qs, ks = _token_rows(qs), _token_rows(ks)
     if qs is None or ks is None:
@@ -261,7 +282,7 @@ def _wrap_rope(family):
     original = mod.apply_rotary_pos_emb
 
     def apply_rotary_pos_emb(q, k, cos, sin, *args, **kwargs):
-        layer = _active[0]
+        layer = getattr(_active, "layer", None)
         if layer is None or layer not in _layers:
             return original(q, k, cos, sin, *args, **kwargs)
         entry = FAMILIES[type(layer).__name__]

@@ -431,8 +431,8 @@ def flashinfer_apply_rope_with_cos_sin_cache(positions, query, key, head_size: i
     interleaved), the other dims copied. float32 math, one rounding: within
     one step of the dtype of FlashInfer's result (FMA contraction is the only
     difference). qkvfuse also takes float32 inputs and float16/bfloat16
-    tables (FlashInfer: float16/bfloat16 inputs, float32 tables); Nk must
-    divide Nq (GQA), as in every model.
+    tables (FlashInfer: float16/bfloat16 inputs, float32 tables). Any head
+    counts, as in FlashInfer (no GQA ratio needed).
     """
     try:
         query_out, key_out = torch.empty_like(query), torch.empty_like(key)

@@ -412,6 +412,8 @@ def random_rope_case(seed, float32=False):
     R = pick([D, D, D // 2, D // 4])
     Nkv = pick([1, 2, 4])
     Nq = Nkv * pick([1, 2, 4])
+    if pick([0, 0, 0, 1]):  # FlashInfer's RoPE takes any head counts: no GQA ratio
+        Nq = pick([1, 3, 5, 7])
     T = pick([0, 1, 3, 17, 40])
     dtype = torch.float32 if float32 else pick([torch.bfloat16, torch.float16])
     scale = pick([0.05, 1.0, 30.0])

@@ -266,10 +266,10 @@ static void check_streaming(void) {
  * blocks per item instead of the plan's. */
 static void check_cover(int64_t chunks, const int64_t *heads, int hpi, int k_quant, int qcache, int64_t slots,
                         int forced, tk_rng *r) {
-  qf_cu_params P;
+  qf_cu_prefill_params P;
   memset(&P, 0, sizeof P);
-  P.Nq = (int32_t)heads[0];
-  P.Nkv = (int32_t)(heads[1] ? heads[1] : heads[2]);
+  P.problem.Nq = (int32_t)heads[0];
+  P.problem.Nkv = (int32_t)(heads[1] ? heads[1] : heads[2]);
   for (int k = 0; k < 3; k++) P.items[k] = (int32_t)((heads[k] + hpi - 1) / hpi);
   int64_t late = 0, piece = 1, n[3];
   qf_cuda_schedule_late_blocks(chunks, (int64_t)P.items[0] + P.items[1] + P.items[2], slots, qcache, &late, &piece);

@@ -32,7 +32,7 @@ __device__ __forceinline__ int head_lanes(int D) {
 // Stage 1: split (copy) or dequantize the qkv columns into three buffers of the
 // I/O dtype: q [T, Nq*D], k [T, Nkv*D], v [T, Nkv*D].
 template <typename TIn>
-__global__ void split_kernel(const qf_cu_params P, void *qb, void *kb, void *vb) {
+__global__ void split_kernel(const qf_cu_problem P, void *qb, void *kb, void *vb) {
   const int64_t H = (int64_t)(P.Nq + 2 * P.Nkv) * P.D;
   const int64_t nvec_row = H / kVec;
   const int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
@@ -78,7 +78,7 @@ __device__ __forceinline__ void load_head(const void *buf, int dt, int64_t idx, 
 }
 
 // Stage 2: RMSNorm of the N heads of a buffer, in place.
-__global__ void rmsnorm_kernel(const qf_cu_params P, void *buf, int N, qf_cu_vec gamma, qf_cu_vec beta) {
+__global__ void rmsnorm_kernel(const qf_cu_problem P, void *buf, int N, qf_cu_vec gamma, qf_cu_vec beta) {
   const int G = head_lanes(P.D), lane = threadIdx.x & (G - 1);
   const int64_t task = ((int64_t)blockIdx.x * blockDim.x + threadIdx.x) / G;
   if (task >= P.T * N) return;
@@ -104,7 +104,7 @@ __global__ void rmsnorm_kernel(const qf_cu_params P, void *buf, int N, qf_cu_vec
 }
 
 // Stage 3: RoPE of the N heads of `in` into `out` (same layout, may be the same).
-__global__ void rope_kernel(const qf_cu_params P, const void *in, int64_t in_ld, void *out, int64_t out_ld,
+__global__ void rope_kernel(const qf_cu_problem P, const void *in, int64_t in_ld, void *out, int64_t out_ld,
                             int out_dtype, int N) {
   extern __shared__ float smem[];
   const int G = head_lanes(P.D), lane = threadIdx.x & (G - 1);
@@ -142,7 +142,7 @@ __global__ void rope_kernel(const qf_cu_params P, const void *in, int64_t in_ld,
 }
 
 // Stage 4 + 5: quantize k and v rows and scatter them into the caches.
-__global__ void cache_kernel(const qf_cu_params P, const void *kb, const void *vb) {
+__global__ void cache_kernel(const qf_cu_problem P, const void *kb, const void *vb) {
   const int64_t width = (int64_t)P.Nkv * P.D, nvec = width / kVec;
   const int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
   if (i >= 2 * P.T * nvec) return;
@@ -202,8 +202,8 @@ qkvfuse_status qf_cuda_unfused_run(const qkvfuse_plan *plan, const qf_problem *p
            (long long)p->D);
   if (p->T == 0) return QKVFUSE_SUCCESS;
   cudaStream_t stream = (cudaStream_t)stream_;
-  qf_cu_params P;
-  qf_cuda_make_params(plan, p, &P);
+  qf_cu_problem P;
+  qf_cuda_make_problem(plan, p, &P);
   const size_t es = qkvfuse_dtype_size(p->io_dtype);
   char *qb = (char *)scratch;
   char *kb = qb + (size_t)p->T * (size_t)(p->Nq * p->D) * es;

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
 // The CUDA backend: planning (device checks, launch options, the COMPUTED
-// frequency table) and run: the call's kernel parameters (params.cu), the
+// frequency table) and run: the call's resolved problem (params.cu), the
 // one choice of its kernel and schedule (choose.cu: qf_cuda_choose), the
 // launch (launch.cu). No allocation and no synchronization inside run.
 #include <cuda_runtime.h>
@@ -50,12 +50,13 @@ void release_cuda(qkvfuse_plan *plan) {
 }  // namespace
 
 static qkvfuse_status qf_cuda_run(const qkvfuse_plan *plan, const qf_problem *p, void *stream) {
-  qf_cu_params P;
-  qf_cuda_make_params(plan, p, &P);
+  qf_cu_problem problem;
+  qf_cuda_make_problem(plan, p, &problem);
   device_guard g(plan->desc.device_id);
   if (g.err != cudaSuccess) return cuda_fail(g.err, "cudaSetDevice");
-  const qf_cuda_variant v = qf_cuda_choose(qf_cuda_state_of(plan), p, &P);
-  return qf_cuda_launch(&v, &P, (cudaStream_t)stream);
+  qf_cu_kernel_params K;
+  const qf_cuda_variant v = qf_cuda_choose(qf_cuda_state_of(plan), p, problem, &K);
+  return qf_cuda_launch(&v, &K, (cudaStream_t)stream);
 }
 
 // The CUDA architectures this build's device code was compiled for

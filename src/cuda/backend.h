@@ -6,8 +6,8 @@
 #include "core/plan.h"
 #include "cuda/params.h"
 
-/* Kernel parameters of a resolved problem, less the schedule (params.cu). */
-void qf_cuda_make_params(const qkvfuse_plan *plan, const qf_problem *p, qf_cu_params *P);
+/* The kernels' copy of a resolved problem (params.cu). */
+void qf_cuda_make_problem(const qkvfuse_plan *plan, const qf_problem *p, qf_cu_problem *P);
 
 /* May every thread move `vec` consecutive elements as one access: D, bases
  * and strides all multiples of vec elements (eligible.cu)? */
@@ -23,7 +23,7 @@ bool qf_cuda_cache_vector_ok(const qf_cache *c, int vec);
  * of 16, caches of the input's dtype or quantized, no beta, no int32
  * dequantization, not parity mode, small tables readable as aligned vectors,
  * q not quantized. */
-const char *qf_cuda_streaming_refusal(const qf_problem *p, const qf_cu_params *P);
+const char *qf_cuda_streaming_refusal(const qf_problem *p, const qf_cu_problem *P);
 
 /* Is the call the engine call, which the streaming kernel serves with its
  * dtypes and cache geometry compiled in (streaming.cuh: kEngine): the one
@@ -32,6 +32,6 @@ const char *qf_cuda_streaming_refusal(const qf_problem *p, const qf_cu_params *P
  * that is paged with whole rows (slot_lin: vLLM's [blocks, block_size, Nkv,
  * D]) and a head's D channels contiguous, int64 slots, no int8 offsets. A
  * page table is not that call: the engine kernels read slot_mapping. */
-bool qf_cuda_engine_call(const qf_problem *p, const qf_cu_params *P);
+bool qf_cuda_engine_call(const qf_problem *p, const qf_cu_problem *P);
 
 #endif /* QKVFUSE_CUDA_BACKEND_H */

@@ -8,11 +8,17 @@
 #include "cuda/state.h"
 #include "cuda/variant.h"
 
+// A divisor for div_by: none (0) where d does not fit 31 bits.
+static qf_cu_div divisor_or_none(int64_t d) {
+  return d > 0 && d < ((int64_t)1 << 31) ? qf_cuda_divisor((uint32_t)d) : qf_cu_div{0, 0, 0};
+}
+
 // The plan's multiprocessors (132, an H100 / H200's, where the device did not say).
 static int64_t plan_sms(const qf_cuda_state &state) { return state.sm_count > 0 ? state.sm_count : 132; }
 
-// The streaming kernel's form and schedule; returns why it cannot run the
-// call (an index or the shared memory would overflow), or nullptr.
+// The streaming kernel's form and schedule, its parameters in K's member of
+// the form; returns why it cannot run the call (an index or the shared
+// memory would overflow), or nullptr.
 //
 // Items are (token, heads_per_item heads of one kind); heads_per_item is the
 // largest of 4 (2 with per-token cos/sin: registers) and 2 that still gives
@@ -27,8 +33,8 @@ static int64_t plan_sms(const qf_cuda_state &state) { return state.sm_count > 0 
 // (schedule.h). Shared memory holds the row stages and, for a quantized
 // cache, the item's reciprocal scales. The plan's form may force one form
 // (the prefill form then goes down to one head per item).
-static const char *streaming_schedule(const qf_cuda_state &state, const qf_problem *p, qf_cu_params *P,
-                                      qf_cuda_variant *v) {
+static const char *streaming_schedule(const qf_cuda_state &state, const qf_problem *p, const qf_cu_problem &problem,
+                                      qf_cu_kernel_params *K, qf_cuda_variant *v) {
   const int64_t sms = plan_sms(state);
   const qf_cuda_form form = state.form;
   const bool k_work = p->k_out.data || p->desc->cache_layout != QKVFUSE_CACHE_NONE;
@@ -47,15 +53,17 @@ static const char *streaming_schedule(const qf_cuda_state &state, const qf_probl
   const int decode_lanes = narrow ? narrow_lanes : qf::decode_lanes(D, 2);
   const int64_t decode_gpb = qf::kStreamingBlock / decode_lanes;
   int64_t units = 0;
+  qf_cu_prefill_params P = {}; /* the prefill form's, its items set first: they decide the form */
+  P.problem = problem;
   auto set_items = [&](int heads_per_item) {
-    P->heads_per_item = heads_per_item;
-    for (int k = 0; k < 3; k++) P->items[k] = (int32_t)((kind_heads[k] + heads_per_item - 1) / heads_per_item);
+    P.heads_per_item = heads_per_item;
+    for (int k = 0; k < 3; k++) P.items[k] = (int32_t)((kind_heads[k] + heads_per_item - 1) / heads_per_item);
   };
   /* div_fixed: indices below 2^31 */
   bool decode = form != QF_CUDA_FORM_PREFILL && groups_q < 0x7fffffffLL - decode_gpb;
   for (int h = qf::max_heads_per_item(v->cos_sin_rows); h >= (form == QF_CUDA_FORM_PREFILL ? 1 : 2); h >>= 1) {
     set_items(h);
-    units = runs * (P->items[0] + P->items[1] + P->items[2]);
+    units = runs * (P.items[0] + P.items[1] + P.items[2]);
     if (units * qf::kStreamingBlock >= sms * 1024) break;
   }
   if (form == QF_CUDA_FORM_BY_SIZE && units * qf::kStreamingBlock >= sms * 1024) decode = false;
@@ -65,12 +73,17 @@ static const char *streaming_schedule(const qf_cuda_state &state, const qf_probl
        reads cost more than they hide */
     v->preload = narrow && quantized_cache;
     v->lanes = decode_lanes;
-    P->decode_blocks_q = (int32_t)((groups_q + decode_gpb - 1) / decode_gpb);
+    qf_cu_decode_params &Q = K->decode;
+    Q = {};
+    Q.problem = problem;
+    Q.decode_blocks_q = (int32_t)((groups_q + decode_gpb - 1) / decode_gpb);
     const int32_t blocks_kv = (int32_t)((groups_kv + decode_gpb - 1) / decode_gpb);
-    P->decode_blocks_k = k_work ? blocks_kv : 0;
-    P->div_q_heads = qf_cuda_divisor((uint32_t)p->Nq);
-    P->div_kv_heads = qf_cuda_divisor((uint32_t)p->Nkv);
-    v->blocks = (unsigned)(P->decode_blocks_q + P->decode_blocks_k + (v_work ? blocks_kv : 0));
+    Q.decode_blocks_k = k_work ? blocks_kv : 0;
+    Q.div_q_heads = qf_cuda_divisor((uint32_t)p->Nq);
+    Q.div_kv_heads = qf_cuda_divisor((uint32_t)p->Nkv);
+    Q.page_div = divisor_or_none(p->k_cache.data ? p->k_cache.block_size : 0);
+    Q.batch_div = divisor_or_none(p->S);
+    v->blocks = (unsigned)(Q.decode_blocks_q + Q.decode_blocks_k + (v_work ? blocks_kv : 0));
     v->smem = 0;
     return nullptr;
   }
@@ -85,7 +98,7 @@ static const char *streaming_schedule(const qf_cuda_state &state, const qf_probl
      in real prefill calls, and calls of 9 runs or more have late blocks (in
      pieces of one below 48; with a quantized cache, 10% of the runs from
      12 to 47) */
-  const int64_t items = P->items[0] + P->items[1] + P->items[2];
+  const int64_t items = P.items[0] + P.items[1] + P.items[2];
   const int64_t resident =
       form == QF_CUDA_FORM_PREFILL ? 3 * items : sms * qf::prefill_blocks_per_sm(v->engine);
   int64_t piece = 1, late_runs = 0;
@@ -94,60 +107,67 @@ static const char *streaming_schedule(const qf_cuda_state &state, const qf_probl
   const int64_t forced = resident_runs < 3 ? (resident_runs > 0 ? resident_runs : 1) : 3;
   int64_t n[3] = {forced, forced, forced};
   if (form != QF_CUDA_FORM_PREFILL)
-    set_items(qf_cuda_schedule_heads_per_item(resident_runs, kind_heads, P->heads_per_item, k_quant,
+    set_items(qf_cuda_schedule_heads_per_item(resident_runs, kind_heads, P.heads_per_item, k_quant,
                                               quantized_cache, resident, n));
-  const int64_t grid = qf_cuda_schedule_prefill_grid(P, runs, n, late_runs, piece);
+  const int64_t grid = qf_cuda_schedule_prefill_grid(&P, runs, n, late_runs, piece);
   if (grid >= 0x7fffffffLL) return "more blocks than 31-bit indices reach";
   /* v items of a quantized cache take their lane's two vectors adjacent
      (prefill.cuh: v_adjacent), one 16-byte store of their 16 bytes */
-  P->v_adjacent = v_quant && qf_cuda_cache_vector_ok(&p->v_cache, 16);
+  P.v_adjacent = v_quant && qf_cuda_cache_vector_ok(&p->v_cache, 16);
   const bool offsets = p->k_offset.data || p->v_offset.data;
-  v->smem = (size_t)qf::kPrefillStages * P->heads_per_item * 2 * qf::kStreamingBlock * 16 +
-            (quantized_cache ? sizeof(float) * (offsets ? 2 : 1) * P->heads_per_item * (size_t)p->D : 0);
+  v->smem = (size_t)qf::kPrefillStages * P.heads_per_item * 2 * qf::kStreamingBlock * 16 +
+            (quantized_cache ? sizeof(float) * (offsets ? 2 : 1) * P.heads_per_item * (size_t)p->D : 0);
   /* the default limit of dynamic shared memory */
   if (v->smem > 48 * 1024) return "shared memory over 48 KB";
   v->blocks = (unsigned)grid;
+  K->prefill = P;
   return nullptr;
 }
 
 // The general kernel's instantiation and tiles (schedule.h:
 // qf_cuda_schedule_general_tiles): 16-byte vectors where every row and cache
 // allows them, else single elements; a power-of-two group of lanes per head.
-static void general_schedule(const qf_cuda_state &state, const qf_problem *p, qf_cu_params *P, qf_cuda_variant *v) {
+static void general_schedule(const qf_cuda_state &state, const qf_problem *p, const qf_cu_problem &problem,
+                             qf_cu_kernel_params *K, qf_cuda_variant *v) {
   v->kernel = QF_CUDA_KERNEL_GENERAL;
+  qf_cu_general_params &G = K->general;
+  G = {};
+  G.problem = problem;
   const int vmax = 16 / (int)qkvfuse_dtype_size(p->in[0].dtype);
   v->vec = qf_cuda_vector_ok(p, vmax) ? vmax : 1;
-  P->nvec = (int32_t)(p->D / v->vec);
-  P->group = qf::pow2_at_least(P->nvec < 32 ? P->nvec : 32);
-  v->vecs_per_lane = qf::pow2_at_least((P->nvec + P->group - 1) / P->group);
+  G.nvec = (int32_t)(p->D / v->vec);
+  G.group = qf::pow2_at_least(G.nvec < 32 ? G.nvec : 32);
+  v->vecs_per_lane = qf::pow2_at_least((G.nvec + G.group - 1) / G.group);
   const int64_t resident = plan_sms(state) * qf::kGeneralBlocksPerSm;
   int tile_tokens = 1, tile_heads = 1;
-  qf_cuda_schedule_general_tiles(P->T, P->heads_per_token, qf::kBlock / P->group, P->R, resident, &tile_tokens,
-                                 &tile_heads);
-  P->tile_tokens = tile_tokens, P->tile_heads = tile_heads;
-  P->head_tiles = (P->heads_per_token + tile_heads - 1) / tile_heads;
-  int64_t blocks = (P->T + tile_tokens - 1) / tile_tokens * P->head_tiles;
+  qf_cuda_schedule_general_tiles(problem.T, problem.heads_per_token, qf::kBlock / G.group, problem.R, resident,
+                                 &tile_tokens, &tile_heads);
+  G.tile_tokens = tile_tokens, G.tile_heads = tile_heads;
+  G.head_tiles = (problem.heads_per_token + tile_heads - 1) / tile_heads;
+  int64_t blocks = (problem.T + tile_tokens - 1) / tile_tokens * G.head_tiles;
   if (blocks > resident) blocks = resident; /* the kernel walks the tiles grid-stride */
   v->blocks = (unsigned)blocks;
-  v->smem = qf::general_smem_bytes(P->D, P->R, tile_tokens, qf::kBlock / P->group);
+  v->smem = qf::general_smem_bytes(problem.D, problem.R, tile_tokens, qf::kBlock / G.group);
 }
 
-qf_cuda_variant qf_cuda_choose(const qf_cuda_state &state, const qf_problem *p, qf_cu_params *P) {
+qf_cuda_variant qf_cuda_choose(const qf_cuda_state &state, const qf_problem *p, const qf_cu_problem &problem,
+                               qf_cu_kernel_params *K) {
   qf_cuda_variant v = {};
   v.input = p->in[0].dtype;
+  v.pdl = state.pdl != 0;
   if (!qf_cuda_streaming(state.cc, state.form))
     v.refused = state.form == QF_CUDA_FORM_GENERAL ? "QKVFUSE_CUDA_FORM=general" : "a device below sm_80";
   else
-    v.refused = qf_cuda_streaming_refusal(p, P);
+    v.refused = qf_cuda_streaming_refusal(p, &problem);
   if (!v.refused) {
     v.interleaved = p->desc->rope_style == QKVFUSE_ROPE_INTERLEAVED;
     v.cos_sin_rows = p->desc->rope_source == QKVFUSE_ROPE_COS_SIN;
-    v.engine = qf_cuda_engine_call(p, P);
-    v.refused = streaming_schedule(state, p, P, &v);
+    v.engine = qf_cuda_engine_call(p, &problem);
+    v.refused = streaming_schedule(state, p, problem, K, &v);
     if (!v.refused) return v;
   }
   qf_cuda_variant g = {};
-  g.input = v.input, g.refused = v.refused;
-  general_schedule(state, p, P, &g);
+  g.input = v.input, g.refused = v.refused, g.pdl = v.pdl;
+  general_schedule(state, p, problem, K, &g);
   return g;
 }

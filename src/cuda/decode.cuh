@@ -44,7 +44,7 @@ __device__ __forceinline__ int64_t vec_cos_at(const qf_cu_mat &csc, int64_t pos,
 }
 
 template <bool INTERLEAVED, bool COS_SIN_ROWS, int COS_SIN_DTYPE = 0>
-__device__ __forceinline__ vec_cs_raw vec_cs_load(const qf_cu_params &P, int64_t t, int pos, int w, bool rope) {
+__device__ __forceinline__ vec_cs_raw vec_cs_load(const qf_cu_problem &P, int64_t t, int pos, int w, bool rope) {
   vec_cs_raw r = {};
   if (!rope) return r;
   const int R = P.R;
@@ -62,7 +62,7 @@ __device__ __forceinline__ vec_cs_raw vec_cs_load(const qf_cu_params &P, int64_t
 }
 
 template <bool INTERLEAVED, bool COS_SIN_ROWS, int COS_SIN_DTYPE = 0>
-__device__ __forceinline__ void vec_cs_get(const qf_cu_params &P, const vec_cs_raw &r, int pos, int w, bool rope,
+__device__ __forceinline__ void vec_cs_get(const qf_cu_problem &P, const vec_cs_raw &r, int pos, int w, bool rope,
                                            float (&c)[8], float (&s)[8]) {
   if (!rope) return;
   const int hv = P.R >> 4;
@@ -99,7 +99,7 @@ __device__ __forceinline__ void vec_cs_get(const qf_cu_params &P, const vec_cs_r
 // load: a defined result either way) only chooses which cos/sin lines to
 // prefetch into L2; the position used is read again after the wait.
 template <int ENGINE>
-__device__ __forceinline__ int64_t position_hint(const qf_cu_params &P, int64_t t) {
+__device__ __forceinline__ int64_t position_hint(const qf_cu_problem &P, int64_t t) {
   if (ENGINE || P.positions.dtype == QKVFUSE_DTYPE_INT64) {
     long long v;
     asm volatile("ld.relaxed.gpu.global.s64 %0, [%1];"
@@ -223,8 +223,9 @@ __device__ __forceinline__ bool same_weights(const weights_raw<NV> &a, const wei
 // (preload). ENGINE: what the kernel knows of its call (kEngine, | kEngineCache
 // with PRELOAD, or 0).
 template <typename T, int L, int NV, bool INTERLEAVED, bool COS_SIN_ROWS, bool PRELOAD, int ENGINE>
-__global__ void __launch_bounds__(kStreamingBlock) decode_kernel(const __grid_constant__ qf_cu_params P) {
+__global__ void __launch_bounds__(kStreamingBlock) decode_kernel(const __grid_constant__ qf_cu_decode_params params) {
 #if QF_STREAMING_DEVICE_CODE
+  const qf_cu_problem &P = params.problem;
   constexpr int GPB = kStreamingBlock / L, COS_SIN_VECS = cos_sin_vecs(INTERLEAVED, COS_SIN_ROWS), N = 8 * NV;
   static_assert(!ENGINE || !COS_SIN_ROWS, "ENGINE: cos/sin from a cache");
   constexpr int TABLE_DTYPE = ENGINE ? h16<T>::dtype : 0; /* ENGINE: the tables' dtype (the input's) */
@@ -240,10 +241,10 @@ __global__ void __launch_bounds__(kStreamingBlock) decode_kernel(const __grid_co
   }
   unsigned b = blockIdx.x;
   int kind = 0;
-  qf_cu_div Nd = P.div_q_heads;
-  if (b >= (unsigned)P.decode_blocks_q) {
-    b -= P.decode_blocks_q, kind = 1, Nd = P.div_kv_heads;
-    if (b >= (unsigned)P.decode_blocks_k) b -= P.decode_blocks_k, kind = 2;
+  qf_cu_div Nd = params.div_q_heads;
+  if (b >= (unsigned)params.decode_blocks_q) {
+    b -= params.decode_blocks_q, kind = 1, Nd = params.div_kv_heads;
+    if (b >= (unsigned)params.decode_blocks_k) b -= params.decode_blocks_k, kind = 2;
   }
   const unsigned idx = b * GPB + grp, tu = div_fixed(idx, Nd);
   const int h = (int)(idx - tu * Nd.d);
@@ -272,7 +273,8 @@ __global__ void __launch_bounds__(kStreamingBlock) decode_kernel(const __grid_co
       prefetch_l2(index_at(P.pt.pos, P.pt.pos_dtype, t));
     } else if ((ENGINE & kEngineCache) || P.layout != QKVFUSE_CACHE_NONE) {
       prefetch_l2(index_at(P.slot_mapping.data, ENGINE ? QKVFUSE_DTYPE_INT64 : P.slot_mapping.dtype,
-                           !ENGINE && P.layout == QKVFUSE_CACHE_CONTIGUOUS ? div_by<true>(t, P.S, P.batch_div) : t));
+                           !ENGINE && P.layout == QKVFUSE_CACHE_CONTIGUOUS ? div_by<true>(t, P.S, &params.batch_div)
+                                                                           : t));
     }
   }
   // NV = 1, pairs from the cos/sin cache: the cos/sin lines of the
@@ -341,7 +343,7 @@ __global__ void __launch_bounds__(kStreamingBlock) decode_kernel(const __grid_co
   uint4 raw[NV];
 #pragma unroll
   for (int v = 0; v < NV; v++) raw[v] = act ? ld_stream(in + 8 * wv[v]) : make_uint4(0, 0, 0, 0);
-  const token_ix ix = load_token_ix<true, ENGINE>(P, t);
+  const token_ix ix = load_token_ix<true, ENGINE>(P, &params.batch_div, t);
   const weights_raw<NV> wraw =
       PRELOAD ? load_weights<NV, false, TABLE_DTYPE>(gws, sc, ENGINE ? nullptr : so, pc, wnorm, wquant, h * D, wv)
               : weights_raw<NV>{};
@@ -385,7 +387,8 @@ __global__ void __launch_bounds__(kStreamingBlock) decode_kernel(const __grid_co
   // 3. the token: position and cache destination checked; the norm weights,
   // the scales
   const token_dest td =
-      check_token<true, ENGINE>(P, t, ix, kind, live, [&] { return kind == 0 && h == 0 && lane == 0; });
+      check_token<true, ENGINE>(P, &params.page_div, &params.batch_div, t, ix, kind, live,
+                                [&] { return kind == 0 && h == 0 && lane == 0; });
   const bool ok = td.ok;
   float g[N], r[N], of[N]; /* !PRELOAD */
   bool bad = false;

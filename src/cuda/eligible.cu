@@ -29,7 +29,7 @@ bool qf_cuda_vector_ok(const qf_problem *p, int vec) {
   return true;
 }
 
-const char *qf_cuda_streaming_refusal(const qf_problem *p, const qf_cu_params *P) {
+const char *qf_cuda_streaming_refusal(const qf_problem *p, const qf_cu_problem *P) {
   const qkvfuse_dtype in = p->in[0].dtype;
   if (in != QKVFUSE_DTYPE_BFLOAT16 && in != QKVFUSE_DTYPE_FLOAT16) return "input not bfloat16 or float16";
   if (P->parity) return "unfused-parity rounding";
@@ -63,7 +63,7 @@ const char *qf_cuda_streaming_refusal(const qf_problem *p, const qf_cu_params *P
   return nullptr;
 }
 
-bool qf_cuda_engine_call(const qf_problem *p, const qf_cu_params *P) {
+bool qf_cuda_engine_call(const qf_problem *p, const qf_cu_problem *P) {
   const qkvfuse_dtype in = p->in[0].dtype;
   const bool cache = p->desc->cache_layout != QKVFUSE_CACHE_NONE;
   if (cache && p->desc->cache_addressing != QKVFUSE_ADDRESS_SLOTS) return false;

@@ -50,7 +50,7 @@ constexpr int kGeneralBlocksPerSm = 4; /* general_kernel's resident blocks (laun
 
 // Head h of token t's input: heads 0..Nq-1 are q's, then Nkv of k, then Nkv of v.
 template <typename T>
-__device__ __forceinline__ const T *input_head(const qf_cu_params &P, int64_t t, int h) {
+__device__ __forceinline__ const T *input_head(const qf_cu_problem &P, int64_t t, int h) {
   const int kind = h < P.Nq ? 0 : (h < P.Nq + P.Nkv ? 1 : 2);
   const int first = kind == 0 ? 0 : (kind == 1 ? P.Nq : P.Nq + P.Nkv);
   return reinterpret_cast<const T *>(P.in[kind].data) + t * P.in[kind].ld + (int64_t)(h - first) * P.D;
@@ -95,11 +95,12 @@ __device__ __forceinline__ void load_raw(const TIn *in, int lane, int G, int nve
 // (input converted to float32); j is the token's index in the tile, t the
 // token, h the head (q, then k, then v heads).
 template <typename TIn, int VEC, int NV>
-__device__ __forceinline__ void process_task(const qf_cu_params &P, float (&x)[NV][VEC], int j, int64_t t, int h,
-                                             int lane, unsigned gmask, const tile_token *tok, const float *g_q,
+__device__ __forceinline__ void process_task(const qf_cu_general_params &params, float (&x)[NV][VEC], int j, int64_t t,
+                                             int h, int lane, unsigned gmask, const tile_token *tok, const float *g_q,
                                              const float *g_k, const float *b_q, const float *b_k,
                                              const float *cos_t, const float *sin_t, float *ys, bool parity) {
-  const int D = P.D, R = P.R, G = P.group;
+  const qf_cu_problem &P = params.problem;
+  const int D = P.D, R = P.R, G = params.group;
   const int kind = h < P.Nq ? 0 : (h < P.Nq + P.Nkv ? 1 : 2); /* q, k, v */
 
   // stage 1: dequantize; a head with a non-finite weight scale writes nothing
@@ -110,7 +111,7 @@ __device__ __forceinline__ void process_task(const qf_cu_params &P, float (&x)[N
 #pragma unroll
     for (int v = 0; v < NV; v++) {
       const int vi = v * G + lane;
-      if (vi >= P.nvec) continue;
+      if (vi >= params.nvec) continue;
 #pragma unroll
       for (int k = 0; k < VEC; k++) {
         const int c = vi * VEC + k;
@@ -144,7 +145,7 @@ __device__ __forceinline__ void process_task(const qf_cu_params &P, float (&x)[N
 #pragma unroll
       for (int v = 0; v < NV; v++) {
         const int vi = v * G + lane;
-        if (vi >= P.nvec) continue;
+        if (vi >= params.nvec) continue;
         float gv[VEC], bv[VEC];
 #pragma unroll
         for (int k = 0; k < VEC; k++) gv[k] = gw[vi * VEC + k], bv[k] = bw[vi * VEC + k];
@@ -174,7 +175,7 @@ __device__ __forceinline__ void process_task(const qf_cu_params &P, float (&x)[N
 #pragma unroll
         for (int k = 0; k < VEC; k++) {
           const int d = vi * VEC + k;
-          if (vi < P.nvec && d < R) ys[d] = x[v][k];
+          if (vi < params.nvec && d < R) ys[d] = x[v][k];
         }
       }
       __syncwarp(gmask);
@@ -186,7 +187,7 @@ __device__ __forceinline__ void process_task(const qf_cu_params &P, float (&x)[N
 #pragma unroll
         for (int k = 0; k < VEC; k++) {
           const int d = vi * VEC + k;
-          if (vi >= P.nvec || d >= R) continue;
+          if (vi >= params.nvec || d >= R) continue;
           const bool first = P.interleaved ? (d & 1) == 0 : d < half;
           const int partner = P.interleaved ? (d ^ 1) : (first ? d + half : d - half);
           const float y = x[v][k], yp = ys[partner], c = cj[d], s = sj[d];
@@ -215,7 +216,7 @@ __device__ __forceinline__ void process_task(const qf_cu_params &P, float (&x)[N
 #pragma unroll
     for (int v = 0; v < NV; v++) {
       const int vi = v * G + lane;
-      if (vi < P.nvec) ok &= quantize<VEC>(P.q_quant, x[v], P.q_scale, nullptr, 0, 0, q[v]);
+      if (vi < params.nvec) ok &= quantize<VEC>(P.q_quant, x[v], P.q_scale, nullptr, 0, 0, q[v]);
     }
     if (!__all_sync(gmask, ok)) {
       if (lane == 0) report(P, QKVFUSE_DATA_ERROR_SCALE);
@@ -228,7 +229,7 @@ __device__ __forceinline__ void process_task(const qf_cu_params &P, float (&x)[N
 #pragma unroll
       for (int v = 0; v < NV; v++) {
         const int vi = v * G + lane;
-        if (vi < P.nvec) store_bytes<VEC>(row + vi * VEC, q[v]);
+        if (vi < params.nvec) store_bytes<VEC>(row + vi * VEC, q[v]);
       }
     }
     return;
@@ -238,7 +239,7 @@ __device__ __forceinline__ void process_task(const qf_cu_params &P, float (&x)[N
 #pragma unroll
     for (int v = 0; v < NV; v++) {
       const int vi = v * G + lane;
-      if (vi >= P.nvec) continue;
+      if (vi >= params.nvec) continue;
       store_floats<VEC>(out.data, out.dtype, row + vi * VEC, x[v]);
     }
   }
@@ -247,7 +248,7 @@ __device__ __forceinline__ void process_task(const qf_cu_params &P, float (&x)[N
 #pragma unroll
     for (int v = 0; v < NV; v++) {
       const int vi = v * G + lane;
-      if (vi < P.nvec) store_floats<VEC>(P.q_copy.data, P.q_copy.dtype, row + vi * VEC, x[v]);
+      if (vi < params.nvec) store_floats<VEC>(P.q_copy.data, P.q_copy.dtype, row + vi * VEC, x[v]);
     }
   }
   if (kind == 0 || !tok[j].dest) return;
@@ -260,7 +261,7 @@ __device__ __forceinline__ void process_task(const qf_cu_params &P, float (&x)[N
 #pragma unroll
     for (int v = 0; v < NV; v++) {
       const int vi = v * G + lane, jj = ocol + vi * VEC;
-      if (vi < P.nvec) store_floats<VEC>(C.data, C.dtype, cache_element(C, row0, jj, chunk), x[v]);
+      if (vi < params.nvec) store_floats<VEC>(C.data, C.dtype, cache_element(C, row0, jj, chunk), x[v]);
     }
     return;
   }
@@ -272,7 +273,8 @@ __device__ __forceinline__ void process_task(const qf_cu_params &P, float (&x)[N
 #pragma unroll
   for (int v = 0; v < NV; v++) {
     const int vi = v * G + lane;
-    if (vi < P.nvec) ok &= quantize<VEC>(C.quant, x[v], scale, offset, pc, pc ? ocol + vi * VEC : ph ? kvh : 0, q[v]);
+    if (vi < params.nvec)
+      ok &= quantize<VEC>(C.quant, x[v], scale, offset, pc, pc ? ocol + vi * VEC : ph ? kvh : 0, q[v]);
   }
   if (!__all_sync(gmask, ok)) {
     if (lane == 0) report(P, QKVFUSE_DATA_ERROR_SCALE);
@@ -281,21 +283,22 @@ __device__ __forceinline__ void process_task(const qf_cu_params &P, float (&x)[N
 #pragma unroll
   for (int v = 0; v < NV; v++) {
     const int vi = v * G + lane, jj = ocol + vi * VEC;
-    if (vi < P.nvec)
+    if (vi < params.nvec)
       store_bytes<VEC>(static_cast<uint8_t *>(C.data) + cache_element(C, row0, jj, chunk), q[v]);
   }
 }
 
 template <typename TIn, int VEC, int NV>
-__global__ void __launch_bounds__(kBlock, kGeneralBlocksPerSm) general_kernel(const qf_cu_params P) {
+__global__ void __launch_bounds__(kBlock, kGeneralBlocksPerSm) general_kernel(const qf_cu_general_params params) {
+  const qf_cu_problem &P = params.problem;
   extern __shared__ __align__(16) unsigned char smem_raw[];
-  const int D = P.D, R = P.R, G = P.group, gpb = kBlock / G;
+  const int D = P.D, R = P.R, G = params.group, gpb = kBlock / G;
   const int lane = threadIdx.x & (G - 1), grp = threadIdx.x / G;
   const unsigned gmask = G == 32 ? 0xffffffffu : (((1u << G) - 1u) << ((threadIdx.x & 31) & ~(G - 1)));
   tile_token *tok = reinterpret_cast<tile_token *>(smem_raw);
-  float *g_q = reinterpret_cast<float *>(tok + P.tile_tokens), *g_k = g_q + D, *b_q = g_k + D, *b_k = b_q + D;
-  float *cos_t = b_k + D, *sin_t = cos_t + (size_t)P.tile_tokens * R,
-        *ys = sin_t + (size_t)P.tile_tokens * R + (size_t)grp * R;
+  float *g_q = reinterpret_cast<float *>(tok + params.tile_tokens), *g_k = g_q + D, *b_q = g_k + D, *b_k = b_q + D;
+  float *cos_t = b_k + D, *sin_t = cos_t + (size_t)params.tile_tokens * R,
+        *ys = sin_t + (size_t)params.tile_tokens * R + (size_t)grp * R;
   grid_dependency_wait();
 
   // ---- once per block: the RMSNorm weights; block 0 also checks every
@@ -329,21 +332,21 @@ __global__ void __launch_bounds__(kBlock, kGeneralBlocksPerSm) general_kernel(co
 
   // ---- the tiles of this block (a grid-stride loop: the grid is at most a
   // few blocks per multiprocessor)
-  const int64_t ntiles = (P.T + P.tile_tokens - 1) / P.tile_tokens * P.head_tiles;
+  const int64_t ntiles = (P.T + params.tile_tokens - 1) / params.tile_tokens * params.head_tiles;
   const bool parity = P.parity != 0;
   for (int64_t b = blockIdx.x; b < ntiles; b += gridDim.x) {
-    const int64_t tile = b / P.head_tiles;
-    const int h0 = (int)(b - tile * P.head_tiles) * P.tile_heads;
-    const int64_t t0 = tile * P.tile_tokens;
-    const int tokens = (int)min((int64_t)P.tile_tokens, P.T - t0);
-    const int heads = min(P.tile_heads, P.heads_per_token - h0);
+    const int64_t tile = b / params.head_tiles;
+    const int h0 = (int)(b - tile * params.head_tiles) * params.tile_heads;
+    const int64_t t0 = tile * params.tile_tokens;
+    const int tokens = (int)min((int64_t)params.tile_tokens, P.T - t0);
+    const int heads = min(params.tile_heads, P.heads_per_token - h0);
     const int tasks = tokens * heads;
 
     // the group's first task's input, in flight while the tables build
     head_raw<TIn, VEC, NV> raw;
     int task = grp;
     if (task < tasks)
-      load_raw<TIn, VEC, NV>(input_head<TIn>(P, t0 + task / heads, h0 + task % heads), lane, G, P.nvec, raw);
+      load_raw<TIn, VEC, NV>(input_head<TIn>(P, t0 + task / heads, h0 + task % heads), lane, G, params.nvec, raw);
     __syncthreads(); /* the previous tile's tables are no longer read */
 
     // tables: token validity and cache destination
@@ -425,11 +428,11 @@ __global__ void __launch_bounds__(kBlock, kGeneralBlocksPerSm) general_kernel(co
 #pragma unroll
       for (int v = 0; v < NV; v++)
 #pragma unroll
-        for (int k = 0; k < VEC; k++) x[v][k] = v * G + lane < P.nvec ? io<TIn>::f(raw.e[v][k]) : 0.0f;
+        for (int k = 0; k < VEC; k++) x[v][k] = v * G + lane < params.nvec ? io<TIn>::f(raw.e[v][k]) : 0.0f;
       if (task + gpb < tasks)
-        load_raw<TIn, VEC, NV>(input_head<TIn>(P, t0 + nj, nh), lane, G, P.nvec, raw);
+        load_raw<TIn, VEC, NV>(input_head<TIn>(P, t0 + nj, nh), lane, G, params.nvec, raw);
       if (tok[j].ok)
-        process_task<TIn, VEC, NV>(P, x, j, t0 + j, h, lane, gmask, tok, g_q, g_k, b_q, b_k, cos_t, sin_t, ys,
+        process_task<TIn, VEC, NV>(params, x, j, t0 + j, h, lane, gmask, tok, g_q, g_k, b_q, b_k, cos_t, sin_t, ys,
                                          parity);
       task += gpb, j = nj, h = nh;
     }

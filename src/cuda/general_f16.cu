@@ -3,8 +3,8 @@
 #include "cuda/general_launch.cuh"
 #include "cuda/launch.h"
 
-qkvfuse_status qf_cuda_launch_general_f16(const qf_cuda_variant *v, const qf_cu_params *P, cudaStream_t stream) {
-  return qf::launch_general<__half>(v, P, stream);
+qkvfuse_status qf_cuda_launch_general_f16(const qf_cuda_variant *v, const qf_cu_kernel_params *K, cudaStream_t stream) {
+  return qf::launch_general<__half>(v, K, stream);
 }
 
 cudaError_t qf_cuda_general_allow_wide_f16(int bytes) { return qf::allow_wide_general<__half>(bytes); }

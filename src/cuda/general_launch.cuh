@@ -40,9 +40,9 @@ cudaError_t allow_wide_general(int bytes) {
 }
 
 template <typename TIn>
-qkvfuse_status launch_general(const qf_cuda_variant *v, const qf_cu_params *P, cudaStream_t stream) {
+qkvfuse_status launch_general(const qf_cuda_variant *v, const qf_cu_kernel_params *K, cudaStream_t stream) {
   constexpr int VMAX = 16 / (int)sizeof(TIn);
-  void (*kernel)(const qf_cu_params) = nullptr;
+  void (*kernel)(const qf_cu_general_params) = nullptr;
   if (v->vec == VMAX) {
     switch (v->vecs_per_lane) {
       case 1: kernel = general_kernel<TIn, VMAX, 1>; break;
@@ -67,7 +67,8 @@ qkvfuse_status launch_general(const qf_cuda_variant *v, const qf_cu_params *P, c
   if (!kernel)
     return qf_fail(QKVFUSE_ERROR_UNSUPPORTED, "cuda: no kernel for vector width %d x %d per lane", v->vec,
                    v->vecs_per_lane);
-  return qf_cuda_start(reinterpret_cast<const void *>(kernel), v->blocks, kBlock, v->smem, stream, P, "general");
+  return qf_cuda_start(reinterpret_cast<const void *>(kernel), v->blocks, kBlock, v->smem, stream, &K->general, v->pdl,
+                       "general");
 }
 
 }  // namespace qf

@@ -3,20 +3,20 @@
 #include "core/error.h"
 #include "cuda/launch.h"
 
-qkvfuse_status qf_cuda_launch(const qf_cuda_variant *v, const qf_cu_params *P, cudaStream_t stream) {
+qkvfuse_status qf_cuda_launch(const qf_cuda_variant *v, const qf_cu_kernel_params *K, cudaStream_t stream) {
   if (v->kernel != QF_CUDA_KERNEL_GENERAL) {
     switch (v->input) {
-      case QKVFUSE_DTYPE_FLOAT16: return qf_cuda_launch_streaming_f16(v, P, stream);
-      case QKVFUSE_DTYPE_BFLOAT16: return qf_cuda_launch_streaming_bf16(v, P, stream);
+      case QKVFUSE_DTYPE_FLOAT16: return qf_cuda_launch_streaming_f16(v, K, stream);
+      case QKVFUSE_DTYPE_BFLOAT16: return qf_cuda_launch_streaming_bf16(v, K, stream);
       default:
         return qf_fail(QKVFUSE_ERROR_DTYPE, "qkv: no streaming CUDA kernel for dtype %s", qkvfuse_dtype_name(v->input));
     }
   }
   switch (v->input) {
-    case QKVFUSE_DTYPE_FLOAT32: return qf_cuda_launch_general_f32(v, P, stream);
-    case QKVFUSE_DTYPE_FLOAT16: return qf_cuda_launch_general_f16(v, P, stream);
-    case QKVFUSE_DTYPE_BFLOAT16: return qf_cuda_launch_general_bf16(v, P, stream);
-    case QKVFUSE_DTYPE_INT32: return qf_cuda_launch_general_i32(v, P, stream);
+    case QKVFUSE_DTYPE_FLOAT32: return qf_cuda_launch_general_f32(v, K, stream);
+    case QKVFUSE_DTYPE_FLOAT16: return qf_cuda_launch_general_f16(v, K, stream);
+    case QKVFUSE_DTYPE_BFLOAT16: return qf_cuda_launch_general_bf16(v, K, stream);
+    case QKVFUSE_DTYPE_INT32: return qf_cuda_launch_general_i32(v, K, stream);
     default: return qf_fail(QKVFUSE_ERROR_DTYPE, "qkv: no CUDA kernel for dtype %s", qkvfuse_dtype_name(v->input));
   }
 }
@@ -32,7 +32,7 @@ cudaError_t qf_cuda_general_allow_wide(int bytes) {
 }
 
 qkvfuse_status qf_cuda_start(const void *kernel, unsigned blocks, unsigned threads, size_t smem, cudaStream_t stream,
-                             const qf_cu_params *P, const char *name) {
+                             const void *params, bool pdl, const char *name) {
   cudaLaunchConfig_t config = {};
   config.gridDim = dim3(blocks);
   config.blockDim = dim3(threads);
@@ -42,8 +42,8 @@ qkvfuse_status qf_cuda_start(const void *kernel, unsigned blocks, unsigned threa
   attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
   attr[0].val.programmaticStreamSerializationAllowed = 1;
   config.attrs = attr;
-  config.numAttrs = P->pdl ? 1 : 0;
-  void *args[1] = {const_cast<qf_cu_params *>(P)};
+  config.numAttrs = pdl ? 1 : 0;
+  void *args[1] = {const_cast<void *>(params)};
   cudaLaunchKernelExC(&config, kernel, args); /* its error is also the last error: */
   return qf_cuda_launched(name);
 }

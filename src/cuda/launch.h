@@ -10,32 +10,34 @@
 #include "cuda/variant.h"
 #include "qkvfuse.h"
 
-/* Launches the kernel of variant v (choose.cu) with parameters P: the one
- * dispatch point of the kernels, to the launcher of v's kernel and input
- * dtype. */
-qkvfuse_status qf_cuda_launch(const qf_cuda_variant *v, const qf_cu_params *P, cudaStream_t stream);
+/* Launches the kernel of variant v (choose.cu) with its parameters (K's
+ * member of v's kernel): the one dispatch point of the kernels, to the
+ * launcher of v's kernel and input dtype. */
+qkvfuse_status qf_cuda_launch(const qf_cuda_variant *v, const qf_cu_kernel_params *K, cudaStream_t stream);
 
-/* Launches `kernel` (a __global__ function taking one qf_cu_params by value)
- * and returns its launch status, naming the kernel in the message. With
- * P->pdl the launch is a programmatic dependent launch: the grid may start
+/* Launches `kernel` (a __global__ function taking its parameter struct by
+ * value, *params) and returns its launch status, naming the kernel in the
+ * message. With pdl the launch is a programmatic dependent launch: the grid may start
  * while the previous kernel of the stream finishes, and every kernel of the
  * family waits for that kernel (device/ptx.cuh: grid_dependency_wait) before
  * its first global memory access, so stream order holds as before; only the
  * launch latency overlaps. */
 qkvfuse_status qf_cuda_start(const void *kernel, unsigned blocks, unsigned threads, size_t smem, cudaStream_t stream,
-                             const qf_cu_params *P, const char *name);
+                             const void *params, bool pdl, const char *name);
 
 /* The status of the launch just made (cudaGetLastError), naming the kernel. */
 qkvfuse_status qf_cuda_launched(const char *kernel);
 
 /* The instantiation of variant v for each input dtype (general_*.cu,
  * streaming_*.cu). */
-qkvfuse_status qf_cuda_launch_general_f32(const qf_cuda_variant *v, const qf_cu_params *P, cudaStream_t stream);
-qkvfuse_status qf_cuda_launch_general_f16(const qf_cuda_variant *v, const qf_cu_params *P, cudaStream_t stream);
-qkvfuse_status qf_cuda_launch_general_bf16(const qf_cuda_variant *v, const qf_cu_params *P, cudaStream_t stream);
-qkvfuse_status qf_cuda_launch_general_i32(const qf_cuda_variant *v, const qf_cu_params *P, cudaStream_t stream);
-qkvfuse_status qf_cuda_launch_streaming_f16(const qf_cuda_variant *v, const qf_cu_params *P, cudaStream_t stream);
-qkvfuse_status qf_cuda_launch_streaming_bf16(const qf_cuda_variant *v, const qf_cu_params *P, cudaStream_t stream);
+qkvfuse_status qf_cuda_launch_general_f32(const qf_cuda_variant *v, const qf_cu_kernel_params *K, cudaStream_t stream);
+qkvfuse_status qf_cuda_launch_general_f16(const qf_cuda_variant *v, const qf_cu_kernel_params *K, cudaStream_t stream);
+qkvfuse_status qf_cuda_launch_general_bf16(const qf_cuda_variant *v, const qf_cu_kernel_params *K, cudaStream_t stream);
+qkvfuse_status qf_cuda_launch_general_i32(const qf_cuda_variant *v, const qf_cu_kernel_params *K, cudaStream_t stream);
+qkvfuse_status qf_cuda_launch_streaming_f16(const qf_cuda_variant *v, const qf_cu_kernel_params *K,
+                                            cudaStream_t stream);
+qkvfuse_status qf_cuda_launch_streaming_bf16(const qf_cuda_variant *v, const qf_cu_kernel_params *K,
+                                             cudaStream_t stream);
 
 /* Let the general kernel's instantiations for D > 512 (general_launch.cuh)
  * use up to `bytes` of dynamic shared memory on the current device: their

@@ -1,19 +1,13 @@
 // SPDX-License-Identifier: Apache-2.0
-// Kernel parameters of a call: the resolved problem (problem.h) copied into
-// the flat form the kernels index (params.h), less the schedule (choose.cu).
+// The resolved problem (problem.h) copied into the form the kernels index
+// (params.h: qf_cu_problem); each kernel's schedule is choose.cu's.
 #include <stdint.h>
 #include <string.h>
 
 #include "cuda/backend.h"
-#include "cuda/schedule.h"
 #include "cuda/state.h"
 
-// A divisor for div_by: none (0) where d does not fit 31 bits.
-static qf_cu_div qf_cuda_divisor_or_none(int64_t d) {
-  return d > 0 && d < ((int64_t)1 << 31) ? qf_cuda_divisor((uint32_t)d) : qf_cu_div{0, 0, 0};
-}
-
-void qf_cuda_make_params(const qkvfuse_plan *plan, const qf_problem *p, qf_cu_params *P) {
+void qf_cuda_make_problem(const qkvfuse_plan *plan, const qf_problem *p, qf_cu_problem *P) {
   const qkvfuse_desc *d = p->desc;
   const qf_cuda_state state = qf_cuda_state_of(plan);
   memset(P, 0, sizeof *P);
@@ -75,8 +69,6 @@ void qf_cuda_make_params(const qkvfuse_plan *plan, const qf_problem *p, qf_cu_pa
   };
   P->k_cache = cache(p->k_cache, d->k_quant);
   P->v_cache = cache(p->v_cache, d->v_quant);
-  P->page_div = qf_cuda_divisor_or_none(p->k_cache.data ? p->k_cache.block_size : 0);
-  P->batch_div = qf_cuda_divisor_or_none(p->S);
   if (p->k_cache.data) {
     const qf_cache &k = p->k_cache, &v = p->v_cache;
     const int64_t starts = k.block_size - p->S + 1; /* contiguous: start indices 0 .. block_size - S */
@@ -85,5 +77,4 @@ void qf_cuda_make_params(const qkvfuse_plan *plan, const qf_problem *p, qf_cu_pa
                   v.s_block == v.block_size * v.s_row;
   }
   P->error_flags = p->error_flags;
-  P->pdl = state.pdl;
 }

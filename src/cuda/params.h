@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* Kernel parameters of the CUDA backend: a flat, by-value copy of the
- * resolved problem (problem.h) in the form the kernels index. */
+/* Kernel parameters of the CUDA backend: the resolved problem (problem.h)
+ * in the form the kernels index, and one by-value struct per kernel that
+ * adds its own schedule to it. */
 #ifndef QKVFUSE_CUDA_PARAMS_H
 #define QKVFUSE_CUDA_PARAMS_H
 
@@ -36,22 +37,14 @@ typedef struct qf_cu_div {
   int32_t shift;
 } qf_cu_div;
 
-typedef struct qf_cu_params {
+/* The resolved problem (problem.h) as every kernel reads it: sizes, options,
+ * tensors, cache views and the page table (params.cu). Each kernel takes its
+ * own parameter struct below: this problem and its own schedule fields. */
+typedef struct qf_cu_problem {
   /* sizes */
   int64_t T, S;                /* S: tokens per batch (contiguous layout), else 1 */
   int32_t heads_per_token;     /* Nq + Nkv (+ Nkv when v is written) */
   int32_t Nq, Nkv, D, R;
-  int32_t group;               /* lanes per head: a power of two <= 32 */
-  int32_t nvec;                /* vectors per head: D / VEC */
-  int32_t tile_tokens, tile_heads; /* a block's tile: tokens x heads */
-  int32_t head_tiles;          /* blocks per token tile: ceil(heads_per_token / tile_heads) */
-  /* the streaming kernel (streaming.cuh): items (token, up to heads_per_item heads of one kind) */
-  int32_t heads_per_item;      /* 1..4 */
-  int32_t items[3];            /* items per token of each kind (q, k, v); 0: the kind has no work */
-  uint32_t runs;               /* prefill form: token runs, ceil(T / groups per block) */
-  /* its decode form: one (token, head) per group; blocks of q, then k, then v */
-  int32_t decode_blocks_q, decode_blocks_k;
-  qf_cu_div div_q_heads, div_kv_heads; /* by Nq, by Nkv */
 
   /* options */
   int32_t q_norm, k_norm, gamma_offset, parity, rope_source, interleaved, layout;
@@ -74,18 +67,6 @@ typedef struct qf_cu_params {
   qf_cu_cache k_cache, v_cache;
   uint32_t *error_flags;
 
-  int32_t pdl;                  /* host side: launch with programmatic dependent launch (launch.h) */
-
-  /* the prefill form's schedule (schedule.h: qf_cuda_schedule_block) */
-  int32_t blocks_per_item[3];  /* resident blocks per item of each kind */
-  int32_t segment_end[3];      /* resident blocks are dealt in rounds, in segments: a segment's last round + 1 */
-  int32_t segment_width[3];    /* its blocks per round (0: unused) */
-  int32_t resident_blocks;     /* the rounds' blocks, which walk the runs below resident_runs */
-  uint32_t resident_runs;      /* the late blocks take runs resident_runs .. runs - 1, */
-  int32_t late_piece;          /* late_piece runs each */
-  /* a slot's page (slot / block_size) and a contiguous token's batch (t / S)
-     as multiplies (device/divide.cuh: div_by); d = 0 where the divisor is >= 2^31 */
-  qf_cu_div page_div, batch_div;
   /* a token's cache row (streaming.cuh: check_token; general.cuh: the range): its
      slot s (contiguous layout: its batch's start index) is in range iff
      (uint64) s < slot_lim;
@@ -93,9 +74,6 @@ typedef struct qf_cu_params {
      of whole rows, vLLM's), so that the row of slot s starts at s * s_row */
   int64_t slot_lim;
   int32_t slot_lin;
-  /* the prefill form's v items of a quantized cache: a lane's vectors
-     adjacent (streaming.cuh: v_adjacent); in the padding after slot_lin */
-  int32_t v_adjacent;
   /* q written a second time (problem.h: q_copy); the general kernel only */
   qf_cu_mat q_copy;
   /* k / v scales (and offsets) of one per kv head ([Nkv]): head h's at [h] */
@@ -109,6 +87,57 @@ typedef struct qf_cu_params {
      a data error, which fails the slot's range check) */
   int32_t page_table;
   qf_page_table pt;
-} qf_cu_params;
+} qf_cu_problem;
+
+/* The streaming kernel's prefill form (prefill.cuh): items (token, up to
+ * heads_per_item heads of one kind) dealt to resident and late blocks
+ * (schedule.h: qf_cuda_schedule_prefill_grid writes the schedule,
+ * qf_cuda_schedule_block reads it). */
+typedef struct qf_cu_prefill_params {
+  qf_cu_problem problem;
+  int32_t heads_per_item;      /* 1..4 */
+  int32_t items[3];            /* items per token of each kind (q, k, v); 0: the kind has no work */
+  uint32_t runs;               /* token runs, ceil(T / groups per block) */
+  int32_t blocks_per_item[3];  /* resident blocks per item of each kind */
+  int32_t segment_end[3];      /* resident blocks are dealt in rounds, in segments: a segment's last round + 1 */
+  int32_t segment_width[3];    /* its blocks per round (0: unused) */
+  int32_t resident_blocks;     /* the rounds' blocks, which walk the runs below resident_runs */
+  uint32_t resident_runs;      /* the late blocks take runs resident_runs .. runs - 1, */
+  int32_t late_piece;          /* late_piece runs each */
+  /* v items of a quantized cache: a lane's vectors adjacent (streaming.cuh:
+     v_adjacent) */
+  int32_t v_adjacent;
+} qf_cu_prefill_params;
+
+/* The streaming kernel's decode form (decode.cuh): one (token, head) per
+ * group; the first decode_blocks_q blocks do q, the next decode_blocks_k k,
+ * the rest v. */
+typedef struct qf_cu_decode_params {
+  qf_cu_problem problem;
+  int32_t decode_blocks_k;
+  qf_cu_div div_q_heads, div_kv_heads; /* a group's (token, head) from its index: by Nq, by Nkv */
+  /* a slot's page (slot / block_size) and a contiguous token's batch (t / S)
+     as multiplies (device/divide.cuh: div_by); d = 0 where the divisor is >= 2^31 */
+  qf_cu_div page_div, batch_div;
+  int32_t decode_blocks_q;
+} qf_cu_decode_params;
+
+/* The general kernel (general.cuh): tiles of tile_tokens tokens x tile_heads
+ * heads, a group of `group` lanes per (token, head) task. */
+typedef struct qf_cu_general_params {
+  qf_cu_problem problem;
+  int32_t nvec;                /* vectors per head: D / VEC */
+  int32_t tile_tokens, tile_heads; /* a block's tile: tokens x heads */
+  int32_t head_tiles;          /* blocks per token tile: ceil(heads_per_token / tile_heads) */
+  int32_t group;               /* lanes per head: a power of two <= 32 */
+} qf_cu_general_params;
+
+/* The parameters of one launch: the struct of the kernel its variant names
+ * (variant.h: qf_cuda_variant.kernel). */
+typedef union qf_cu_kernel_params {
+  qf_cu_prefill_params prefill;
+  qf_cu_decode_params decode;
+  qf_cu_general_params general;
+} qf_cu_kernel_params;
 
 #endif /* QKVFUSE_CUDA_PARAMS_H */

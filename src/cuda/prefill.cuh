@@ -49,7 +49,7 @@ __device__ __forceinline__ int table_quad(int u, int data_lanes, int R, bool adj
 }
 
 template <int ENGINE, bool INTERLEAVED>
-__device__ __forceinline__ unsigned fill_qtable(const qf_cu_params &P, float *tab, int kind, int h0, int nh,
+__device__ __forceinline__ unsigned fill_qtable(const qf_cu_problem &P, float *tab, int kind, int h0, int nh,
                                                 bool adj) {
   const int D = P.D, n = nh * D, data_lanes = D >> 4;
   const float *sc = kind == 1 ? P.k_scale : P.v_scale, *of = ENGINE ? nullptr : kind == 1 ? P.k_offset : P.v_offset;
@@ -123,7 +123,7 @@ struct cs_bits {
 // with the token (check_token), so a bad position still writes nothing.
 // Otherwise at is in the table (checked by the caller in rope).
 template <typename T, bool INTERLEAVED, bool LATE>
-__device__ __forceinline__ cs_bits cs_fetch(const qf_cu_params &P, int64_t at, const lane_vecs &lv, bool rope) {
+__device__ __forceinline__ cs_bits cs_fetch(const qf_cu_problem &P, int64_t at, const lane_vecs &lv, bool rope) {
   cs_bits r = {make_uint4(0, 0, 0, 0), make_uint4(0, 0, 0, 0)};
   if (!rope) return r;
   if constexpr (LATE) asm volatile("" : "+l"(at));
@@ -188,8 +188,9 @@ struct table_scales {
 // kEngineQuant) or 0 (what the kernel knows of its call).
 template <typename T, int L, bool INTERLEAVED, bool COS_SIN_ROWS, int ENGINE>
 __global__ void __launch_bounds__(kStreamingBlock, prefill_blocks_per_sm(ENGINE != 0))
-    prefill_kernel(const qf_cu_params P) {
+    prefill_kernel(const qf_cu_prefill_params params) {
 #if QF_STREAMING_DEVICE_CODE
+  const qf_cu_problem &P = params.problem;
   constexpr int GPB = prefill_groups_per_block(L), NH = max_heads_per_item(COS_SIN_ROWS),
                 COS_SIN_VECS = cos_sin_vecs(INTERLEAVED, COS_SIN_ROWS);
   static_assert(!ENGINE || !COS_SIN_ROWS, "ENGINE: cos/sin from a cache");
@@ -199,22 +200,22 @@ __global__ void __launch_bounds__(kStreamingBlock, prefill_blocks_per_sm(ENGINE 
   // warp's vectors consecutive: no bank conflicts), then the item's
   // quantization table
   extern __shared__ __align__(16) uint4 smem[];
-  const int D = P.D, R = P.R, data_lanes = D >> 4, heads_per_item = P.heads_per_item;
+  const int D = P.D, R = P.R, data_lanes = D >> 4, heads_per_item = params.heads_per_item;
   const float rD = 1.0f / (float)D; /* mean of squares: a multiply, off the critical path */
   const group_lane gl = group_lane_of<L>(threadIdx.x);
   const int lane = gl.lane, grp = gl.grp;
   const bool idle = gl.idle; /* a lane in no group (L not a power of two) */
   const lane_vecs ll = lane_layout<INTERLEAVED>(lane, data_lanes, R);
-  const qf_prefill_item it = qf_cuda_schedule_block<QUANT>(&P, blockIdx.x);
+  const qf_prefill_item it = qf_cuda_schedule_block<QUANT>(&params, blockIdx.x);
   const int kind = it.kind, h0 = it.h0, nh = it.nh;
-  // v items of a quantized cache (P.v_adjacent; neox kernels): the lanes
+  // v items of a quantized cache (params.v_adjacent; neox kernels): the lanes
   // copy vectors l and l + D/16 of each row into the stage (copy_vecs: whole
   // 16-byte pieces of a group's half row per copy) but take the adjacent
   // vectors 2l and 2l + 1 from it (lv; v has no rotation pairs), where other
   // lanes of the group copied them (a warp barrier after the wait and one
   // before the next copy), so that a lane's cache bytes are one 16-byte
   // store and a group's one run of whole sectors
-  const bool v_adjacent = !INTERLEAVED && kind == 2 && P.v_adjacent;
+  const bool v_adjacent = !INTERLEAVED && kind == 2 && params.v_adjacent;
   const int lr = lane < data_lanes ? lane : lane - data_lanes;
   const lane_vecs copy_vecs = v_adjacent ? lane_vecs{lr, lr + data_lanes, false, false} : ll;
   const lane_vecs lv = v_adjacent ? lane_vecs{2 * lr, 2 * lr + 1, false, false} : copy_vecs;
@@ -264,7 +265,7 @@ __global__ void __launch_bounds__(kStreamingBlock, prefill_blocks_per_sm(ENGINE 
   }
   grid_dependency_wait();
   issue(c, 0);
-  token_ix next = load_token_ix<false, ENGINE>(P, (int64_t)c * GPB + grp);
+  token_ix next = load_token_ix<false, ENGINE>(P, nullptr, (int64_t)c * GPB + grp);
 
   // per block: norm weights, quantization table
   float g[16];
@@ -291,7 +292,7 @@ __global__ void __launch_bounds__(kStreamingBlock, prefill_blocks_per_sm(ENGINE 
     const unsigned cn = c + stride;
     issue(cn, st ^ 1);
     const token_ix ix = next;
-    if (cn < end) next = load_token_ix<false, ENGINE>(P, (int64_t)cn * GPB + grp);
+    if (cn < end) next = load_token_ix<false, ENGINE>(P, nullptr, (int64_t)cn * GPB + grp);
 
     const int64_t t = (int64_t)c * GPB + grp;
     const bool live = !idle && t < P.T; /* the group has a token */
@@ -300,7 +301,8 @@ __global__ void __launch_bounds__(kStreamingBlock, prefill_blocks_per_sm(ENGINE 
     // the token: position and cache destination checked (reported by the
     // first q item's blocks: one per token)
     const token_dest td =
-        check_token<false, ENGINE>(P, t, ix, kind, live, [&] { return kind == 0 && h0 == 0 && lane == 0; });
+        check_token<false, ENGINE>(P, nullptr, nullptr, t, ix, kind, live,
+                                   [&] { return kind == 0 && h0 == 0 && lane == 0; });
 
     // cos/sin of the lane's elements
     const bool rope = kind < 2 && R > 0 && td.ok && act && (lv.rot_a || lv.rot_b);

@@ -1,11 +1,12 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* The schedule of the CUDA kernels: how a launch is cut into blocks. The
- * host side (encoder) computes the grid and the schedule fields of
- * qf_cu_params; the prefill form's blocks read theirs back with
- * qf_cuda_schedule_block (decoder). Both live here side by side, in C
- * (host and device code under nvcc), so that tests/test_cuda_plan.c runs the
- * decoder over the encoder's output on the CPU and checks that the blocks of
- * a grid cover every (item, token run) exactly once.
+ * host side (encoder) computes the grid and the schedule fields of each
+ * kernel's parameters (params.h); the prefill form's blocks read theirs
+ * (qf_cu_prefill_params) back with qf_cuda_schedule_block (decoder). Both
+ * live here side by side, in C (host and device code under nvcc), so that
+ * tests/test_cuda_plan.c runs the decoder over the encoder's output on the
+ * CPU and checks that the blocks of a grid cover every (item, token run)
+ * exactly once.
  *
  * Prefill form. An item is (token, up to heads_per_item heads of one kind:
  * q, k or v); a token run is prefill_groups_per_block consecutive tokens, one
@@ -182,7 +183,7 @@ static inline void qf_cuda_schedule_late_blocks(int64_t runs, int64_t items, int
 /* The prefill form's schedule fields of *P for `runs` token runs, n[k]
  * blocks per item of kind k (1 <= n[k]; P->items set) and late_runs runs
  * taken by late blocks of `piece` runs; returns the grid's blocks. */
-static inline int64_t qf_cuda_schedule_prefill_grid(qf_cu_params *P, int64_t runs, const int64_t *n,
+static inline int64_t qf_cuda_schedule_prefill_grid(qf_cu_prefill_params *P, int64_t runs, const int64_t *n,
                                                     int64_t late_runs, int64_t piece) {
   const int64_t items = (int64_t)P->items[0] + P->items[1] + P->items[2];
   int64_t grid = 0;
@@ -226,9 +227,9 @@ typedef struct qf_prefill_item {
 #ifdef __cplusplus
 }
 template <bool kinds>
-QF_SCHEDULE_HD qf_prefill_item qf_cuda_schedule_block(const qf_cu_params *P, unsigned b) {
+QF_SCHEDULE_HD qf_prefill_item qf_cuda_schedule_block(const qf_cu_prefill_params *P, unsigned b) {
 #else
-QF_SCHEDULE_HD qf_prefill_item qf_cuda_schedule_block(const qf_cu_params *P, unsigned b, bool kinds) {
+QF_SCHEDULE_HD qf_prefill_item qf_cuda_schedule_block(const qf_cu_prefill_params *P, unsigned b, bool kinds) {
 #endif
   unsigned round = 0, j = 0, c, stride, end;
   const bool resident = b < (unsigned)P->resident_blocks;
@@ -273,7 +274,7 @@ QF_SCHEDULE_HD qf_prefill_item qf_cuda_schedule_block(const qf_cu_params *P, uns
   }
   qf_prefill_item it;
   it.kind = kind, it.h0 = (int)j * P->heads_per_item;
-  it.nh = QF_SCHEDULE_MIN(P->heads_per_item, (kind == 0 ? P->Nq : P->Nkv) - it.h0);
+  it.nh = QF_SCHEDULE_MIN(P->heads_per_item, (kind == 0 ? P->problem.Nq : P->problem.Nkv) - it.h0);
   it.run = c, it.stride = stride, it.end = end;
   return it;
 }

@@ -108,13 +108,15 @@ __host__ __device__ constexpr int decode_lanes(int D, int nv) {
 }
 
 // A token's raw position and slot (or contiguous start index): what the
-// next work unit needs first, loaded one unit ahead.
+// next work unit needs first, loaded one unit ahead. FIXED (the decode
+// form): a contiguous token's batch by batch_div (div_by), which is
+// otherwise not read (may be null).
 struct token_ix {
   int64_t pos, slot;
 };
 
 template <bool FIXED, int ENGINE = 0>
-__device__ __forceinline__ token_ix load_token_ix(const qf_cu_params &P, int64_t t) {
+__device__ __forceinline__ token_ix load_token_ix(const qf_cu_problem &P, const qf_cu_div *batch_div, int64_t t) {
   token_ix x = {0, -1};
   if (t >= P.T) return x;
   if (ENGINE || P.positions.data)
@@ -122,7 +124,7 @@ __device__ __forceinline__ token_ix load_token_ix(const qf_cu_params &P, int64_t
   if (!ENGINE && P.page_table) { /* the slot from the page table (never ENGINE: eligible.cu, qf_cuda_engine_call) */
     x.slot = page_table_slot(P.pt, t);
   } else if ((ENGINE & kEngineCache) || P.layout != QKVFUSE_CACHE_NONE) {
-    const int64_t at = !ENGINE && P.layout == QKVFUSE_CACHE_CONTIGUOUS ? div_by<FIXED>(t, P.S, P.batch_div) : t;
+    const int64_t at = !ENGINE && P.layout == QKVFUSE_CACHE_CONTIGUOUS ? div_by<FIXED>(t, P.S, batch_div) : t;
     x.slot = ld_index(P.slot_mapping.data, ENGINE ? QKVFUSE_DTYPE_INT64 : P.slot_mapping.dtype, at);
   }
   return x;
@@ -137,15 +139,18 @@ __device__ __forceinline__ token_ix load_token_ix(const qf_cu_params &P, int64_t
 // slot s at s * s_row without a division: both shorten the decode form's
 // critical path. The position's check stays two signed compares (here and
 // for the decode form's rope flag): they tell the compiler the position is
-// not negative, which one unsigned compare does not. The reporter is a
-// callable so that it is evaluated only on the error path.
+// not negative, which one unsigned compare does not. FIXED: the divisions
+// by page_div and batch_div (div_by), which are otherwise not read (may be
+// null). The reporter is a callable so that it is evaluated only on the
+// error path.
 struct token_dest {
   bool ok, dest;
   int64_t row0;
 };
 
 template <bool FIXED, int ENGINE = 0, typename Reporter>
-__device__ __forceinline__ token_dest check_token(const qf_cu_params &P, int64_t t, const token_ix &ix, int kind,
+__device__ __forceinline__ token_dest check_token(const qf_cu_problem &P, const qf_cu_div *page_div,
+                                                  const qf_cu_div *batch_div, int64_t t, const token_ix &ix, int kind,
                                                   bool live, const Reporter &reporter) {
   token_dest d = {live, false, 0};
   if (live && (ENGINE || P.positions.data) && (ix.pos < 0 || ix.pos >= P.max_pos)) {
@@ -162,9 +167,9 @@ __device__ __forceinline__ token_dest check_token(const qf_cu_params &P, int64_t
       if (ENGINE || P.slot_lin) {
         blk = 0, row = ix.slot;
       } else if (!ENGINE && P.layout == QKVFUSE_CACHE_CONTIGUOUS) {
-        blk = div_by<FIXED>(t, P.S, P.batch_div), row = ix.slot + (t - blk * P.S);
+        blk = div_by<FIXED>(t, P.S, batch_div), row = ix.slot + (t - blk * P.S);
       } else {
-        blk = div_by<FIXED>(ix.slot, CC.block_size, P.page_div), row = ix.slot - blk * CC.block_size;
+        blk = div_by<FIXED>(ix.slot, CC.block_size, page_div), row = ix.slot - blk * CC.block_size;
       }
       d.dest = true, d.row0 = cache_row(CC, blk, row);
     }
@@ -242,7 +247,7 @@ __host__ __device__ constexpr int cos_sin_vecs(bool inter, bool sep) { return in
 // The norm weights of the lane's 16 elements ((1 + g) with gamma_offset).
 // GAMMA_DTYPE: their dtype, known at compile time (else 0: gw's).
 template <int GAMMA_DTYPE = 0>
-__device__ __forceinline__ void load_gamma(const qf_cu_params &P, const qf_cu_vec &gw, const lane_vecs &lv,
+__device__ __forceinline__ void load_gamma(const qf_cu_problem &P, const qf_cu_vec &gw, const lane_vecs &lv,
                                            float (&g)[16]) {
   const int gdt = GAMMA_DTYPE ? GAMMA_DTYPE : gw.dtype;
   table_raw raw[2]; /* both loads in flight before either converts */
@@ -268,7 +273,7 @@ __device__ __forceinline__ int64_t cos_at(const qf_cu_mat &csc, int64_t pos, int
 // rope: the token is valid and the lane rotates). COS_SIN_DTYPE: the call's
 // cos_sin_cache dtype, known at compile time (else 0: read).
 template <bool INTERLEAVED, bool COS_SIN_ROWS, int COS_SIN_DTYPE = 0>
-__device__ __forceinline__ void load_cos_sin(const qf_cu_params &P, int64_t t, int pos, const lane_vecs &lv, bool rope,
+__device__ __forceinline__ void load_cos_sin(const qf_cu_problem &P, int64_t t, int pos, const lane_vecs &lv, bool rope,
                                              float (&cs)[cos_sin_vecs(INTERLEAVED, COS_SIN_ROWS)][8]) {
   constexpr int COS_SIN_VECS = cos_sin_vecs(INTERLEAVED, COS_SIN_ROWS);
   const int R = P.R;

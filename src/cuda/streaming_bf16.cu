@@ -3,8 +3,9 @@
 #include "cuda/streaming_launch.cuh"
 #include "cuda/launch.h"
 
-qkvfuse_status qf_cuda_launch_streaming_bf16(const qf_cuda_variant *v, const qf_cu_params *P, cudaStream_t stream) {
-  return qf::launch_streaming<__nv_bfloat16>(v, P, stream);
+qkvfuse_status qf_cuda_launch_streaming_bf16(const qf_cuda_variant *v, const qf_cu_kernel_params *K,
+                                             cudaStream_t stream) {
+  return qf::launch_streaming<__nv_bfloat16>(v, K, stream);
 }
 
 const void *qf_cuda_streaming_probe(void) {

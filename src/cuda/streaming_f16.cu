@@ -3,6 +3,7 @@
 #include "cuda/streaming_launch.cuh"
 #include "cuda/launch.h"
 
-qkvfuse_status qf_cuda_launch_streaming_f16(const qf_cuda_variant *v, const qf_cu_params *P, cudaStream_t stream) {
-  return qf::launch_streaming<__half>(v, P, stream);
+qkvfuse_status qf_cuda_launch_streaming_f16(const qf_cuda_variant *v, const qf_cu_kernel_params *K,
+                                            cudaStream_t stream) {
+  return qf::launch_streaming<__half>(v, K, stream);
 }

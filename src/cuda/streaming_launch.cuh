@@ -16,30 +16,35 @@
 
 namespace qf {
 
+// The kernel of variant v's form: a prefill_kernel (taking qf_cu_prefill_params)
+// or a decode_kernel (taking qf_cu_decode_params).
 template <typename T, int L, bool INTERLEAVED, bool COS_SIN_ROWS, int ENGINE>
-static void (*streaming_form(const qf_cuda_variant &v))(const qf_cu_params) {
+static const void *streaming_form(const qf_cuda_variant &v) {
   constexpr bool pow2 = (L & (L - 1)) == 0;
   if (v.kernel == QF_CUDA_KERNEL_PREFILL) {
     if constexpr (ENGINE != 0) {
-      if (v.quantized_cache) return prefill_kernel<T, L, INTERLEAVED, COS_SIN_ROWS, ENGINE | kEngineQuant>;
+      if (v.quantized_cache)
+        return reinterpret_cast<const void *>(prefill_kernel<T, L, INTERLEAVED, COS_SIN_ROWS, ENGINE | kEngineQuant>);
     }
-    return prefill_kernel<T, L, INTERLEAVED, COS_SIN_ROWS, ENGINE>;
+    return reinterpret_cast<const void *>(prefill_kernel<T, L, INTERLEAVED, COS_SIN_ROWS, ENGINE>);
   }
   if constexpr (pow2 && L >= 4) {
     if (v.kernel == QF_CUDA_KERNEL_DECODE_NARROW)
       return v.preload
-                 ? decode_kernel<T, L, 1, INTERLEAVED, COS_SIN_ROWS, true, ENGINE ? ENGINE | kEngineCache : 0>
-                 : decode_kernel<T, L, 1, INTERLEAVED, COS_SIN_ROWS, false, ENGINE>;
+                 ? reinterpret_cast<const void *>(
+                       decode_kernel<T, L, 1, INTERLEAVED, COS_SIN_ROWS, true, ENGINE ? ENGINE | kEngineCache : 0>)
+                 : reinterpret_cast<const void *>(decode_kernel<T, L, 1, INTERLEAVED, COS_SIN_ROWS, false, ENGINE>);
   }
   if constexpr (pow2) {
-    if (v.kernel == QF_CUDA_KERNEL_DECODE) return decode_kernel<T, L, 2, INTERLEAVED, COS_SIN_ROWS, false, ENGINE>;
+    if (v.kernel == QF_CUDA_KERNEL_DECODE)
+      return reinterpret_cast<const void *>(decode_kernel<T, L, 2, INTERLEAVED, COS_SIN_ROWS, false, ENGINE>);
   }
   return nullptr;
 }
 
 // The engine call's kernels (kEngine): cos/sin from a cache, so not COS_SIN_ROWS.
 template <typename T, int L, bool INTERLEAVED, bool COS_SIN_ROWS>
-static void (*streaming_form(const qf_cuda_variant &v))(const qf_cu_params) {
+static const void *streaming_form(const qf_cuda_variant &v) {
   if constexpr (!COS_SIN_ROWS) {
     if (v.engine) return streaming_form<T, L, INTERLEAVED, COS_SIN_ROWS, kEngine>(v);
   }
@@ -47,7 +52,7 @@ static void (*streaming_form(const qf_cuda_variant &v))(const qf_cu_params) {
 }
 
 template <typename T, bool INTERLEAVED, bool COS_SIN_ROWS>
-static void (*streaming_for(const qf_cuda_variant &v))(const qf_cu_params) {
+static const void *streaming_for(const qf_cuda_variant &v) {
   switch (v.lanes) {
     case 2: return streaming_form<T, 2, INTERLEAVED, COS_SIN_ROWS>(v);
     case 4: return streaming_form<T, 4, INTERLEAVED, COS_SIN_ROWS>(v);
@@ -60,15 +65,16 @@ static void (*streaming_for(const qf_cuda_variant &v))(const qf_cu_params) {
 }
 
 template <typename T>
-qkvfuse_status launch_streaming(const qf_cuda_variant *v, const qf_cu_params *P, cudaStream_t stream) {
-  void (*kernel)(const qf_cu_params) = nullptr;
+qkvfuse_status launch_streaming(const qf_cuda_variant *v, const qf_cu_kernel_params *K, cudaStream_t stream) {
+  const void *kernel = nullptr;
   if (v->interleaved)
     kernel = v->cos_sin_rows ? streaming_for<T, true, true>(*v) : streaming_for<T, true, false>(*v);
   else
     kernel = v->cos_sin_rows ? streaming_for<T, false, true>(*v) : streaming_for<T, false, false>(*v);
   if (!kernel) return qf_fail(QKVFUSE_ERROR_UNSUPPORTED, "cuda: no streaming kernel for %d lanes per head", v->lanes);
-  return qf_cuda_start(reinterpret_cast<const void *>(kernel), v->blocks, kStreamingBlock, v->smem, stream, P,
-                       "streaming");
+  const void *params = v->kernel == QF_CUDA_KERNEL_PREFILL ? static_cast<const void *>(&K->prefill)
+                                                          : static_cast<const void *>(&K->decode);
+  return qf_cuda_start(kernel, v->blocks, kStreamingBlock, v->smem, stream, params, v->pdl, "streaming");
 }
 
 }  // namespace qf

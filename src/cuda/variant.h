@@ -35,14 +35,17 @@ typedef struct qf_cuda_variant {
   bool engine;           /* streaming: the engine call, its dtypes and cache geometry compiled in (kEngine) */
   bool quantized_cache;  /* engine call, prefill form: the call writes a quantized cache (kEngineQuant) */
   bool preload;          /* narrow decode form: norm weights and cache scales loaded before the grid wait */
+  bool pdl;              /* a programmatic dependent launch (launch.h: qf_cuda_start) */
   unsigned blocks;       /* the grid */
   size_t smem;           /* dynamic shared memory, bytes */
   const char *refused;   /* general kernel: why the streaming kernel does not serve the call (static) */
 } qf_cuda_variant;
 
 /* The launch of a call on a plan of CUDA state `state`: the streaming
- * kernel where the device, the plan's form and the call allow (its schedule in *P), else the general kernel
- * (its tiles in *P), with the reason in `refused`. */
-qf_cuda_variant qf_cuda_choose(const qf_cuda_state &state, const qf_problem *p, qf_cu_params *P);
+ * kernel where the device, the plan's form and the call allow, else the
+ * general kernel, with the reason in `refused`; the chosen kernel's
+ * parameters (`problem` and its schedule) in its member of *K. */
+qf_cuda_variant qf_cuda_choose(const qf_cuda_state &state, const qf_problem *p, const qf_cu_problem &problem,
+                               qf_cu_kernel_params *K);
 
 #endif /* QKVFUSE_CUDA_VARIANT_H */

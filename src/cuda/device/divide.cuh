@@ -24,14 +24,14 @@ __device__ __forceinline__ unsigned div_fixed(unsigned n, const qf_cu_div &d) {
   return (__umulhi(n, d.mul) + n) >> d.shift;
 }
 
-// a / b for 0 <= a and 0 < b. FIXED (the decode form): with d = b's divisor
-// (params.cu: qf_cuda_divisor_or_none; d.d = 0: none), a multiply where a <
-// 2^31 (any result for a < 0). Not in the prefill form, whose token check
-// one chunk ahead is off its critical path: there the multiply's extra code
-// only costs.
+// a / b for 0 <= a and 0 < b. FIXED (the decode form): with *d = b's divisor
+// (choose.cu: divisor_or_none; d->d = 0: none), a multiply where a < 2^31
+// (any result for a < 0); otherwise d is not read (may be null). Not in the
+// prefill form, whose token check one run ahead is off its critical path:
+// there the multiply's extra code only costs.
 template <bool FIXED>
-__device__ __forceinline__ int64_t div_by(int64_t a, int64_t b, const qf_cu_div &d) {
-  if (FIXED && d.d != 0 && (uint64_t)a < 0x80000000ull) return div_fixed((unsigned)a, d);
+__device__ __forceinline__ int64_t div_by(int64_t a, int64_t b, const qf_cu_div *d) {
+  if (FIXED && d->d != 0 && (uint64_t)a < 0x80000000ull) return div_fixed((unsigned)a, *d);
   return div_small(a, b);
 }
 

@@ -9,7 +9,7 @@
 
 namespace qf {
 
-__device__ __forceinline__ void report(const qf_cu_params &P, uint32_t bit) {
+__device__ __forceinline__ void report(const qf_cu_problem &P, uint32_t bit) {
   if (P.error_flags) atomicOr(P.error_flags, bit);
 }
 

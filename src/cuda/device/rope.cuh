@@ -11,7 +11,7 @@
 namespace qf {
 
 // Cosine and sine of pair index i (< R/2) of a token, for the table sources.
-__device__ __forceinline__ void half_cos_sin(const qf_cu_params &P, int64_t pos, int i, float &c, float &s) {
+__device__ __forceinline__ void half_cos_sin(const qf_cu_problem &P, int64_t pos, int i, float &c, float &s) {
   if (P.rope_source == QKVFUSE_ROPE_COS_SIN_CACHE) {
     const int64_t base = pos * P.cos_sin_cache.ld;
     c = ld(P.cos_sin_cache.data, P.cos_sin_cache.dtype, base + i);

@@ -213,10 +213,13 @@ static void group_heads_direct(const qf_cpu_call *c, const head_group *gr, const
   char *dst = out->data ? row_ptr(out, t, es_out) : NULL;
   int64_t nb = 0, nr = 0;
   const int next_dest = gr->is_k && dest_ahead(p, ahead, &nb, &nr);
+  /* in place (the output's rows are the input's): one prefetch for writing
+   * brings each line, where a read prefetch first would fetch it twice */
+  const int in_place = out->data == in->data && out->ld == in->ld && out->dtype == in->dtype;
   float o[HEAD_MAX];
   for (int g = 0; g < gr->n; g++) {
     const int64_t h = gr->h0 + g;
-    prefetch_ahead(in, c->es_in, ahead, h * D, D, 0);
+    if (!in_place) prefetch_ahead(in, c->es_in, ahead, h * D, D, 0);
     prefetch_ahead(out, es_out, ahead, h * D, D, 1);
     if (next_dest) prefetch_cache_head(p, &p->k_cache, c->es_k_cache, h, nb, nr);
     const float *gamma = gr->is_k ? c->k_gamma : c->q_gamma, *beta = gr->is_k ? c->k_beta : c->q_beta;

@@ -264,6 +264,98 @@ static void variants(void) {
         "variants \"\" and cpu.isa=scalar per plan");
 }
 
+/* qkvfuse_experimental_explain on plan variants vs for a case of head_dim D
+ * and rotary_dim R (neox): its text into out[n]; the status. */
+static qkvfuse_status explain_case(const char *vs, qkvfuse_backend be, int64_t D, int64_t R, int break_args, char *out,
+                                   size_t n) {
+  const tk_device *dev = be == QKVFUSE_BACKEND_CUDA ? tk_device_for_backend(be) : NULL;
+  tk_spec s;
+  tk_spec_default(&s);
+  s.Nq = 4, s.Nkv = 2, s.D = D, s.R = R, s.T = 40;
+  s.rope_source = QKVFUSE_ROPE_COS_SIN_CACHE, s.rope_style = QKVFUSE_ROPE_NEOX;
+  /* the streaming kernel's case on CUDA: 16-bit input and outputs, no cache */
+  s.qkv_dt = s.q_out_dt = s.rope_dt = s.q_gamma_dt = s.k_gamma_dt = QKVFUSE_DTYPE_BFLOAT16;
+  s.k_out_dt = s.v_out_dt = QKVFUSE_DTYPE_NONE, s.layout = QKVFUSE_CACHE_NONE;
+  tk_spec_fixup(&s);
+  tk_case c;
+  tk_case_build(&c, &s, 7);
+  qkvfuse_tensor tens[TK_NSLOT];
+  qkvfuse_args a;
+  if (dev && tk_case_upload(&c, dev)) {
+    tk_case_free(&c);
+    return QKVFUSE_ERROR_CUDA;
+  }
+  tk_case_args(&c, dev ? TK_AT_DEVICE : TK_AT_INIT, tens, &a);
+  if (break_args) tens[TK_QKV].shape[tens[TK_QKV].ndim - 1] += 1; /* a row width the heads do not give */
+  qkvfuse_desc d = c.desc;
+  d.backend = be, d.num_threads = 2;
+  if (dev) d.device_type = QKVFUSE_DEVICE_CUDA, d.device_id = dev->id;
+  qkvfuse_plan *p = NULL;
+  qkvfuse_status st = qkvfuse_experimental_plan_create(&d, vs, &p);
+  if (st == QKVFUSE_SUCCESS) st = qkvfuse_experimental_explain(p, &a, out, n);
+  if (break_args && p) { /* the same status and message as a run */
+    char msg[512];
+    snprintf(msg, sizeof msg, "%s", qkvfuse_last_error());
+    const qkvfuse_status run = qkvfuse_run(p, &a, NULL);
+    CHECK(run == st && !strcmp(msg, qkvfuse_last_error()), "explain of a bad call: %s (%s), run: %s (%s)",
+          qkvfuse_status_string(st), msg, qkvfuse_status_string(run), qkvfuse_last_error());
+  }
+  qkvfuse_plan_destroy(p);
+  tk_case_free(&c);
+  return st;
+}
+
+static void explain(void) {
+  char text[256];
+  CHECK(explain_case(NULL, QKVFUSE_BACKEND_REFERENCE, 64, 64, 0, text, sizeof text) == QKVFUSE_SUCCESS &&
+            !strcmp(text, "reference"),
+        "explain on the reference: \"%s\" (%s)", text, qkvfuse_last_error());
+  CHECK(explain_case(NULL, QKVFUSE_BACKEND_REFERENCE, 64, 64, 0, NULL, 8) == QKVFUSE_ERROR_NULL_POINTER &&
+            tk_names_argument(qkvfuse_last_error(), "buf"),
+        "explain with buf NULL: %s", qkvfuse_last_error());
+  CHECK(explain_case(NULL, QKVFUSE_BACKEND_REFERENCE, 64, 64, 0, text, 0) == QKVFUSE_ERROR_NULL_POINTER,
+        "explain with n = 0: %s", qkvfuse_last_error());
+  CHECK(explain_case(NULL, QKVFUSE_BACKEND_REFERENCE, 64, 64, 1, text, sizeof text) == QKVFUSE_ERROR_SHAPE && !text[0],
+        "explain of a bad row width: %s, text \"%s\"", qkvfuse_last_error(), text);
+  CHECK(explain_case(NULL, QKVFUSE_BACKEND_REFERENCE, 64, 64, 0, text, 4) == QKVFUSE_SUCCESS && !strcmp(text, "ref"),
+        "explain truncated to n - 1 bytes: \"%s\"", text);
+  /* the CUDA backend (with a GPU): the streaming kernel's form, or the general kernel and why */
+  if (tk_device_for_backend(QKVFUSE_BACKEND_CUDA)) {
+    CHECK(explain_case("cuda.form=general", QKVFUSE_BACKEND_CUDA, 128, 128, 0, text, sizeof text) == QKVFUSE_SUCCESS &&
+              strstr(text, "general kernel") && strstr(text, "(not the streaming kernel: cuda.form is general)"),
+          "explain with cuda.form=general: \"%s\" (%s)", text, qkvfuse_last_error());
+    CHECK(explain_case("cuda.form=prefill", QKVFUSE_BACKEND_CUDA, 128, 128, 0, text, sizeof text) == QKVFUSE_SUCCESS &&
+              strstr(text, "streaming kernel, prefill form"),
+          "explain with cuda.form=prefill: \"%s\" (%s)", text, qkvfuse_last_error());
+    CHECK(explain_case("cuda.form=decode", QKVFUSE_BACKEND_CUDA, 128, 128, 0, text, sizeof text) == QKVFUSE_SUCCESS &&
+              strstr(text, "streaming kernel, decode form"),
+          "explain with cuda.form=decode: \"%s\" (%s)", text, qkvfuse_last_error());
+    CHECK(explain_case(NULL, QKVFUSE_BACKEND_CUDA, 72, 72, 0, text, sizeof text) == QKVFUSE_SUCCESS &&
+              strstr(text, "general kernel") && strstr(text, "(not the streaming kernel: "),
+          "explain with D = 72 on CUDA: \"%s\" (%s)", text, qkvfuse_last_error());
+    CHECK(explain_case(NULL, QKVFUSE_BACKEND_CUDA, 128, 128, 1, text, sizeof text) == QKVFUSE_ERROR_SHAPE,
+          "explain of a bad row width on CUDA: %s", qkvfuse_last_error());
+  }
+  /* the CPU backend: which path, and why not the direct one (8 lanes with avx2, 1 scalar) */
+  if (!cpu_backend(NULL)[0]) return;
+  CHECK(explain_case("cpu.isa=scalar", QKVFUSE_BACKEND_CPU, 64, 64, 1, text, sizeof text) == QKVFUSE_ERROR_SHAPE,
+        "explain of a bad row width on cpu-scalar: %s", qkvfuse_last_error());
+  CHECK(explain_case("cpu.isa=scalar", QKVFUSE_BACKEND_CPU, 64, 64, 0, text, sizeof text) == QKVFUSE_SUCCESS &&
+            !strcmp(text, "cpu-scalar: buffered path (not the direct path: the scalar kernels have no direct path), "
+                          "1 thread"),
+        "explain on cpu-scalar: \"%s\"", text);
+  if (!cpu_backend("cpu.isa=avx2")[0]) return;
+  CHECK(explain_case("cpu.isa=avx2", QKVFUSE_BACKEND_CPU, 64, 64, 0, text, sizeof text) == QKVFUSE_SUCCESS &&
+            !strcmp(text, "cpu-avx2: direct path, 1 thread"),
+        "explain on cpu-avx2, D = R = 64: \"%s\"", text);
+  CHECK(explain_case("cpu.isa=avx2", QKVFUSE_BACKEND_CPU, 72, 72, 0, text, sizeof text) == QKVFUSE_SUCCESS &&
+            strstr(text, "cpu-avx2: buffered path (not the direct path: rotary_dim / 2 is not a multiple"),
+        "explain on cpu-avx2, D = R = 72: \"%s\"", text);
+  CHECK(explain_case("cpu.isa=avx2", QKVFUSE_BACKEND_CPU, 68, 64, 0, text, sizeof text) == QKVFUSE_SUCCESS &&
+            strstr(text, "(not the direct path: head_dim or head_dim - rotary_dim is not a multiple"),
+        "explain on cpu-avx2, D = 68, R = 64: \"%s\"", text);
+}
+
 int main(void) {
   CHECK(qkvfuse_version_number() == QKVFUSE_VERSION_NUMBER, "version_number %u, header %d", qkvfuse_version_number(),
         QKVFUSE_VERSION_NUMBER);
@@ -274,6 +366,7 @@ int main(void) {
   plans();
   struct_versions();
   variants();
+  explain();
   printf("test_api: %d checks, %d failed\n", checks, failed);
   return failed ? 1 : 0;
 }

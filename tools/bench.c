@@ -14,6 +14,7 @@
 #include "device.h"
 #include "json.h"
 #include "measure.h"
+#include "qkvfuse_experimental.h"
 #include "table.h"
 #include "tensors.h"
 
@@ -67,7 +68,8 @@ void cli_bench_usage(FILE *f) {
           "                    token) or pages (consecutive tokens fill pages taken in random order)\n"
           "  --reference       also time the scalar reference backend on the same tensors (columns ref us and\n"
           "                    vs ref: reference / fused); CPU device only\n"
-          "  --json            one JSON object per result line instead of the table\n"
+          "  --json            one JSON object per result line instead of the table (with, in \"kernel\",\n"
+          "                    the kernel or path the fused call ran and why a faster one was passed over)\n"
           "  --json-out FILE   also write the JSON lines to FILE (with the table or --json on stdout:\n"
           "                    one run gives both)\n"
           "  --help            this text\n");
@@ -196,6 +198,9 @@ static void print_json(FILE *f, const bench_case *c, const bench_row *r) {
   cli_json_str(&j, "dtype", qkvfuse_dtype_name(c->spec.dtype));
   cli_json_str(&j, "input_dtype", qkvfuse_dtype_name(c->args[0].qkv->dtype));
   cli_json_str(&j, "backend", qkvfuse_plan_backend_name(c->plan));
+  char kernel[256];
+  if (qkvfuse_experimental_explain(c->plan, &c->args[0], kernel, sizeof kernel) == QKVFUSE_SUCCESS)
+    cli_json_str(&j, "kernel", kernel);
   cli_json_int(&j, "threads", c->spec.threads);
   cli_json_str(&j, "norm", c->norm);
   if (c->args[0].slot_mapping) cli_json_str(&j, "slots", c->spec.page_slots ? "pages" : "tokens");

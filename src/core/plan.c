@@ -5,10 +5,12 @@
 #include <math.h>
 #include <stdlib.h>
 #include <stddef.h>
+#include <stdio.h>
 #include <string.h>
 
 #include "core/backends.h"
 #include "core/error.h"
+#include "qkvfuse_experimental.h"
 
 static int is_bool(int32_t v) { return v == 0 || v == 1; }
 
@@ -205,4 +207,17 @@ qkvfuse_status qf_plan_run(const qkvfuse_plan *plan, const qkvfuse_args *args, c
 qkvfuse_status qkvfuse_run(const qkvfuse_plan *plan, const qkvfuse_args *args, void *stream) {
   qf_clear_error();
   return qf_plan_run(plan, args, NULL, stream);
+}
+
+qkvfuse_status qkvfuse_experimental_explain(const qkvfuse_plan *plan, const qkvfuse_args *args, char *buf, size_t n) {
+  qf_clear_error();
+  QF_CHECK(buf != NULL && n > 0, QKVFUSE_ERROR_NULL_POINTER, "buf: NULL or of size 0");
+  buf[0] = '\0';
+  qf_problem p;
+  QF_FORWARD(qf_resolve_call(plan, args, NULL, &p));
+  if (plan->explain)
+    plan->explain(plan, &p, buf, n);
+  else
+    snprintf(buf, n, "%s", plan->backend_name);
+  return QKVFUSE_SUCCESS;
 }

@@ -18,6 +18,11 @@ extern "C" {
  * data-dependent check passed; the CUDA backend must guard them itself. */
 typedef qkvfuse_status (*qf_backend_run_fn)(const qkvfuse_plan *plan, const qf_problem *p, void *stream);
 
+/* What the backend's run would do with a validated problem, in words (the
+ * kernel or path, and why a faster one is passed over), into buf[n]
+ * (qkvfuse_experimental_explain); NULL: the backend's name says it all. */
+typedef void (*qf_backend_explain_fn)(const qkvfuse_plan *plan, const qf_problem *p, char *buf, size_t n);
+
 /* A plan's backend variants (include/qkvfuse_experimental.h), validated by
  * the core: each NULL when not set (the backend then reads the key's
  * environment alias, else takes auto), else one of the key's value strings
@@ -42,6 +47,7 @@ struct qkvfuse_plan {
   qkvfuse_backend backend; /* resolved: never AUTO */
   const char *backend_name;
   qf_backend_run_fn run;
+  qf_backend_explain_fn explain;
   int num_threads;         /* resolved thread count for CPU backends */
   int isa;                 /* CPU backend: chosen instruction set (backend-defined) */
   qf_variants variants;    /* what the plan was created with (set before the backend is chosen) */

@@ -15,6 +15,7 @@
 #define _POSIX_C_SOURCE 200809L
 
 #include <stdatomic.h>
+#include <stdio.h>
 #include <unistd.h>
 
 #include "core/backends.h"
@@ -144,14 +145,20 @@ static void cpu_worker(void *ctx, int i, int n) {
   if (by_slot) run_owned(j, i, n);
 }
 
+/* The threads a call runs on: the plan's, fewer for a small call. */
+static int64_t call_threads(const qkvfuse_plan *plan, const qf_problem *p) {
+  int64_t n = plan->num_threads;
+  const int64_t by_work = p->T * p->H / QF_CPU_MIN_ELEMS_PER_THREAD;
+  if (n > by_work) n = by_work > 1 ? by_work : 1;
+  return n;
+}
+
 static qkvfuse_status cpu_run(const qkvfuse_plan *plan, const qf_problem *p, void *stream) {
   (void)stream;
   cpu_job j;
   j.k = qf_cpu_kernels_for((qf_cpu_isa)plan->isa);
   qf_cpu_call_init(&j.call, p);
-  int64_t n = plan->num_threads;
-  const int64_t by_work = p->T * p->H / QF_CPU_MIN_ELEMS_PER_THREAD;
-  if (n > by_work) n = by_work > 1 ? by_work : 1;
+  const int64_t n = call_threads(plan, p);
   /* the contiguous layout cannot have duplicate destinations: no slot owners */
   j.by_slot = p->k_cache.data && p->desc->cache_layout != QKVFUSE_CACHE_CONTIGUOUS;
   j.run = p->T / (4 * n);
@@ -160,6 +167,16 @@ static qkvfuse_status cpu_run(const qkvfuse_plan *plan, const qf_problem *p, voi
   atomic_init(&j.claim, 0);
   qf_pool_run(cpu_worker, &j, (int)n);
   return QKVFUSE_SUCCESS;
+}
+
+static void cpu_explain(const qkvfuse_plan *plan, const qf_problem *p, char *buf, size_t n) {
+  const char *why = qf_cpu_direct_refusal(p, qf_cpu_kernels_for((qf_cpu_isa)plan->isa)->lanes);
+  const long long threads = (long long)call_threads(plan, p);
+  if (why)
+    snprintf(buf, n, "%s: buffered path (not the direct path: %s), %lld thread%s", plan->backend_name, why, threads,
+             threads == 1 ? "" : "s");
+  else
+    snprintf(buf, n, "%s: direct path, %lld thread%s", plan->backend_name, threads, threads == 1 ? "" : "s");
 }
 
 static int default_threads(void) {
@@ -185,6 +202,7 @@ qkvfuse_status qf_cpu_plan(qkvfuse_plan *plan) {
   if (n > QF_POOL_MAX_THREADS) n = QF_POOL_MAX_THREADS;
   plan->backend_name = backend_names[isa];
   plan->run = cpu_run;
+  plan->explain = cpu_explain;
   plan->num_threads = qf_pool_reserve(n);
   return QKVFUSE_SUCCESS;
 }

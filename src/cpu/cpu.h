@@ -50,6 +50,20 @@ int qf_cpu_isa_usable(qf_cpu_isa isa);
  * for an unknown value or an ISA this build or CPU lacks. */
 qkvfuse_status qf_cpu_isa_choose(const qf_variants *v, qf_cpu_isa *isa);
 
+/* Why a call cannot take the direct path (kernel_direct.h: one pass per head
+ * from the input) with vectors of `lanes` float32 lanes, or NULL where it
+ * can: every head's dims, its rotated part and the RoPE pairs' halves fill
+ * whole vectors. The buffered path (kernel_buffered.h) serves the rest. */
+static inline const char *qf_cpu_direct_refusal(const qf_problem *p, int lanes) {
+  const int64_t D = p->D, R = p->R;
+  if (lanes <= 1) return "the scalar kernels have no direct path";
+  if (D % lanes || (D - R) % lanes) return "head_dim or head_dim - rotary_dim is not a multiple of the vector width";
+  if (p->desc->rope_style == QKVFUSE_ROPE_INTERLEAVED ? R % lanes : (R / 2) % lanes)
+    return p->desc->rope_style == QKVFUSE_ROPE_INTERLEAVED ? "rotary_dim is not a multiple of the vector width"
+                                                           : "rotary_dim / 2 is not a multiple of the vector width";
+  return NULL;
+}
+
 /* One call of the fused op as the kernels see it: the problem plus what the
  * driver prepares once per call (read-only while the workers run). */
 typedef struct qf_cpu_call {

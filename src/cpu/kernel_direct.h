@@ -10,11 +10,7 @@
 
 #if QV_W > 1
 /* Whether a problem's heads fit the direct path. */
-static int direct_ok(const qf_problem *p) {
-  const int64_t D = p->D, R = p->R;
-  if (D % QV_W || (D - R) % QV_W) return 0;
-  return p->desc->rope_style == QKVFUSE_ROPE_INTERLEAVED ? R % QV_W == 0 : (R / 2) % QV_W == 0;
-}
+static int direct_ok(const qf_problem *p) { return qf_cpu_direct_refusal(p, QV_W) == NULL; }
 
 /* Token t's int32 dequant terms: x = acc * ws[col] (* as) (+ bias[col]),
  * col the column in [q | k | v] (input_cols); `parity` is c->parity, under

@@ -6,6 +6,7 @@
 #include <cuda_runtime.h>
 #include <math.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -48,6 +49,24 @@ void release_cuda(qkvfuse_plan *plan) {
 }
 
 }  // namespace
+
+// The variant qf_cuda_run would launch, in words (qkvfuse_experimental_explain).
+static void qf_cuda_explain(const qkvfuse_plan *plan, const qf_problem *p, char *buf, size_t n) {
+  qf_cu_problem problem;
+  qf_cuda_make_problem(plan, p, &problem);
+  qf_cu_kernel_params K;
+  const qf_cuda_variant v = qf_cuda_choose(qf_cuda_state_of(plan), p, problem, &K);
+  const char *form = v.kernel == QF_CUDA_KERNEL_PREFILL  ? "prefill form"
+                     : v.kernel == QF_CUDA_KERNEL_DECODE ? "decode form"
+                                                         : "narrow decode form";
+  if (v.kernel == QF_CUDA_KERNEL_GENERAL)
+    snprintf(buf, n, "%s: general kernel, %d-element vectors, %d per lane, %u blocks (not the streaming kernel: %s)",
+             plan->backend_name, v.vec, v.vecs_per_lane, v.blocks, v.refused ? v.refused : "-");
+  else
+    snprintf(buf, n, "%s: streaming kernel, %s%s, %d lanes per head, %u blocks, %zu B shared memory%s",
+             plan->backend_name, form, v.engine ? " (engine call)" : "", v.lanes, v.blocks, v.smem,
+             v.pdl ? ", programmatic dependent launch" : "");
+}
 
 static qkvfuse_status qf_cuda_run(const qkvfuse_plan *plan, const qf_problem *p, void *stream) {
   qf_cu_problem problem;
@@ -170,6 +189,7 @@ extern "C" qkvfuse_status qf_cuda_plan(qkvfuse_plan *plan) {
   plan->backend = QKVFUSE_BACKEND_CUDA;
   plan->backend_name = "cuda";
   plan->run = qf_cuda_run;
+  plan->explain = qf_cuda_explain;
   plan->release = release_cuda;
   if (d->rope_source == QKVFUSE_ROPE_COMPUTED) {
     // inverse frequencies in turns per position, 0.64 fixed point: exact

@@ -156,7 +156,7 @@ qf_cuda_variant qf_cuda_choose(const qf_cuda_state &state, const qf_problem *p, 
   v.input = p->in[0].dtype;
   v.pdl = state.pdl != 0;
   if (!qf_cuda_streaming(state.cc, state.form))
-    v.refused = state.form == QF_CUDA_FORM_GENERAL ? "QKVFUSE_CUDA_FORM=general" : "a device below sm_80";
+    v.refused = state.form == QF_CUDA_FORM_GENERAL ? "cuda.form is general" : "a device below sm_80";
   else
     v.refused = qf_cuda_streaming_refusal(p, &problem);
   if (!v.refused) {

@@ -77,6 +77,9 @@ typedef struct tk_spec {
   int kv_interleaved;             /* k/v caches are views [:,0] / [:,1] of one buffer */
   int error_flags;                /* pass args.error_flags */
   double amp;                     /* magnitude of the inputs */
+  int unit_gamma;                 /* norm weights of magnitude one (with gamma_offset: 1 + g = +-1), so that an op
+                                     run again and again on its own output (in place) keeps its values' spread;
+                                     other weights make the small ones decay into subnormals and zeros */
   int64_t acc_bits;               /* int32 input: |acc| < 2^acc_bits */
   uint64_t strided;               /* bit s (tk_slot): slot s as a view with an element stride of 2 or 3 (vectors;
                                      [Nkv, D] scales also a padded row stride), rows and caches with their last dim's

@@ -463,6 +463,7 @@ static void fill_inputs(tk_case *c, tk_rng *r) {
       double g = s->gamma_offset ? tk_rng_uniform(r, -0.5, 0.5) : tk_rng_uniform(r, 0.5, 1.5);
       if (!s->gamma_offset && tk_rng_chance(r, 0.1)) g = -g;
       if (g == 0) g = 0.25;
+      if (s->unit_gamma) g = (tk_rng_chance(r, 0.1) ? -1.0 : 1.0) - (s->gamma_offset ? 1.0 : 0.0);
       set(c, gs[w], d, g);
     }
     for (int64_t d = 0; d < s->D && c->view[bs[w]].present; d++) set(c, bs[w], d, nonzero(r, c->view[bs[w]].t.dtype, 0.5));

@@ -122,6 +122,7 @@ void tk_preset_spec(tk_spec *s, const tk_preset *ps, tk_preset_op op, int64_t T,
   if (op == TK_OP_INPLACE) {
     s->k_out_dt = dt;
     s->in_place_q = s->in_place_k = 1;
+    s->unit_gamma = 1; /* timed calls run on their own output */
   }
   if (op == TK_OP_CACHE || op == TK_OP_DEQUANT) {
     s->layout = QKVFUSE_CACHE_PAGED;

@@ -2,8 +2,9 @@
 # SPDX-License-Identifier: Apache-2.0
 # A/B benchmark of two source trees in one run: builds the `qkvfuse` CLI of a
 # base tree and of this tree side by side, then runs `qkvfuse bench` on each
-# in alternation, ROUNDS times, so both see the same machine, clocks and
-# neighbours (run-to-run spread between machines is larger than most changes).
+# in alternation, ROUNDS times (the order reversed every other round), so
+# both see the same machine, clocks and neighbours (run-to-run spread between
+# machines is larger than most changes).
 # Use it for any claim that a change makes a call faster or slower.
 #
 #   scripts/bench-ab.sh prepare REF [DIR]   copy commit REF of this repo into DIR
@@ -82,8 +83,15 @@ wait $pb || { echo "bench-ab: base build failed ($OUT/build-base.log)" >&2; exit
 [ -z "$pn" ] || wait $pn || { echo "bench-ab: new build failed ($OUT/build-new.log)" >&2; exit 1; }
 for p in ${vpids[@]+"${vpids[@]}"}; do wait "$p" || { echo "bench-ab: a variant build failed" >&2; exit 1; }; done
 
+# Even rounds run the sides in reverse order: a run's place in the round
+# biases its time by several percent on a shared machine.
 for r in $(seq 1 "$ROUNDS"); do
-  for side in "${sides[@]}"; do
+  order=("${sides[@]}")
+  if [ $((r % 2)) = 0 ]; then
+    order=()
+    for ((i = ${#sides[@]} - 1; i >= 0; i--)); do order+=("${sides[$i]}"); done
+  fi
+  for side in "${order[@]}"; do
     env_args=()
     [ $side = new ] && [ -n "${NEW_ENV:-}" ] && env_args=($NEW_ENV)
     env "${env_args[@]}" "$OUT/build-$side/bin/qkvfuse" bench --device "$DEVICE" --json "$@" \

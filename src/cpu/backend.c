@@ -8,9 +8,10 @@
  * the cache rows) of a token go instead to the thread that owns the token's
  * cache slot (a hash of slot / 16; the slot is block * block_size + row of
  * qf_token_dest, from slot_mapping or the page table alike), which does them
- * after its token runs in increasing token order: all writes to one slot come from one thread in
- * token order, so with duplicate slots the later token wins, as on the
- * reference (docs/API.md). No reduction is ever split across threads, so the
+ * in increasing token order before it claims token runs: all writes to one
+ * slot come from one thread in token order, so with duplicate slots the later
+ * token wins, as on the reference (docs/API.md); the claims that follow even
+ * out what the hash deals unevenly. No reduction is ever split across threads, so the
  * result does not depend on the thread count or the schedule. */
 #define _POSIX_C_SOURCE 200809L
 
@@ -89,7 +90,7 @@ static void claim(cpu_job *j, int64_t *c0, int64_t *c1) {
   *c1 = *c0 + j->run < T ? *c0 + j->run : T;
 }
 
-/* Phase 1, dynamic: token runs claimed from a shared counter, so a
+/* The dynamic part: token runs claimed from a shared counter, so a
  * thread that runs slower (a busy core) takes fewer. Every head of each
  * token, or with by_slot only the q heads (and k/v of skipped tokens). */
 static void run_claimed(cpu_job *j, int by_slot) {
@@ -113,7 +114,7 @@ static void run_claimed(cpu_job *j, int by_slot) {
   }
 }
 
-/* Phase 2 (by_slot only): the k and v heads of the tokens whose cache slot
+/* The owned part (by_slot only): the k and v heads of the tokens whose cache slot
  * thread i owns, in increasing token order: all writes to one slot come from
  * one thread in token order, so with duplicate slots the later token wins. */
 static void run_owned(const cpu_job *j, int i, int n) {
@@ -137,12 +138,14 @@ static void run_owned(const cpu_job *j, int i, int n) {
 }
 
 /* Part i of n. n is the pool's count, which can be 1 when the pool was busy
- * (qf_pool_run), so the slot rule is decided here, the same for every part. */
+ * (qf_pool_run), so the slot rule is decided here, the same for every part.
+ * The owned k/v heads come first: a thread with fewer of them then claims
+ * more token runs. */
 static void cpu_worker(void *ctx, int i, int n) {
   cpu_job *j = ctx;
   const int by_slot = j->by_slot && n > 1;
-  run_claimed(j, by_slot);
   if (by_slot) run_owned(j, i, n);
+  run_claimed(j, by_slot);
 }
 
 /* The threads a call runs on: the plan's, fewer for a small call. */

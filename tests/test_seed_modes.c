@@ -864,31 +864,28 @@ static void strict_rows(void) {
   /* the options struct: size and values checked */
   call c;
   build(&c, 0, 0);
-  qkvfuse_named_options bad = QKVFUSE_NAMED_OPTIONS_INIT;
-  bad.struct_size = 4;
   const qkvfuse_tensor *const *a = c.a;
-  qkvfuse_status st = qkvfuse_split_qkv_rmsnorm_rope_ex(a[C0_IN], a[C0_QW], a[C0_KW], c.sizes[0], c.sizes[1],
-                                                        c.sizes[2], 1e-6, a[C0_CSC], a[C0_POS], 0, NULL, NULL, 1,
-                                                        a[C0_Q], a[C0_K], a[C0_V], &bad, NULL, NULL);
-  checks++;
-  if (st != QKVFUSE_ERROR_VERSION || !tk_names_argument(qkvfuse_last_error(), "options"))
-    failf("options", 0, "struct_size 4: %s \"%s\"", qkvfuse_status_string(st), qkvfuse_last_error());
-  bad = (qkvfuse_named_options)QKVFUSE_NAMED_OPTIONS_INIT;
-  bad.rounding = QKVFUSE_ROUNDING_COUNT;
-  st = qkvfuse_split_qkv_rmsnorm_rope_ex(a[C0_IN], a[C0_QW], a[C0_KW], c.sizes[0], c.sizes[1], c.sizes[2], 1e-6,
-                                         a[C0_CSC], a[C0_POS], 0, NULL, NULL, 1, a[C0_Q], a[C0_K], a[C0_V], &bad, NULL,
-                                         NULL);
-  checks++;
-  if (st != QKVFUSE_ERROR_INVALID_VALUE || !tk_names_argument(qkvfuse_last_error(), "options"))
-    failf("options", 0, "rounding COUNT: %s \"%s\"", qkvfuse_status_string(st), qkvfuse_last_error());
-  bad = (qkvfuse_named_options)QKVFUSE_NAMED_OPTIONS_INIT;
-  bad.strict = 2;
-  st = qkvfuse_split_qkv_rmsnorm_rope_ex(a[C0_IN], a[C0_QW], a[C0_KW], c.sizes[0], c.sizes[1], c.sizes[2], 1e-6,
-                                         a[C0_CSC], a[C0_POS], 0, NULL, NULL, 1, a[C0_Q], a[C0_K], a[C0_V], &bad, NULL,
-                                         NULL);
-  checks++;
-  if (st != QKVFUSE_ERROR_INVALID_VALUE || !tk_names_argument(qkvfuse_last_error(), "options"))
-    failf("options", 0, "strict 2: %s \"%s\"", qkvfuse_status_string(st), qkvfuse_last_error());
+  /* each a bad value of one field: the status, and a message naming options */
+  static const struct {
+    const char *what;
+    uint32_t struct_size;
+    int rounding, strict;
+    qkvfuse_status want;
+  } bad_options[] = {{"struct_size 4", 4, 0, 0, QKVFUSE_ERROR_VERSION},
+                     {"rounding COUNT", 0, QKVFUSE_ROUNDING_COUNT, 0, QKVFUSE_ERROR_INVALID_VALUE},
+                     {"strict 2", 0, 0, 2, QKVFUSE_ERROR_INVALID_VALUE}};
+  for (size_t i = 0; i < sizeof bad_options / sizeof bad_options[0]; i++) {
+    qkvfuse_named_options bad = QKVFUSE_NAMED_OPTIONS_INIT;
+    if (bad_options[i].struct_size) bad.struct_size = bad_options[i].struct_size;
+    bad.rounding = (qkvfuse_rounding)bad_options[i].rounding;
+    bad.strict = bad_options[i].strict;
+    const qkvfuse_status st = qkvfuse_split_qkv_rmsnorm_rope_ex(
+        a[C0_IN], a[C0_QW], a[C0_KW], c.sizes[0], c.sizes[1], c.sizes[2], 1e-6, a[C0_CSC], a[C0_POS], 0, NULL, NULL,
+        1, a[C0_Q], a[C0_K], a[C0_V], &bad, NULL, NULL);
+    checks++;
+    if (st != bad_options[i].want || !tk_names_argument(qkvfuse_last_error(), "options"))
+      failf("options", 0, "%s: %s \"%s\"", bad_options[i].what, qkvfuse_status_string(st), qkvfuse_last_error());
+  }
   drop(&c);
 }
 

@@ -66,9 +66,8 @@ def _options(rounding, strict):
 
 def _options_pointer(rounding, strict):
     """qkvfuse_named_options for the _ex entry points."""
-    return ctypes.pointer(_capi.named_options(_capi.ROUNDING[_check.string(rounding, "rounding",
-                                                                             tuple(_capi.ROUNDING))],
-                                              _check.flag(strict, "strict")))
+    rounding, strict = _options(rounding, strict)
+    return ctypes.pointer(_capi.named_options(_capi.ROUNDING[rounding], strict))
 
 
 def _stream_of(x):

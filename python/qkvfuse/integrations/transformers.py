@@ -321,24 +321,20 @@ def patch(model, *, warn: bool = True, fuse_projections: bool = False) -> list:
                 warnings.warn("qkvfuse: %s (%s) left unpatched: no qkvfuse patch for this attention class"
                               % (name, type(layer).__name__), stacklevel=2)
             continue
-        if layer in _layers:
-            if fuse_projections:
-                _patch_projections(name, layer, warn)
-            done.append(name)
-            continue
-        why = _unservable(layer, entry)
-        if why is not None:
-            if warn:
-                warnings.warn("qkvfuse: %s (%s) left unpatched: %s" % (name, type(layer).__name__, why),
-                              stacklevel=2)
-            continue
-        _wrap_rope(entry[0])
-        layer.forward = _forward_of(layer)
-        for n in ("q_norm", "k_norm"):
-            norm = getattr(layer, n, None)
-            if norm is not None:
-                norm.forward = _pass_through.__get__(norm)
-        _layers.add(layer)
+        if layer not in _layers:
+            why = _unservable(layer, entry)
+            if why is not None:
+                if warn:
+                    warnings.warn("qkvfuse: %s (%s) left unpatched: %s" % (name, type(layer).__name__, why),
+                                  stacklevel=2)
+                continue
+            _wrap_rope(entry[0])
+            layer.forward = _forward_of(layer)
+            for n in ("q_norm", "k_norm"):
+                norm = getattr(layer, n, None)
+                if norm is not None:
+                    norm.forward = _pass_through.__get__(norm)
+            _layers.add(layer)
         if fuse_projections:
             _patch_projections(name, layer, warn)
         done.append(name)

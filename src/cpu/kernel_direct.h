@@ -92,8 +92,8 @@ static inline __attribute__((always_inline)) void rms_inv_groups_as(head_group *
     qv_storeu(gs[k]->inv, qv_div(qv_set1(1.0f), qv_sqrt(qv_add(qv_div(acc[k], qv_set1((float)D)), qv_set1(eps)))));
 }
 
-/* rms_inv_groups_as for int32 input: out of line, so that the float input's
- * code in token_direct is what it would be without it. */
+/* rms_inv_groups_as for int32 input: out of line, so that the float path
+ * inlined into token_direct carries no dequantization. */
 static __attribute__((noinline)) void rms_inv_groups_int(head_group *const *gs, int ng, const dequant_terms *dq,
                                                          int64_t D, float eps) {
   rms_inv_groups_as(gs, ng, QKVFUSE_DTYPE_INT32, dq, D, eps);
@@ -182,8 +182,7 @@ static void head_direct(const qf_cpu_call *c, const void *src, qkvfuse_dtype dt,
 }
 
 /* head_direct for int32 input, dequantized with dq (head's first column
- * col); out of line, so that the float path's code is what it would be
- * without it. */
+ * col); out of line, so that the float path carries no dequantization. */
 static __attribute__((noinline)) void head_direct_int(const qf_cpu_call *c, const void *src, const dequant_terms *dq,
                                                       int64_t col, int norm, float inv, const float *g,
                                                       const float *b, const float *cos_r, const float *sin_r,

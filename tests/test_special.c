@@ -12,6 +12,7 @@
  *     the cache, contiguous start = max_seq - S, int32 accumulators near
  *     +-2^31, eps much larger than mean(x^2).
  *   test_special [--backend reference,auto] */
+#include <float.h>
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
@@ -211,21 +212,26 @@ static void edit_zero_dequant_scales(tk_case *c) {
 /* The scale rule's first failing entry, where the checks test long vectors in
  * blocks: int32 input with H = 2560 weight_scale channels and per-channel
  * k/v scales of Nkv*D = 512, bad entries in a later block and at the end; the
- * message names the first, and nothing is written. */
+ * message names the first, and nothing is written. The rule's edges pass:
+ * +-FLT_MAX, and +-the smallest subnormal as a divisor (nonzero). */
 static void first_bad_scale(qkvfuse_backend be) {
   static const struct {
     int slot;
     int64_t at, later; /* later < 0: none */
     double x;
-    const char *name;
-  } bad[] = {{TK_WEIGHT_SCALE, 1500, 2400, NAN, "weight_scale[1500]"},
+    const char *name; /* the entry the message names; NULL: the values pass */
+  } sc[] = {{TK_WEIGHT_SCALE, 1500, 2400, NAN, "weight_scale[1500]"},
              {TK_WEIGHT_SCALE, 1023, 1024, INFINITY, "weight_scale[1023]"},
              {TK_WEIGHT_SCALE, 2559, -1, -INFINITY, "weight_scale[2559]"},
              {TK_K_SCALE, 511, -1, 0.0, "k_scale[511]"},
-             {TK_V_SCALE, 300, 301, -0.0, "v_scale[300]"}};
+             {TK_V_SCALE, 300, 301, -0.0, "v_scale[300]"},
+             {TK_WEIGHT_SCALE, 2047, 2048, -FLT_MAX, NULL},
+             {TK_K_SCALE, 0, 511, FLT_MAX, NULL},
+             {TK_K_SCALE, 1, 2, 0x1p-149, NULL},
+             {TK_V_SCALE, 511, -1, -0x1p-149, NULL}};
   const tk_device *dev = tk_device_for_backend(be);
   if (!dev || be == QKVFUSE_BACKEND_CUDA) return; /* CUDA reports data errors in error_flags (test_cuda_data) */
-  for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+  for (size_t i = 0; i < sizeof sc / sizeof sc[0]; i++) {
     tk_spec s;
     featured(&s, QKVFUSE_CACHE_PAGED, 8);
     s.Nq = 12, s.Nkv = 4, s.D = 128, s.R = 64, s.act_scale = 1;
@@ -234,23 +240,30 @@ static void first_bad_scale(qkvfuse_backend be) {
     tk_spec_fixup(&s);
     tk_case c;
     tk_case_build(&c, &s, 40 + i);
-    poke(&c, bad[i].slot, bad[i].at, bad[i].x);
-    if (bad[i].later >= 0) poke(&c, bad[i].slot, bad[i].later, bad[i].x);
+    poke(&c, sc[i].slot, sc[i].at, sc[i].x);
+    if (sc[i].later >= 0) poke(&c, sc[i].slot, sc[i].later, sc[i].x);
     qkvfuse_status r;
     const int moved = tk_run_core_on(&c, dev, be, &r);
     tk_stats st;
     memset(&st, 0, sizeof st);
     const char *msg = qkvfuse_last_error() ? qkvfuse_last_error() : "";
     if (moved) tk_stats_fail(&st, "device %s: a transfer failed", dev->name);
-    if (r != QKVFUSE_ERROR_BAD_SCALE)
+    if (!sc[i].name) {
+      if (r != QKVFUSE_SUCCESS)
+        tk_stats_fail(&st, "scale %a: status %s, want success (%s)", sc[i].x, qkvfuse_status_string(r), msg);
+    } else if (r != QKVFUSE_ERROR_BAD_SCALE)
       tk_stats_fail(&st, "status %s, want QKVFUSE_ERROR_BAD_SCALE", qkvfuse_status_string(r));
-    else if (!strstr(msg, bad[i].name))
-      tk_stats_fail(&st, "message does not name %s: %s", bad[i].name, msg);
-    for (int b = 0; b < TK_NSLOT; b++)
+    else if (!strstr(msg, sc[i].name))
+      tk_stats_fail(&st, "message does not name %s: %s", sc[i].name, msg);
+    for (int b = 0; b < TK_NSLOT && sc[i].name; b++)
       if (c.buf[b].bytes && b != TK_FLAGS_BUF)
         tk_cmp_untouched(&st, tk_slot_name[b], c.buf[b].got, c.buf[b].init, NULL, c.buf[b].bytes);
     char what[96];
-    snprintf(what, sizeof what, "the first bad scale, %s", bad[i].name);
+    if (sc[i].name)
+      snprintf(what, sizeof what, "the first bad scale, %s", sc[i].name);
+    else
+      snprintf(what, sizeof what, "a scale at the rule's edge, %s[%lld] = %a", tk_slot_name[sc[i].slot],
+               (long long)sc[i].at, sc[i].x);
     report(what, be, TK_PASS, &st);
     tk_case_free(&c);
   }

@@ -15,7 +15,6 @@
  * place, so there it must be contiguous. The elements of a row (and of a
  * cache chunk) may have any stride on a reference plan only: the other
  * backends load and store rows as runs of consecutive elements. */
-#include <float.h>
 #include <math.h>
 #include <stddef.h>
 #include <stdio.h>
@@ -266,27 +265,44 @@ static qkvfuse_status check_overlaps(const qf_problem *p, const qkvfuse_args *a,
 
 /* ---- data-dependent checks (CPU: before anything is written) ---------------- */
 
-/* Whether scale x fails the scale rule: not finite (NaN compares false), or
- * +-0 where the library divides by it. */
-static inline unsigned bad_scale(float x, unsigned divisor) {
-  return (unsigned)!(fabsf(x) <= FLT_MAX) | (divisor & (unsigned)(x == 0.0f));
+/* The scale rule: finite, and nonzero where the library divides by the
+ * scale. On float32 bits with the sign cleared, u, it is lo <= u <= FLT_MAX's
+ * bits, lo = 1 for a divisor (0 otherwise); a subnormal counts as nonzero,
+ * whatever the FPU's denormals-are-zero mode. */
+#define QF_SCALE_MAX_BITS 0x7f7fffff
+
+/* Whether any of the n float32 scales at x (bits read as integers) breaks
+ * the rule: v = u - lo must have v >= 0 and K - v >= 0, K = the largest
+ * finite bits - lo, so the OR of both over the block has its sign bit set
+ * exactly when one of them fails. Branch-free, so that it vectorizes; the
+ * clones use the CPU's widest vectors: per-channel scales run to tens of
+ * thousands of entries and are checked on every call. */
+#ifdef QF_HAVE_TARGET_CLONES
+__attribute__((target_clones("avx512f", "avx2", "default")))
+#endif
+static int any_bad_scale(const unsigned char *x, int64_t n, int divisor) {
+  const int32_t lo = divisor ? 1 : 0, K = QF_SCALE_MAX_BITS - lo;
+  uint32_t acc = 0;
+  for (int64_t i = 0; i < n; i++) {
+    uint32_t u;
+    memcpy(&u, x + 4 * i, sizeof u);
+    const int32_t v = (int32_t)(u & 0x7fffffffu) - lo;
+    acc |= (uint32_t)v | (uint32_t)(K - v);
+  }
+  return (int)(acc >> 31);
 }
 
-/* Index of the first element of a float32 vector that fails the scale rule,
- * or -1. Each block is tested branch-free first, which the compiler
- * vectorizes: per-channel scales run to tens of thousands of entries and are
- * checked on every call. */
+/* Index of the first element of a float32 vector that breaks the scale
+ * rule, or -1: blocks are tested with any_bad_scale, and only a failing one
+ * is searched. */
 static int64_t first_bad_scale(const qf_vec *v, int divisor) {
   enum { BLOCK = 1024 };
-  const float *x = v->data;
-  const unsigned div = divisor ? 1u : 0u;
+  const unsigned char *x = v->data;
   for (int64_t i0 = 0; x && i0 < v->n; i0 += BLOCK) {
-    const int64_t i1 = v->n - i0 < BLOCK ? v->n : i0 + BLOCK;
-    unsigned bad = 0;
-    for (int64_t i = i0; i < i1; i++) bad |= bad_scale(x[i], div);
-    if (bad)
-      for (int64_t i = i0; i < i1; i++)
-        if (bad_scale(x[i], div)) return i;
+    const int64_t n = v->n - i0 < BLOCK ? v->n - i0 : BLOCK;
+    if (!any_bad_scale(x + 4 * i0, n, divisor)) continue;
+    for (int64_t i = i0; i < i0 + n; i++)
+      if (any_bad_scale(x + 4 * i, 1, divisor)) return i;
   }
   return -1;
 }

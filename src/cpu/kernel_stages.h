@@ -122,12 +122,26 @@ static void cos_sin(const qf_problem *p, int64_t t, float *cos_r, float *sin_r) 
 
 /* ---- the fused chain -------------------------------------------------------------- */
 
+/* Element offset of kv head kh's first element in the cache row at (block,
+ * row). A head of one whole chunk (every layout but nz, or nz with D = c) is
+ * chunk kh: no division, which at decode sizes would cost more than the
+ * head's arithmetic. */
+static inline int64_t head_offset(const qf_cache *cache, int64_t block, int64_t row, int64_t kh, int64_t D) {
+  if (cache->chunk == D) return block * cache->s_block + row * cache->s_row + kh * cache->s_chunk;
+  return qf_cache_offset(cache, block, row, kh * D);
+}
+
 /* k or v head kh (D values) into its cache row at (block, row). */
 static void cache_head(const qf_problem *p, const qf_cache *cache, size_t es, qkvfuse_quant_mode mode,
                        const qf_vec *scale, const qf_vec *offset, int64_t group, int64_t kh, const float *o,
                        int64_t block, int64_t row) {
   const int64_t D = p->D, j0 = kh * D;
-  /* paged, paged_hnd, contiguous: the head is one chunk; nz: chunks of c elements */
+  if (cache->chunk == D) {
+    quant_row(elem_ptr(cache->data, head_offset(cache, block, row, kh, D), es), cache->dtype, mode, scale, offset,
+              group, j0, o, D);
+    return;
+  }
+  /* nz: chunks of c elements */
   for (int64_t d = 0; d < D;) {
     const int64_t j = j0 + d, n = cache->chunk - j % cache->chunk < D - d ? cache->chunk - j % cache->chunk : D - d;
     quant_row(elem_ptr(cache->data, qf_cache_offset(cache, block, row, j), es), cache->dtype, mode, scale, offset,
@@ -140,6 +154,10 @@ static void cache_head(const qf_problem *p, const qf_cache *cache, size_t es, qk
 QF_PREFETCH_FN prefetch_cache_head(const qf_problem *p, const qf_cache *cache, size_t es, int64_t kh, int64_t block,
                                 int64_t row) {
   const int64_t D = p->D, j0 = kh * D;
+  if (cache->chunk == D) {
+    prefetch_write(elem_ptr(cache->data, head_offset(cache, block, row, kh, D), es), D * (int64_t)es);
+    return;
+  }
   for (int64_t d = 0; d < D;) {
     const int64_t j = j0 + d, n = cache->chunk - j % cache->chunk < D - d ? cache->chunk - j % cache->chunk : D - d;
     prefetch_write(elem_ptr(cache->data, qf_cache_offset(cache, block, row, j), es), n * (int64_t)es);

@@ -119,6 +119,9 @@ static inline __attribute__((always_inline)) void head_direct_as(const qf_cpu_ca
   const int64_t D = p->D, R = p->R;
   const qkvfuse_dtype io = p->io_dtype;
   const qv iv = qv_set1(inv);
+  /* a local copy: o's stores may alias *dq, so the loops would reload it */
+  dequant_terms dl;
+  if (dq) dl = *dq, dq = &dl;
   /* parity rounds x * inv * g before adding beta (norm_row) */
 #define QF_NORM(x, i)                                                                                     \
   (b ? qv_add(parity ? qv_round_dt(qv_mul(qv_mul(x, iv), qv_loadu(g + (i))), io)                        \

@@ -66,11 +66,11 @@ QKVFUSE_API qkvfuse_status qkvfuse_experimental_plan_create(const qkvfuse_desc *
  * it: the backend and its kernel or path, and where a faster one is passed
  * over, why ("cuda: general kernel, 8-element vectors, 2 per lane (not the
  * streaming kernel: ...)"; "cpu-avx512bf16: buffered path (not the direct
- * path: ...), 2 threads"). The text is for people and may change in any
- * release. args are validated as qkvfuse_run validates them (on the CPU,
- * data checks included, except for vectors given with strides), and a call
- * qkvfuse_run would refuse gets its status and message here too; nothing is
- * read or written on a device.
+ * path: ...), 2 threads"; on the CPU also whether the k and v heads go to
+ * cache-slot owners). The text is for people and may change in any release.
+ * args are validated as qkvfuse_run validates them (on the CPU, data checks
+ * included), and a call qkvfuse_run would refuse gets its status and message
+ * here too; nothing is read or written on a device.
  * @return QKVFUSE_SUCCESS with buf holding the NUL-terminated text,
  *  truncated to n - 1 bytes; QKVFUSE_ERROR_NULL_POINTER (buf NULL or n 0,
  *  plan or args NULL); any status qkvfuse_run returns for these args.

@@ -9,8 +9,10 @@
 #include <string.h>
 
 #include "case.h"
+#include "fp.h"
 #include "harness.h"
 #include "qkvfuse_experimental.h"
+#include "tview.h"
 
 static int failed, checks;
 #define CHECK(cond, ...)                 \
@@ -305,6 +307,44 @@ static qkvfuse_status explain_case(const char *vs, qkvfuse_backend be, int64_t D
   return st;
 }
 
+/* explain on the CPU backend with 2 threads, for a paged-cache case of T
+ * tokens, slot_mapping strided or not, token `bad`'s slot out of the cache
+ * (bad < 0: none): the text into out[n]; the status (the run's, compared). */
+static qkvfuse_status explain_slots(int64_t T, int strided, int64_t bad, char *out, size_t n) {
+  tk_spec s;
+  tk_spec_default(&s);
+  s.Nq = 4, s.Nkv = 2, s.D = 64, s.R = 64, s.T = T;
+  s.rope_source = QKVFUSE_ROPE_COS_SIN_CACHE, s.rope_style = QKVFUSE_ROPE_NEOX;
+  s.layout = QKVFUSE_CACHE_PAGED, s.block_size = 16, s.blocks = T / 16 + 2, s.skip_prob = 0;
+  if (strided) s.strided = (uint64_t)1 << TK_SLOT_MAPPING;
+  tk_spec_fixup(&s);
+  tk_case c;
+  tk_case_build(&c, &s, 9);
+  const tk_view *w = &c.view[TK_SLOT_MAPPING];
+  const size_t es = tk_size(w->t.dtype);
+  qkvfuse_tensor sm = w->t;
+  sm.data = c.buf[w->buf].init + w->off * (int64_t)es;
+  if (bad >= 0) tk_encode(w->t.dtype, (char *)sm.data + tk_elem_offset(&sm, bad) * (int64_t)es, (double)(s.blocks * 16));
+  qkvfuse_tensor tens[TK_NSLOT];
+  qkvfuse_args a;
+  tk_case_args(&c, TK_AT_INIT, tens, &a);
+  qkvfuse_desc d = c.desc;
+  d.backend = QKVFUSE_BACKEND_CPU, d.num_threads = 2;
+  qkvfuse_plan *p = NULL;
+  qkvfuse_status st = qkvfuse_plan_create(&d, &p);
+  if (st == QKVFUSE_SUCCESS) st = qkvfuse_experimental_explain(p, &a, out, n);
+  if (p && bad >= 0) { /* the same status and message as a run */
+    char msg[512];
+    snprintf(msg, sizeof msg, "%s", qkvfuse_last_error());
+    const qkvfuse_status run = qkvfuse_run(p, &a, NULL);
+    CHECK(run == st && !strcmp(msg, qkvfuse_last_error()), "explain of a bad slot: %s (%s), run: %s (%s)",
+          qkvfuse_status_string(st), msg, qkvfuse_status_string(run), qkvfuse_last_error());
+  }
+  qkvfuse_plan_destroy(p);
+  tk_case_free(&c);
+  return st;
+}
+
 static void explain(void) {
   char text[256];
   CHECK(explain_case(NULL, QKVFUSE_BACKEND_REFERENCE, 64, 64, 0, text, sizeof text) == QKVFUSE_SUCCESS &&
@@ -354,6 +394,20 @@ static void explain(void) {
   CHECK(explain_case("cpu.isa=avx2", QKVFUSE_BACKEND_CPU, 68, 64, 0, text, sizeof text) == QKVFUSE_SUCCESS &&
             strstr(text, "(not the direct path: head_dim or head_dim - rotary_dim is not a multiple"),
         "explain on cpu-avx2, D = 68, R = 64: \"%s\"", text);
+  /* a paged cache on 2 threads: k/v by cache-slot owner; a strided slot_mapping is gathered and checked */
+  for (int strided = 0; strided < 2; strided++) {
+    CHECK(explain_slots(256, strided, -1, text, sizeof text) == QKVFUSE_SUCCESS &&
+              strstr(text, ", 2 threads, k/v heads by cache-slot owner"),
+          "explain with a paged cache, %s slot_mapping: \"%s\" (%s)", strided ? "strided" : "contiguous", text,
+          qkvfuse_last_error());
+    CHECK(explain_slots(256, strided, 100, text, sizeof text) == QKVFUSE_ERROR_OUT_OF_RANGE &&
+              strstr(qkvfuse_last_error(), "slot_mapping[100]") && !text[0],
+          "explain with %s slot_mapping[100] outside the cache: %s, text \"%s\"", strided ? "strided" : "contiguous",
+          qkvfuse_last_error(), text);
+  }
+  CHECK(explain_slots(40, 0, -1, text, sizeof text) == QKVFUSE_SUCCESS && strstr(text, ", 1 thread") &&
+            !strstr(text, "owner"),
+        "explain with a paged cache on one thread: \"%s\"", text);
 }
 
 int main(void) {

@@ -209,15 +209,31 @@ qkvfuse_status qkvfuse_run(const qkvfuse_plan *plan, const qkvfuse_args *args, v
   return qf_plan_run(plan, args, NULL, stream);
 }
 
+/* The text of a resolved call. */
+static void explain_text(const qkvfuse_plan *plan, const qf_problem *p, char *buf, size_t n) {
+  if (plan->explain)
+    plan->explain(plan, p, buf, n);
+  else
+    snprintf(buf, n, "%s", plan->backend_name);
+}
+
+/* explain for a CPU call with strided vectors: gathered and checked as the
+ * run does (run_gathered), since the text may depend on their values. */
+static __attribute__((noinline)) qkvfuse_status explain_gathered(const qkvfuse_plan *plan, qf_problem *p, char *buf,
+                                                                 size_t n) {
+  qf_gather_buf gb;
+  QF_FORWARD(qf_resolve_gather(p, &gb));
+  explain_text(plan, p, buf, n);
+  return QKVFUSE_SUCCESS;
+}
+
 qkvfuse_status qkvfuse_experimental_explain(const qkvfuse_plan *plan, const qkvfuse_args *args, char *buf, size_t n) {
   qf_clear_error();
   QF_CHECK(buf != NULL && n > 0, QKVFUSE_ERROR_NULL_POINTER, "buf: NULL or of size 0");
   buf[0] = '\0';
   qf_problem p;
   QF_FORWARD(qf_resolve_call(plan, args, NULL, &p));
-  if (plan->explain)
-    plan->explain(plan, &p, buf, n);
-  else
-    snprintf(buf, n, "%s", plan->backend_name);
+  if (p.ngather) return explain_gathered(plan, &p, buf, n);
+  explain_text(plan, &p, buf, n);
   return QKVFUSE_SUCCESS;
 }

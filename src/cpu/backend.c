@@ -82,6 +82,13 @@ static int slot_owner(const qf_problem *p, int64_t block, int64_t row, int n) {
   return (int)(key % (uint64_t)n);
 }
 
+/* Whether a call on n threads gives its k and v heads to slot owners (the
+ * file's comment): a cache where two tokens may share a slot (the
+ * contiguous layout cannot have duplicate destinations). */
+static int by_slot_owner(const qf_problem *p, int64_t n) {
+  return n > 1 && p->k_cache.data && p->desc->cache_layout != QKVFUSE_CACHE_CONTIGUOUS;
+}
+
 /* Claim the next token run: [*c0, *c1), empty at the end. */
 static void claim(cpu_job *j, int64_t *c0, int64_t *c1) {
   const int64_t T = j->call.p->T;
@@ -162,8 +169,7 @@ static qkvfuse_status cpu_run(const qkvfuse_plan *plan, const qf_problem *p, voi
   j.k = qf_cpu_kernels_for((qf_cpu_isa)plan->isa);
   qf_cpu_call_init(&j.call, p);
   const int64_t n = call_threads(plan, p);
-  /* the contiguous layout cannot have duplicate destinations: no slot owners */
-  j.by_slot = p->k_cache.data && p->desc->cache_layout != QKVFUSE_CACHE_CONTIGUOUS;
+  j.by_slot = by_slot_owner(p, n);
   j.run = p->T / (4 * n);
   if (j.run > QF_CPU_RUN_TOKENS) j.run = QF_CPU_RUN_TOKENS;
   if (j.run < 1) j.run = 1;
@@ -175,11 +181,13 @@ static qkvfuse_status cpu_run(const qkvfuse_plan *plan, const qf_problem *p, voi
 static void cpu_explain(const qkvfuse_plan *plan, const qf_problem *p, char *buf, size_t n) {
   const char *why = qf_cpu_direct_refusal(p, qf_cpu_kernels_for((qf_cpu_isa)plan->isa)->lanes);
   const long long threads = (long long)call_threads(plan, p);
+  const char *owners = by_slot_owner(p, threads) ? ", k/v heads by cache-slot owner" : "";
   if (why)
-    snprintf(buf, n, "%s: buffered path (not the direct path: %s), %lld thread%s", plan->backend_name, why, threads,
-             threads == 1 ? "" : "s");
+    snprintf(buf, n, "%s: buffered path (not the direct path: %s), %lld thread%s%s", plan->backend_name, why, threads,
+             threads == 1 ? "" : "s", owners);
   else
-    snprintf(buf, n, "%s: direct path, %lld thread%s", plan->backend_name, threads, threads == 1 ? "" : "s");
+    snprintf(buf, n, "%s: direct path, %lld thread%s%s", plan->backend_name, threads, threads == 1 ? "" : "s",
+             owners);
 }
 
 static int default_threads(void) {

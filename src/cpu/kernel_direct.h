@@ -309,7 +309,7 @@ static void v_heads_direct(const qf_cpu_call *c, int64_t t, int64_t ahead, int h
     if (dst && !copy_out) store_row(dst + (size_t)(h * D) * c->es_v_out, p->v_out.dtype, x, D);
     if (!have_dest) continue;
     if (copy_cache)
-      copy_row(elem_ptr(p->v_cache.data, head_offset(&p->v_cache, block, row, h, D), c->es_v_cache), src, dt, D);
+      copy_row(elem_ptr(p->v_cache.data, head_chunk_offset(&p->v_cache, block, row, h), c->es_v_cache), src, dt, D);
     else
       cache_head(p, &p->v_cache, c->es_v_cache, p->desc->v_quant, &p->v_scale, &p->v_offset, p->v_scale_group, h, x,
                  block, row);

@@ -122,13 +122,12 @@ static void cos_sin(const qf_problem *p, int64_t t, float *cos_r, float *sin_r) 
 
 /* ---- the fused chain -------------------------------------------------------------- */
 
-/* Element offset of kv head kh's first element in the cache row at (block,
- * row). A head of one whole chunk (every layout but nz, or nz with D = c) is
- * chunk kh: no division, which at decode sizes would cost more than the
- * head's arithmetic. */
-static inline int64_t head_offset(const qf_cache *cache, int64_t block, int64_t row, int64_t kh, int64_t D) {
-  if (cache->chunk == D) return block * cache->s_block + row * cache->s_row + kh * cache->s_chunk;
-  return qf_cache_offset(cache, block, row, kh * D);
+/* Element offset of kv head kh in the cache row at (block, row), where a
+ * head is one whole chunk (chunk = D: every layout but nz, or nz with D = c)
+ * and so chunk kh: qf_cache_offset without its division, which at decode
+ * sizes would cost more than the head's arithmetic. */
+static inline int64_t head_chunk_offset(const qf_cache *cache, int64_t block, int64_t row, int64_t kh) {
+  return block * cache->s_block + row * cache->s_row + kh * cache->s_chunk;
 }
 
 /* k or v head kh (D values) into its cache row at (block, row). */
@@ -137,7 +136,7 @@ static void cache_head(const qf_problem *p, const qf_cache *cache, size_t es, qk
                        int64_t block, int64_t row) {
   const int64_t D = p->D, j0 = kh * D;
   if (cache->chunk == D) {
-    quant_row(elem_ptr(cache->data, head_offset(cache, block, row, kh, D), es), cache->dtype, mode, scale, offset,
+    quant_row(elem_ptr(cache->data, head_chunk_offset(cache, block, row, kh), es), cache->dtype, mode, scale, offset,
               group, j0, o, D);
     return;
   }
@@ -155,7 +154,7 @@ QF_PREFETCH_FN prefetch_cache_head(const qf_problem *p, const qf_cache *cache, s
                                 int64_t row) {
   const int64_t D = p->D, j0 = kh * D;
   if (cache->chunk == D) {
-    prefetch_write(elem_ptr(cache->data, head_offset(cache, block, row, kh, D), es), D * (int64_t)es);
+    prefetch_write(elem_ptr(cache->data, head_chunk_offset(cache, block, row, kh), es), D * (int64_t)es);
     return;
   }
   for (int64_t d = 0; d < D;) {

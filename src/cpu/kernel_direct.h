@@ -279,40 +279,51 @@ static void token_direct(const qf_cpu_call *c, int64_t t, const float *cos_r, co
 }
 
 /* The v heads of token t on the direct path: a same-dtype v_out or float
- * cache row is a copy (copy_row); otherwise the head is converted (int32:
- * dequantized, as on the buffered path) once. */
+ * cache row is a copy (copy_row); otherwise the heads are converted (int32:
+ * dequantized, as on the buffered path) once. Heads whose cache rows follow
+ * one another (one chunk each, D elements apart: paged, contiguous) go in
+ * runs of up to HEAD_MAX elements, one conversion and one store per run: a
+ * call per head would cost about as much as the head's arithmetic. */
 static void v_heads_direct(const qf_cpu_call *c, int64_t t, int64_t ahead, int have_dest, int64_t block, int64_t row) {
   const qf_problem *p = c->p;
+  const qf_cache *vc = &p->v_cache;
   const int64_t D = p->D, W = p->Nkv * D;
   const qkvfuse_dtype dt = p->in[0].dtype;
   const char *in = input_at(p, t, (p->Nq + p->Nkv) * D, c->es_in);
   char *dst = p->v_out.data ? row_ptr(&p->v_out, t, c->es_v_out) : NULL;
   const int copy_out = dst && p->v_out.dtype == dt;
-  const int copy_cache = p->desc->v_quant == QKVFUSE_QUANT_NONE && p->v_cache.dtype == dt && p->v_cache.chunk == D;
+  const int copy_cache = p->desc->v_quant == QKVFUSE_QUANT_NONE && vc->dtype == dt && vc->chunk == D;
   int64_t nb = 0, nr = 0;
   const int next_dest = dest_ahead(p, ahead, &nb, &nr);
   prefetch_input(p, c->es_in, ahead, (p->Nq + p->Nkv) * D, W);
   prefetch_ahead(&p->v_out, c->es_v_out, ahead, 0, W, 1);
   if (copy_out) copy_row(dst, in, dt, W);
   if (!(dst && !copy_out) && !have_dest) return;
+  const int convert = (dst && !copy_out) || (have_dest && !copy_cache);
+  const int adjacent = !have_dest || (vc->chunk == D && vc->s_chunk == D * vc->s_elem);
+  const int64_t step = adjacent ? HEAD_MAX / D : 1; /* heads per run */
   float x[HEAD_MAX];
-  for (int64_t h = 0; h < p->Nkv; h++) {
+  for (int64_t h = 0; h < p->Nkv; h += step) {
+    const int64_t n = (p->Nkv - h < step ? p->Nkv - h : step) * D;
     const char *src = in + (size_t)(h * D) * c->es_in;
-    if (next_dest) prefetch_cache_head(p, &p->v_cache, c->es_v_cache, h, nb, nr);
-    const int convert = (dst && !copy_out) || (have_dest && !copy_cache);
+    if (next_dest)
+      for (int64_t g = h; g < h + n / D; g++) prefetch_cache_head(p, vc, c->es_v_cache, g, nb, nr);
     if (convert && c->int_input) {
-      input_cols(p, t, (p->Nq + p->Nkv + h) * D, D, x);
-      if (c->parity) round_row(x, D, p->io_dtype);
+      input_cols(p, t, (p->Nq + p->Nkv + h) * D, n, x);
+      if (c->parity) round_row(x, n, p->io_dtype);
     } else if (convert) {
-      load_row(src, dt, x, D);
+      load_row(src, dt, x, n);
     }
-    if (dst && !copy_out) store_row(dst + (size_t)(h * D) * c->es_v_out, p->v_out.dtype, x, D);
+    if (dst && !copy_out) store_row(dst + (size_t)(h * D) * c->es_v_out, p->v_out.dtype, x, n);
     if (!have_dest) continue;
     if (copy_cache)
-      copy_row(elem_ptr(p->v_cache.data, head_chunk_offset(&p->v_cache, block, row, h), c->es_v_cache), src, dt, D);
+      copy_row(elem_ptr(vc->data, head_chunk_offset(vc, block, row, h), c->es_v_cache), src, dt, n);
+    else if (adjacent)
+      quant_row(elem_ptr(vc->data, head_chunk_offset(vc, block, row, h), c->es_v_cache), vc->dtype, p->desc->v_quant,
+                &p->v_scale, &p->v_offset, p->v_scale_group, h * D, x, n);
     else
-      cache_head(p, &p->v_cache, c->es_v_cache, p->desc->v_quant, &p->v_scale, &p->v_offset, p->v_scale_group, h, x,
-                 block, row);
+      cache_head(p, vc, c->es_v_cache, p->desc->v_quant, &p->v_scale, &p->v_offset, p->v_scale_group, h, x, block,
+                 row);
   }
 }
 #endif /* QV_W > 1 */

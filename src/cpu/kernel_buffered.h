@@ -47,7 +47,7 @@ static void rotated_heads(const qf_cpu_call *c, int64_t t, int64_t ahead, int64_
       /* parity: RoPE's result is a tensor of the I/O dtype that k_out and the quantizer read */
       if (c->parity) round_row(o, D, p->io_dtype);
       const int64_t h = h0 + g;
-      if (out->data) out_head(p, is_k, row_ptr(out, t, es_out) + (size_t)(h * D) * es_out, out->dtype, o);
+      if (out->data) out_heads(p, is_k, row_ptr(out, t, es_out) + (size_t)(h * D) * es_out, out->dtype, o, D);
       if (is_k && have_dest)
         cache_head(p, &p->k_cache, c->es_k_cache, dsc->k_quant, &p->k_scale, &p->k_offset, p->k_scale_group, h, o,
                    block, row);

@@ -200,11 +200,14 @@ static __attribute__((noinline)) void head_direct_int(const qf_cpu_call *c, cons
 }
 
 /* The rotated heads of one group: head_direct, then q_out or k_out and the
- * k cache; prefetching each head's row `ahead`. */
+ * k cache; prefetching each head's row `ahead`. Consecutive heads are
+ * stored in runs of up to HEAD_MAX elements (the k cache's where its rows
+ * follow one another, as in v_heads_direct). */
 static void group_heads_direct(const qf_cpu_call *c, const head_group *gr, const dequant_terms *dq, int64_t t,
                                int64_t ahead, int norm, const float *cos_r, const float *sin_r, int have_dest,
                                int64_t block, int64_t row) {
   const qf_problem *p = c->p;
+  const qf_cache *kc = &p->k_cache;
   const int64_t D = p->D;
   const qf_mat *in = &p->in[gr->is_k], *out = gr->is_k ? &p->k_out : &p->q_out;
   const size_t es_out = gr->is_k ? c->es_k_out : c->es_q_out;
@@ -214,22 +217,33 @@ static void group_heads_direct(const qf_cpu_call *c, const head_group *gr, const
   /* in place (the output's rows are the input's): one prefetch for writing
    * brings each line, where a read prefetch first would fetch it twice */
   const int in_place = out->data == in->data && out->ld == in->ld && out->dtype == in->dtype;
+  const int to_cache = gr->is_k && have_dest;
+  const int adjacent = !to_cache || (kc->chunk == D && kc->s_chunk == D * kc->s_elem);
+  const int64_t step = adjacent ? HEAD_MAX / D : 1; /* heads per run */
   float o[HEAD_MAX];
-  for (int g = 0; g < gr->n; g++) {
-    const int64_t h = gr->h0 + g;
-    if (!in_place) prefetch_ahead(in, c->es_in, ahead, h * D, D, 0);
-    prefetch_ahead(out, es_out, ahead, h * D, D, 1);
-    if (next_dest) prefetch_cache_head(p, &p->k_cache, c->es_k_cache, h, nb, nr);
-    const float *gamma = gr->is_k ? c->k_gamma : c->q_gamma, *beta = gr->is_k ? c->k_beta : c->q_beta;
-    const float inv = norm ? gr->inv[g] : 0.0f;
-    if (c->int_input)
-      head_direct_int(c, gr->src[g], dq, gr->col[g], norm, inv, gamma, beta, cos_r, sin_r, o);
-    else
-      head_direct(c, gr->src[g], p->in[0].dtype, norm, inv, gamma, beta, cos_r, sin_r, o);
-    if (dst) out_head(p, gr->is_k, dst + (size_t)(h * D) * es_out, out->dtype, o);
-    if (gr->is_k && have_dest)
-      cache_head(p, &p->k_cache, c->es_k_cache, p->desc->k_quant, &p->k_scale, &p->k_offset, p->k_scale_group, h, o,
-                 block, row);
+  for (int g0 = 0; g0 < gr->n; g0 += (int)step) {
+    const int nh = gr->n - g0 < step ? gr->n - g0 : (int)step;
+    for (int g = g0; g < g0 + nh; g++) {
+      const int64_t h = gr->h0 + g;
+      if (!in_place) prefetch_ahead(in, c->es_in, ahead, h * D, D, 0);
+      prefetch_ahead(out, es_out, ahead, h * D, D, 1);
+      if (next_dest) prefetch_cache_head(p, kc, c->es_k_cache, h, nb, nr);
+      const float *gamma = gr->is_k ? c->k_gamma : c->q_gamma, *beta = gr->is_k ? c->k_beta : c->q_beta;
+      const float inv = norm ? gr->inv[g] : 0.0f;
+      float *oh = o + (g - g0) * D;
+      if (c->int_input)
+        head_direct_int(c, gr->src[g], dq, gr->col[g], norm, inv, gamma, beta, cos_r, sin_r, oh);
+      else
+        head_direct(c, gr->src[g], p->in[0].dtype, norm, inv, gamma, beta, cos_r, sin_r, oh);
+    }
+    const int64_t h0 = gr->h0 + g0;
+    if (dst) out_heads(p, gr->is_k, dst + (size_t)(h0 * D) * es_out, out->dtype, o, nh * D);
+    if (to_cache && adjacent)
+      quant_row(elem_ptr(kc->data, head_chunk_offset(kc, block, row, h0), c->es_k_cache), kc->dtype,
+                p->desc->k_quant, &p->k_scale, &p->k_offset, p->k_scale_group, h0 * D, o, nh * D);
+    else if (to_cache)
+      cache_head(p, kc, c->es_k_cache, p->desc->k_quant, &p->k_scale, &p->k_offset, p->k_scale_group, h0, o, block,
+                 row);
   }
 }
 

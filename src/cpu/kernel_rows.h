@@ -199,13 +199,14 @@ static void quant_row(void *dst, qkvfuse_dtype dt, qkvfuse_quant_mode mode, cons
   for (; i < n; i++) qf_stage_quant_store(dst, dt, i, x[i], mode, scale, offset, ch0 + i, group);
 }
 
-/* One head's D values o into its place `dst` in q_out (is_k = 0) or k_out of
- * dtype dt: rounded once to dt, or for q with desc.q_quant fp8(o / q_scale). */
-static void out_head(const qf_problem *p, int is_k, void *dst, qkvfuse_dtype dt, const float *o) {
+/* n values o of whole heads into their place `dst` in q_out (is_k = 0) or
+ * k_out of dtype dt: rounded once to dt, or for q with desc.q_quant
+ * fp8(o / q_scale). */
+static void out_heads(const qf_problem *p, int is_k, void *dst, qkvfuse_dtype dt, const float *o, int64_t n) {
   if (!is_k && p->desc->q_quant != QKVFUSE_QUANT_NONE)
-    quant_row(dst, dt, p->desc->q_quant, &p->q_scale, &p->q_scale, 1, 0, o, p->D);
+    quant_row(dst, dt, p->desc->q_quant, &p->q_scale, &p->q_scale, 1, 0, o, n);
   else
-    store_row(dst, dt, o, p->D);
+    store_row(dst, dt, o, n);
 }
 
 /* ---- stage 1: input -------------------------------------------------------------- */

@@ -324,7 +324,8 @@ static qkvfuse_status explain_slots(int64_t T, int strided, int64_t bad, char *o
   const size_t es = tk_size(w->t.dtype);
   qkvfuse_tensor sm = w->t;
   sm.data = c.buf[w->buf].init + w->off * (int64_t)es;
-  if (bad >= 0) tk_encode(w->t.dtype, (char *)sm.data + tk_elem_offset(&sm, bad) * (int64_t)es, (double)(s.blocks * 16));
+  if (bad >= 0) /* one past the cache's last slot */
+    tk_encode(w->t.dtype, (char *)sm.data + tk_elem_offset(&sm, bad) * (int64_t)es, (double)(s.blocks * s.block_size));
   qkvfuse_tensor tens[TK_NSLOT];
   qkvfuse_args a;
   tk_case_args(&c, TK_AT_INIT, tens, &a);

@@ -266,6 +266,25 @@ static void variants(void) {
         "variants \"\" and cpu.isa=scalar per plan");
 }
 
+/* qkvfuse_experimental_explain of a on a plan of d with variants vs, into
+ * out[n]: the status. With `refused` (naming the case), a run of a must give
+ * the same status and message. */
+static qkvfuse_status explain_plan(const qkvfuse_desc *d, const char *vs, const qkvfuse_args *a, const char *refused,
+                                   char *out, size_t n) {
+  qkvfuse_plan *p = NULL;
+  qkvfuse_status st = qkvfuse_experimental_plan_create(d, vs, &p);
+  if (st == QKVFUSE_SUCCESS) st = qkvfuse_experimental_explain(p, a, out, n);
+  if (refused && p) {
+    char msg[512];
+    snprintf(msg, sizeof msg, "%s", qkvfuse_last_error());
+    const qkvfuse_status run = qkvfuse_run(p, a, NULL);
+    CHECK(run == st && !strcmp(msg, qkvfuse_last_error()), "explain of %s: %s (%s), run: %s (%s)", refused,
+          qkvfuse_status_string(st), msg, qkvfuse_status_string(run), qkvfuse_last_error());
+  }
+  qkvfuse_plan_destroy(p);
+  return st;
+}
+
 /* qkvfuse_experimental_explain on plan variants vs for a case of head_dim D
  * and rotary_dim R (neox): its text into out[n]; the status. */
 static qkvfuse_status explain_case(const char *vs, qkvfuse_backend be, int64_t D, int64_t R, int break_args, char *out,
@@ -292,17 +311,7 @@ static qkvfuse_status explain_case(const char *vs, qkvfuse_backend be, int64_t D
   qkvfuse_desc d = c.desc;
   d.backend = be, d.num_threads = 2;
   if (dev) d.device_type = QKVFUSE_DEVICE_CUDA, d.device_id = dev->id;
-  qkvfuse_plan *p = NULL;
-  qkvfuse_status st = qkvfuse_experimental_plan_create(&d, vs, &p);
-  if (st == QKVFUSE_SUCCESS) st = qkvfuse_experimental_explain(p, &a, out, n);
-  if (break_args && p) { /* the same status and message as a run */
-    char msg[512];
-    snprintf(msg, sizeof msg, "%s", qkvfuse_last_error());
-    const qkvfuse_status run = qkvfuse_run(p, &a, NULL);
-    CHECK(run == st && !strcmp(msg, qkvfuse_last_error()), "explain of a bad call: %s (%s), run: %s (%s)",
-          qkvfuse_status_string(st), msg, qkvfuse_status_string(run), qkvfuse_last_error());
-  }
-  qkvfuse_plan_destroy(p);
+  const qkvfuse_status st = explain_plan(&d, vs, &a, break_args ? "a bad call" : NULL, out, n);
   tk_case_free(&c);
   return st;
 }
@@ -331,17 +340,7 @@ static qkvfuse_status explain_slots(int64_t T, int strided, int64_t bad, char *o
   tk_case_args(&c, TK_AT_INIT, tens, &a);
   qkvfuse_desc d = c.desc;
   d.backend = QKVFUSE_BACKEND_CPU, d.num_threads = 2;
-  qkvfuse_plan *p = NULL;
-  qkvfuse_status st = qkvfuse_plan_create(&d, &p);
-  if (st == QKVFUSE_SUCCESS) st = qkvfuse_experimental_explain(p, &a, out, n);
-  if (p && bad >= 0) { /* the same status and message as a run */
-    char msg[512];
-    snprintf(msg, sizeof msg, "%s", qkvfuse_last_error());
-    const qkvfuse_status run = qkvfuse_run(p, &a, NULL);
-    CHECK(run == st && !strcmp(msg, qkvfuse_last_error()), "explain of a bad slot: %s (%s), run: %s (%s)",
-          qkvfuse_status_string(st), msg, qkvfuse_status_string(run), qkvfuse_last_error());
-  }
-  qkvfuse_plan_destroy(p);
+  const qkvfuse_status st = explain_plan(&d, NULL, &a, bad >= 0 ? "a bad slot" : NULL, out, n);
   tk_case_free(&c);
   return st;
 }

@@ -5,7 +5,8 @@
  * static kernels and the table QF_CPU_KERNELS_TABLE (cpu.h).
  *
  * Shape of the work: one token at a time (the driver, backend.c, hands
- * tokens to threads), one head at a time, each head's D values in vectors of
+ * tokens to threads), one head at a time (stored in runs of consecutive
+ * heads on the direct path), each head's D values in vectors of
  * QV_W lanes. Every loop over elements is a vector body followed by a scalar
  * tail that calls the reference's own element functions (core/dtype.h,
  * reference/stages.h); QV_W == 1 (the scalar ISA) is all tail. The vector

@@ -106,10 +106,10 @@ static void rms_inv_groups(head_group *const *gs, int ng, qkvfuse_dtype dt, int6
 
 /* One q or k head from the input (dtype dt; int32 dequantized with dq, the
  * head's first column col) into o[D]: norm (norm != 0), parity rounding,
- * RoPE, parity rounding, in registers. o is then stored by
- * whole rows (store_row, cache_head), in order. Always inlined into
- * head_direct (and head_direct_int), which calls it with constant dt / norm / beta / parity for the
- * common cases, so that the compiler drops those tests from the loops. */
+ * RoPE, parity rounding, in registers; the caller stores o with its run of
+ * heads. Always inlined into head_direct and heads_direct_int, which call
+ * it with constant dt / norm / beta / parity for the common cases, so that
+ * the compiler drops those tests from the loops. */
 static inline __attribute__((always_inline)) void head_direct_as(const qf_cpu_call *c, const void *src,
                                                                  qkvfuse_dtype dt, const dequant_terms *dq,
                                                                  int64_t col, int norm, int parity, float inv,
@@ -184,19 +184,47 @@ static void head_direct(const qf_cpu_call *c, const void *src, qkvfuse_dtype dt,
   head_direct_as(c, src, dt, NULL, 0, norm, c->parity, inv, g, b, cos_r, sin_r, o);
 }
 
-/* head_direct for int32 input, dequantized with dq (head's first column
- * col); out of line, so that the float path carries no dequantization. */
-static __attribute__((noinline)) void head_direct_int(const qf_cpu_call *c, const void *src, const dequant_terms *dq,
-                                                      int64_t col, int norm, float inv, const float *g,
-                                                      const float *b, const float *cos_r, const float *sin_r,
-                                                      float *o) {
+/* What a group's heads prefetch of token `ahead`, head by head: the input
+ * row (in NULL: in place), the output row and, for k heads with a
+ * destination (next_dest at nb, nr), the k cache row. */
+typedef struct head_prefetch {
+  const qf_mat *in, *out;
+  size_t es_in, es_out, es_cache;
+  int64_t ahead, nb, nr;
+  int next_dest;
+} head_prefetch;
+
+/* Head h's prefetch: one head at a time, spread through the work, since a
+ * burst per run or per token leaves the arithmetic waiting. */
+static inline __attribute__((always_inline)) void prefetch_head(const qf_problem *p, const head_prefetch *pf,
+                                                                int64_t h) {
+  const int64_t D = p->D;
+  if (pf->in) prefetch_ahead(pf->in, pf->es_in, pf->ahead, h * D, D, 0);
+  prefetch_ahead(pf->out, pf->es_out, pf->ahead, h * D, D, 1);
+  if (pf->next_dest) prefetch_cache_head(p, &p->k_cache, pf->es_cache, h, pf->nb, pf->nr);
+}
+
+/* Heads g0 .. g0 + nh - 1 of group gr for int32 input, dequantized with dq,
+ * head g into o + (g - g0) * D after its prefetch: out of line, so that the
+ * float path carries no dequantization, and one call per run, since a call
+ * per head costs a third of a head's arithmetic. */
+static __attribute__((noinline)) void heads_direct_int(const qf_cpu_call *c, const head_group *gr, int g0, int nh,
+                                                       const dequant_terms *dq, int norm, const float *gamma,
+                                                       const float *beta, const float *cos_r, const float *sin_r,
+                                                       const head_prefetch *pf, float *o) {
   const qkvfuse_dtype i32 = QKVFUSE_DTYPE_INT32;
-  if (!b && !c->parity && norm)
-    head_direct_as(c, src, i32, dq, col, 1, 0, inv, g, NULL, cos_r, sin_r, o);
-  else if (!b && !c->parity)
-    head_direct_as(c, src, i32, dq, col, 0, 0, inv, g, NULL, cos_r, sin_r, o);
-  else
-    head_direct_as(c, src, i32, dq, col, norm, c->parity, inv, g, b, cos_r, sin_r, o);
+  const int64_t D = c->p->D;
+  for (int g = g0; g < g0 + nh; g++) {
+    prefetch_head(c->p, pf, gr->h0 + g);
+    const float inv = norm ? gr->inv[g] : 0.0f;
+    float *oh = o + (g - g0) * D;
+    if (!beta && !c->parity && norm)
+      head_direct_as(c, gr->src[g], i32, dq, gr->col[g], 1, 0, inv, gamma, NULL, cos_r, sin_r, oh);
+    else if (!beta && !c->parity)
+      head_direct_as(c, gr->src[g], i32, dq, gr->col[g], 0, 0, inv, gamma, NULL, cos_r, sin_r, oh);
+    else
+      head_direct_as(c, gr->src[g], i32, dq, gr->col[g], norm, c->parity, inv, gamma, beta, cos_r, sin_r, oh);
+  }
 }
 
 /* The rotated heads of one group: head_direct, then q_out or k_out and the
@@ -217,25 +245,22 @@ static void group_heads_direct(const qf_cpu_call *c, const head_group *gr, const
   /* in place (the output's rows are the input's): one prefetch for writing
    * brings each line, where a read prefetch first would fetch it twice */
   const int in_place = out->data == in->data && out->ld == in->ld && out->dtype == in->dtype;
+  const head_prefetch pf = {in_place ? NULL : in, out, c->es_in, es_out, c->es_k_cache, ahead, nb, nr, next_dest};
+  const float *gamma = gr->is_k ? c->k_gamma : c->q_gamma, *beta = gr->is_k ? c->k_beta : c->q_beta;
   const int to_cache = gr->is_k && have_dest;
   const int adjacent = !to_cache || (kc->chunk == D && kc->s_chunk == D * kc->s_elem);
   const int64_t step = adjacent ? HEAD_MAX / D : 1; /* heads per run */
   float o[HEAD_MAX];
   for (int g0 = 0; g0 < gr->n; g0 += (int)step) {
     const int nh = gr->n - g0 < step ? gr->n - g0 : (int)step;
-    for (int g = g0; g < g0 + nh; g++) {
-      const int64_t h = gr->h0 + g;
-      if (!in_place) prefetch_ahead(in, c->es_in, ahead, h * D, D, 0);
-      prefetch_ahead(out, es_out, ahead, h * D, D, 1);
-      if (next_dest) prefetch_cache_head(p, kc, c->es_k_cache, h, nb, nr);
-      const float *gamma = gr->is_k ? c->k_gamma : c->q_gamma, *beta = gr->is_k ? c->k_beta : c->q_beta;
-      const float inv = norm ? gr->inv[g] : 0.0f;
-      float *oh = o + (g - g0) * D;
-      if (c->int_input)
-        head_direct_int(c, gr->src[g], dq, gr->col[g], norm, inv, gamma, beta, cos_r, sin_r, oh);
-      else
-        head_direct(c, gr->src[g], p->in[0].dtype, norm, inv, gamma, beta, cos_r, sin_r, oh);
-    }
+    if (c->int_input)
+      heads_direct_int(c, gr, g0, nh, dq, norm, gamma, beta, cos_r, sin_r, &pf, o);
+    else
+      for (int g = g0; g < g0 + nh; g++) {
+        prefetch_head(p, &pf, gr->h0 + g);
+        head_direct(c, gr->src[g], p->in[0].dtype, norm, norm ? gr->inv[g] : 0.0f, gamma, beta, cos_r, sin_r,
+                    o + (g - g0) * D);
+      }
     const int64_t h0 = gr->h0 + g0;
     if (dst) out_heads(p, gr->is_k, dst + (size_t)(h0 * D) * es_out, out->dtype, o, nh * D);
     if (to_cache && adjacent)

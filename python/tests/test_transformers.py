@@ -13,7 +13,7 @@ weights, run patched and unpatched:
   near tie: top two logits within twice the spread), and so is
   generate()'s output in float32;
 - unpatch restores the original functions exactly (bit-identical logits);
-- a patched model runs under torch.compile with the operator in its graph
+- a patched model runs under torch.compile with the operator in its graph, in one graph
   (and under aot_eager, whose tracing runs the operators' fake kernels).
 - a config the operator cannot take (head_dim below 16, a q/k norm eps
   that is not a positive float32 or differs between q and k) leaves the
@@ -229,8 +229,12 @@ def test_patched_model_compiles(fuse):
             def backend(gm, example_inputs):  # the traced graphs hold the qkvfuse operator
                 seen.extend(str(n.target) for n in gm.graph.nodes if n.op == "call_function" and "qkvfuse" in str(n.target))
                 return gm.forward
+            counters = torch._dynamo.utils.counters
+            counters.clear()
             out = torch.compile(m, backend=backend)(ids).logits
             assert len(seen) == COMMON["num_hidden_layers"], seen
+            if not fuse:  # one graph, as unpatched (the fused projections' weight check still breaks it)
+                assert not counters["graph_break"], dict(counters["graph_break"])
             torch._dynamo.reset()
             out2 = torch.compile(m, backend="aot_eager")(ids).logits
         finally:

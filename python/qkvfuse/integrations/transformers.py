@@ -189,19 +189,24 @@ def _packed_weights(layer):
     return packed if packed is not None else _fuse_weights(layer)
 
 
-def _projection_of(layer, index):
-    """q_proj (index 0), k_proj, v_proj as column ranges of one product."""
+def _projection_of(layer, index, box):
+    """q_proj (index 0), k_proj, v_proj as column ranges of one product,
+    which box[0] (shared by the three) holds with its input from q_proj's
+    call to v_proj's: a plain list, so that torch.compile traces it where a
+    module's __dict__ would break its graph."""
     own = getattr(layer, _PROJECTIONS[index])
 
     def forward(x):
         if torch.is_grad_enabled() and own.weight.requires_grad:
             return torch.nn.functional.linear(x, own.weight, own.bias)
-        stash = layer.__dict__.get("_qkvfuse_stash")
+        stash = box[0]
         if stash is None or stash[0] is not x or index == 0:
             weight, bias = _packed_weights(layer)
             widths = [getattr(layer, n).out_features for n in _PROJECTIONS]
             stash = (x, torch.nn.functional.linear(x, weight, bias).split(widths, dim=-1))
-            layer.__dict__["_qkvfuse_stash"] = stash
+            box[0] = stash
+        if index == len(_PROJECTIONS) - 1:
+            box[0] = None  # the last of the three: nothing kept past this forward
         return stash[1][index]
     return forward
 
@@ -216,7 +221,6 @@ def _forward_of(layer):
             return own(layer, *args, **kwargs)
         finally:
             _active.layer = outer
-            layer.__dict__.pop("_qkvfuse_stash", None)  # the input and product of this forward
     return forward
 
 
@@ -353,8 +357,9 @@ def _patch_projections(name, layer, warn):
                           stacklevel=3)
         return
     _fuse_weights(layer)
+    box = [None]
     for i, n in enumerate(_PROJECTIONS):
-        getattr(layer, n).forward = _projection_of(layer, i)
+        getattr(layer, n).forward = _projection_of(layer, i, box)
 
 
 def unpatch(model) -> list:

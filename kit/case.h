@@ -164,6 +164,9 @@ int tk_case_build(tk_case *c, const tk_spec *sp, uint64_t seed);
  * bytes (a benchmark's rotated instances: the same tensors at other indices).
  * -1 (nothing changed) for the contiguous layout and page tables. */
 int tk_case_redraw_indices(tk_case *c, tk_rng *r);
+/* Set element `flat` (row-major) of slot's view in the initial bytes to v,
+ * rounded to its dtype: a test's edit of a built case, uploaded with it. */
+void tk_case_poke(tk_case *c, int slot, int64_t flat, double v);
 /* Allocate the device copies and upload the initial bytes (again, if called
  * twice: a case can be re-run from its initial state). A buffer whose .dev is
  * already set (memory its caller owns: set it back to NULL before

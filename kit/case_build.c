@@ -426,6 +426,11 @@ static void fill_slots(tk_case *c, tk_rng *r) {
   free(perm);
 }
 
+void tk_case_poke(tk_case *c, int slot, int64_t flat, double v) {
+  const tk_view *w = &c->view[slot];
+  tk_encode(w->t.dtype, c->buf[w->buf].init + (w->off + tk_elem_offset(&w->t, flat)) * (int64_t)tk_size(w->t.dtype), v);
+}
+
 int tk_case_redraw_indices(tk_case *c, tk_rng *r) {
   const tk_spec *s = &c->sp;
   if (s->layout == QKVFUSE_CACHE_CONTIGUOUS || s->addressing == QKVFUSE_ADDRESS_PAGE_TABLE) return -1;

@@ -9,10 +9,8 @@
 #include <string.h>
 
 #include "case.h"
-#include "fp.h"
 #include "harness.h"
 #include "qkvfuse_experimental.h"
-#include "tview.h"
 
 static int failed, checks;
 #define CHECK(cond, ...)                 \
@@ -329,12 +327,7 @@ static qkvfuse_status explain_slots(int64_t T, int strided, int64_t bad, char *o
   tk_spec_fixup(&s);
   tk_case c;
   tk_case_build(&c, &s, 9);
-  const tk_view *w = &c.view[TK_SLOT_MAPPING];
-  const size_t es = tk_size(w->t.dtype);
-  qkvfuse_tensor sm = w->t;
-  sm.data = c.buf[w->buf].init + w->off * (int64_t)es;
-  if (bad >= 0) /* one past the cache's last slot */
-    tk_encode(w->t.dtype, (char *)sm.data + tk_elem_offset(&sm, bad) * (int64_t)es, (double)(s.blocks * s.block_size));
+  if (bad >= 0) tk_case_poke(&c, TK_SLOT_MAPPING, bad, (double)(s.blocks * s.block_size)); /* one past the last slot */
   qkvfuse_tensor tens[TK_NSLOT];
   qkvfuse_args a;
   tk_case_args(&c, TK_AT_INIT, tens, &a);

@@ -36,11 +36,6 @@ typedef struct bad_data {
 
 static int failed, ran;
 
-static void poke(tk_case *c, int slot, int64_t flat, double v) {
-  tk_view *w = &c->view[slot];
-  tk_encode(w->t.dtype, c->buf[w->buf].init + (w->off + tk_elem_offset(&w->t, flat)) * (int64_t)tk_size(w->t.dtype), v);
-}
-
 static void one(const bad_data *b, const tk_device *dev) {
   tk_spec s;
   tk_base_spec(b->base, &s);
@@ -66,10 +61,10 @@ static void one(const bad_data *b, const tk_device *dev) {
       const int64_t entry = b->slot == TK_KV_INDPTR ? seq
                             : b->slot == TK_KV_INDICES ? tk_get_int(ha.kv_indptr, seq) + pos / s.block_size
                                                        : t;
-      poke(&c, b->slot, entry, b->val[i]);
+      tk_case_poke(&c, b->slot, entry, b->val[i]);
       continue;
     }
-    poke(&c, b->slot, b->at[i], b->val[i]);
+    tk_case_poke(&c, b->slot, b->at[i], b->val[i]);
     if (b->kv == 4) { /* q_scale: every q head, of every token */
       for (int64_t h = 0; h < s.Nq; h++) head_skip[h] = 1;
     } else if (b->kv == 3) { /* a weight_scale channel: its head, of every token, in the outputs and the cache */

@@ -50,8 +50,7 @@ static qkvfuse_tensor *T_(mctx *m, int slot) { return &m->tens[slot]; }
 
 /* Change element `flat` of input slot's data (in the initial bytes; re-uploaded). */
 static void poke(mctx *m, int slot, int64_t flat, double v) {
-  tk_view *w = &m->c->view[slot];
-  tk_encode(w->t.dtype, m->c->buf[w->buf].init + (w->off + tk_elem_offset(&w->t, flat)) * (int64_t)tk_size(w->t.dtype), v);
+  tk_case_poke(m->c, slot, flat, v);
   m->reupload = 1;
 }
 

@@ -74,11 +74,6 @@ static const layout_case CASES[] = {
     {"page table: nz int8 (c=32)", QKVFUSE_CACHE_NZ, 1, 1, NZ32_RUNS},
 };
 
-static void poke(tk_case *c, int slot, int64_t flat, double v) {
-  tk_view *w = &c->view[slot];
-  tk_encode(w->t.dtype, c->buf[w->buf].init + (w->off + tk_elem_offset(&w->t, flat)) * (int64_t)tk_size(w->t.dtype), v);
-}
-
 static int check_layout(const layout_case *L, qkvfuse_backend be, int64_t *bytes_checked) {
   tk_spec s;
   tk_spec_default(&s);
@@ -106,9 +101,9 @@ static int check_layout(const layout_case *L, qkvfuse_backend be, int64_t *bytes
   tk_rng r;
   tk_rng_seed(&r, 5);
   if (L->int8) {
-    for (int64_t i = 0; i < s.T * H; i++) poke(&c, TK_QKV, i, (double)(tk_rng_range(&r, 1, 100) * (tk_rng_chance(&r, 0.5) ? 1 : -1)));
-    poke(&c, TK_K_SCALE, 0, 1.0);
-    poke(&c, TK_V_SCALE, 0, 1.0);
+    for (int64_t i = 0; i < s.T * H; i++) tk_case_poke(&c, TK_QKV, i, (double)(tk_rng_range(&r, 1, 100) * (tk_rng_chance(&r, 0.5) ? 1 : -1)));
+    tk_case_poke(&c, TK_K_SCALE, 0, 1.0);
+    tk_case_poke(&c, TK_V_SCALE, 0, 1.0);
   }
   static const double paged_slots[] = {6, -1, 9}, contig_idx[] = {3, -1, 5};
   static const double indptr[] = {1, 2, 4}, indices[] = {7, 2, 0, 1, 9, 9}, batch[] = {1, -1, 0}, pos[] = {6, 999, 1};
@@ -118,15 +113,15 @@ static int check_layout(const layout_case *L, qkvfuse_backend be, int64_t *bytes
       tk_case_free(&c);
       return 1;
     }
-    for (int i = 0; i < 6; i++) poke(&c, TK_KV_INDICES, i, indices[i]);
+    for (int i = 0; i < 6; i++) tk_case_poke(&c, TK_KV_INDICES, i, indices[i]);
     for (int i = 0; i < 3; i++) {
-      poke(&c, TK_KV_INDPTR, i, indptr[i]);
-      poke(&c, TK_BATCH_INDICES, i, batch[i]);
-      poke(&c, TK_KV_POSITIONS, i, pos[i]);
+      tk_case_poke(&c, TK_KV_INDPTR, i, indptr[i]);
+      tk_case_poke(&c, TK_BATCH_INDICES, i, batch[i]);
+      tk_case_poke(&c, TK_KV_POSITIONS, i, pos[i]);
     }
   } else {
     for (int i = 0; i < 3; i++)
-      poke(&c, TK_SLOT_MAPPING, i, L->layout == QKVFUSE_CACHE_CONTIGUOUS ? contig_idx[i] : paged_slots[i]);
+      tk_case_poke(&c, TK_SLOT_MAPPING, i, L->layout == QKVFUSE_CACHE_CONTIGUOUS ? contig_idx[i] : paged_slots[i]);
   }
 
   tk_stats st;

@@ -32,11 +32,6 @@ static void report(const char *what, qkvfuse_backend be, int rc, const tk_stats 
   }
 }
 
-static void poke(tk_case *c, int slot, int64_t flat, double v) {
-  tk_view *w = &c->view[slot];
-  tk_encode(w->t.dtype, c->buf[w->buf].init + (w->off + tk_elem_offset(&w->t, flat)) * (int64_t)tk_size(w->t.dtype), v);
-}
-
 static uint8_t cache_byte(const tk_case *c, int slot, int64_t elem_off) {
   const tk_view *w = &c->view[slot];
   return c->buf[w->buf].got[(w->off + elem_off) * (int64_t)tk_size(w->t.dtype)];
@@ -74,11 +69,11 @@ static void special_values(qkvfuse_backend be, qkvfuse_quant_mode kq, qkvfuse_qu
   const double specials[] = {NAN, -NAN, INFINITY, -INFINITY, 1e30, -1e30, 70000.0, -3e38};
   int64_t H = 3 * 32;
   for (int w = 0; w < 3; w++)
-    for (int i = 0; i < 8; i++) poke(&c, TK_QKV, 1 * H + w * 32 + 3 * i, specials[i]);
-  if (kq) poke(&c, TK_K_SCALE, 0, 0.5), kq == QKVFUSE_QUANT_INT8_ASYM ? poke(&c, TK_K_OFFSET, 0, 3.25) : (void)0;
-  if (vq) poke(&c, TK_V_SCALE, 0, 0.25), vq == QKVFUSE_QUANT_INT8_ASYM ? poke(&c, TK_V_OFFSET, 0, -2.5) : (void)0;
-  if (qq) poke(&c, TK_Q_SCALE, 0, 0.5);
-  for (int t = 0; t < 4; t++) poke(&c, TK_SLOT_MAPPING, t, 7 - t);
+    for (int i = 0; i < 8; i++) tk_case_poke(&c, TK_QKV, 1 * H + w * 32 + 3 * i, specials[i]);
+  if (kq) tk_case_poke(&c, TK_K_SCALE, 0, 0.5), kq == QKVFUSE_QUANT_INT8_ASYM ? tk_case_poke(&c, TK_K_OFFSET, 0, 3.25) : (void)0;
+  if (vq) tk_case_poke(&c, TK_V_SCALE, 0, 0.25), vq == QKVFUSE_QUANT_INT8_ASYM ? tk_case_poke(&c, TK_V_OFFSET, 0, -2.5) : (void)0;
+  if (qq) tk_case_poke(&c, TK_Q_SCALE, 0, 0.5);
+  for (int t = 0; t < 4; t++) tk_case_poke(&c, TK_SLOT_MAPPING, t, 7 - t);
   tk_stats st;
   memset(&st, 0, sizeof st);
   int rc = tk_check_case(&c, be, tk_run_core, NULL, &st);
@@ -133,10 +128,10 @@ static void e5m2_edges(qkvfuse_backend be) {
   tk_case_build(&c, &s, 32);
   const int64_t H = 6 * 32;
   for (int i = 0; i < N; i++)
-    for (int h = 0; h < 6; h++) poke(&c, TK_QKV, 2 * H + h * 32 + i, edge[i].x); /* token 2, every head */
-  poke(&c, TK_Q_SCALE, 0, 1.0);
-  for (int h = 0; h < 2; h++) poke(&c, TK_K_SCALE, h, 1.0), poke(&c, TK_V_SCALE, h, 1.0);
-  poke(&c, TK_SLOT_MAPPING, 2, 5); /* block 1, row 1 */
+    for (int h = 0; h < 6; h++) tk_case_poke(&c, TK_QKV, 2 * H + h * 32 + i, edge[i].x); /* token 2, every head */
+  tk_case_poke(&c, TK_Q_SCALE, 0, 1.0);
+  for (int h = 0; h < 2; h++) tk_case_poke(&c, TK_K_SCALE, h, 1.0), tk_case_poke(&c, TK_V_SCALE, h, 1.0);
+  tk_case_poke(&c, TK_SLOT_MAPPING, 2, 5); /* block 1, row 1 */
   tk_stats st;
   memset(&st, 0, sizeof st);
   int rc = tk_check_case(&c, be, tk_run_core, NULL, &st);
@@ -181,32 +176,32 @@ static void featured(tk_spec *s, qkvfuse_cache_layout L, int64_t T) {
 }
 
 static void edit_last_position(tk_case *c) {
-  for (int64_t t = 0; t < c->sp.T; t++) poke(c, TK_POSITIONS, t, (double)(c->sp.max_pos - 1));
+  for (int64_t t = 0; t < c->sp.T; t++) tk_case_poke(c, TK_POSITIONS, t, (double)(c->sp.max_pos - 1));
 }
 static void edit_last_slot(tk_case *c) {
-  poke(c, TK_SLOT_MAPPING, 0, (double)(c->sp.blocks * c->sp.block_size - 1));
-  poke(c, TK_SLOT_MAPPING, 1, 0);
+  tk_case_poke(c, TK_SLOT_MAPPING, 0, (double)(c->sp.blocks * c->sp.block_size - 1));
+  tk_case_poke(c, TK_SLOT_MAPPING, 1, 0);
 }
 static void edit_last_start(tk_case *c) {
-  poke(c, TK_SLOT_MAPPING, 0, (double)(c->sp.max_seq - c->sp.S));
-  poke(c, TK_SLOT_MAPPING, 1, 0);
+  tk_case_poke(c, TK_SLOT_MAPPING, 0, (double)(c->sp.max_seq - c->sp.S));
+  tk_case_poke(c, TK_SLOT_MAPPING, 1, 0);
 }
 static void edit_big_acc(tk_case *c) {
   tk_rng r;
   tk_rng_seed(&r, 3);
   int64_t H = (c->sp.Nq + 2 * c->sp.Nkv) * c->sp.D;
   for (int64_t i = 0; i < c->sp.T * H; i++)
-    poke(c, TK_QKV, i, (double)(tk_rng_chance(&r, 0.5) ? 2147483647 - tk_rng_range(&r, 0, 300) : -2147483647 - 1 + tk_rng_range(&r, 0, 300)));
+    tk_case_poke(c, TK_QKV, i, (double)(tk_rng_chance(&r, 0.5) ? 2147483647 - tk_rng_range(&r, 0, 300) : -2147483647 - 1 + tk_rng_range(&r, 0, 300)));
 }
 
 /* Dequant scales multiply, so zero is a value (docs/API.md: one rule for every
  * scale): a zero weight_scale channel of q, k and v, and a zero act_scale. */
 static void edit_zero_dequant_scales(tk_case *c) {
   const int64_t D = c->sp.D, Nq = c->sp.Nq, Nkv = c->sp.Nkv;
-  poke(c, TK_WEIGHT_SCALE, 3, 0.0);
-  poke(c, TK_WEIGHT_SCALE, Nq * D + 5, -0.0);
-  poke(c, TK_WEIGHT_SCALE, (Nq + Nkv) * D + D - 1, 0.0);
-  poke(c, TK_ACT_SCALE, c->sp.T - 1, 0.0);
+  tk_case_poke(c, TK_WEIGHT_SCALE, 3, 0.0);
+  tk_case_poke(c, TK_WEIGHT_SCALE, Nq * D + 5, -0.0);
+  tk_case_poke(c, TK_WEIGHT_SCALE, (Nq + Nkv) * D + D - 1, 0.0);
+  tk_case_poke(c, TK_ACT_SCALE, c->sp.T - 1, 0.0);
 }
 
 /* The scale rule's first failing entry, where the checks test long vectors in
@@ -240,8 +235,8 @@ static void first_bad_scale(qkvfuse_backend be) {
     tk_spec_fixup(&s);
     tk_case c;
     tk_case_build(&c, &s, 40 + i);
-    poke(&c, sc[i].slot, sc[i].at, sc[i].x);
-    if (sc[i].later >= 0) poke(&c, sc[i].slot, sc[i].later, sc[i].x);
+    tk_case_poke(&c, sc[i].slot, sc[i].at, sc[i].x);
+    if (sc[i].later >= 0) tk_case_poke(&c, sc[i].slot, sc[i].later, sc[i].x);
     qkvfuse_status r;
     const int moved = tk_run_core_on(&c, dev, be, &r);
     tk_stats st;
@@ -312,8 +307,8 @@ static void duplicate_slot(qkvfuse_backend be) {
   qkvfuse_tensor sm = w->t;
   sm.data = c.buf[w->buf].init + w->off * 8;
   int64_t s7 = tk_get_int(&sm, 7);
-  if (s7 < 0) s7 = 5, poke(&c, TK_SLOT_MAPPING, 7, 5);
-  poke(&c, TK_SLOT_MAPPING, 3, (double)s7);
+  if (s7 < 0) s7 = 5, tk_case_poke(&c, TK_SLOT_MAPPING, 7, 5);
+  tk_case_poke(&c, TK_SLOT_MAPPING, 3, (double)s7);
   qkvfuse_status r;
   const int moved = tk_run_core_on(&c, dev, be, &r);
   tk_stats st;

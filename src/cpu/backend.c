@@ -11,8 +11,9 @@
  * in increasing token order before it claims token runs: all writes to one
  * slot come from one thread in token order, so with duplicate slots the later
  * token wins, as on the reference (docs/API.md); the claims that follow even
- * out what the hash deals unevenly. No reduction is ever split across threads, so the
- * result does not depend on the thread count or the schedule. */
+ * out what the hash deals unevenly. No reduction is ever split across
+ * threads, so the result does not depend on the thread count or the
+ * schedule. */
 #define _POSIX_C_SOURCE 200809L
 
 #include <stdatomic.h>

@@ -248,8 +248,7 @@ static void group_heads_direct(const qf_cpu_call *c, const head_group *gr, const
   const head_prefetch pf = {in_place ? NULL : in, out, c->es_in, es_out, c->es_k_cache, ahead, nb, nr, next_dest};
   const float *gamma = gr->is_k ? c->k_gamma : c->q_gamma, *beta = gr->is_k ? c->k_beta : c->q_beta;
   const int to_cache = gr->is_k && have_dest;
-  const int adjacent = !to_cache || (kc->chunk == D && kc->s_chunk == D * kc->s_elem);
-  const int64_t step = adjacent ? HEAD_MAX / D : 1; /* heads per run */
+  const int64_t step = heads_per_run(kc, to_cache, D);
   float o[HEAD_MAX];
   for (int g0 = 0; g0 < gr->n; g0 += (int)step) {
     const int nh = gr->n - g0 < step ? gr->n - g0 : (int)step;
@@ -263,7 +262,7 @@ static void group_heads_direct(const qf_cpu_call *c, const head_group *gr, const
       }
     const int64_t h0 = gr->h0 + g0;
     if (dst) out_heads(p, gr->is_k, dst + (size_t)(h0 * D) * es_out, out->dtype, o, nh * D);
-    if (to_cache && adjacent)
+    if (to_cache && step > 1)
       quant_row(elem_ptr(kc->data, head_chunk_offset(kc, block, row, h0), c->es_k_cache), kc->dtype,
                 p->desc->k_quant, &p->k_scale, &p->k_offset, p->k_scale_group, h0 * D, o, nh * D);
     else if (to_cache)
@@ -339,8 +338,7 @@ static void v_heads_direct(const qf_cpu_call *c, int64_t t, int64_t ahead, int h
   if (copy_out) copy_row(dst, in, dt, W);
   if (!(dst && !copy_out) && !have_dest) return;
   const int convert = (dst && !copy_out) || (have_dest && !copy_cache);
-  const int adjacent = !have_dest || (vc->chunk == D && vc->s_chunk == D * vc->s_elem);
-  const int64_t step = adjacent ? HEAD_MAX / D : 1; /* heads per run */
+  const int64_t step = heads_per_run(vc, have_dest, D);
   float x[HEAD_MAX];
   for (int64_t h = 0; h < p->Nkv; h += step) {
     const int64_t n = (p->Nkv - h < step ? p->Nkv - h : step) * D;
@@ -357,7 +355,7 @@ static void v_heads_direct(const qf_cpu_call *c, int64_t t, int64_t ahead, int h
     if (!have_dest) continue;
     if (copy_cache)
       copy_row(elem_ptr(vc->data, head_chunk_offset(vc, block, row, h), c->es_v_cache), src, dt, n);
-    else if (adjacent)
+    else if (step > 1)
       quant_row(elem_ptr(vc->data, head_chunk_offset(vc, block, row, h), c->es_v_cache), vc->dtype, p->desc->v_quant,
                 &p->v_scale, &p->v_offset, p->v_scale_group, h * D, x, n);
     else

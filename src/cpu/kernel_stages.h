@@ -130,6 +130,15 @@ static inline int64_t head_chunk_offset(const qf_cache *cache, int64_t block, in
   return block * cache->s_block + row * cache->s_row + kh * cache->s_chunk;
 }
 
+/* Heads per run of the direct path (kernel_direct.h): up to HEAD_MAX
+ * elements of consecutive heads, stored with one call, where their rows in
+ * `cache` (to_cache) follow one another (one chunk each, D elements apart:
+ * paged, contiguous); else one head at a time. */
+static inline int64_t heads_per_run(const qf_cache *cache, int to_cache, int64_t D) {
+  const int adjacent = !to_cache || (cache->chunk == D && cache->s_chunk == D * cache->s_elem);
+  return adjacent ? HEAD_MAX / D : 1;
+}
+
 /* k or v head kh (D values) into its cache row at (block, row). */
 static void cache_head(const qf_problem *p, const qf_cache *cache, size_t es, qkvfuse_quant_mode mode,
                        const qf_vec *scale, const qf_vec *offset, int64_t group, int64_t kh, const float *o,

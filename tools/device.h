@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* What the benchmark and the demo need from a device: memory, copies to and
- * from the host, a copy (the bandwidth baseline), the unfused path,
+ * from the host, copies (the bandwidth baseline), the unfused path,
  * synchronization, a clock, a description for the user and, where calls are
  * asynchronous, a stream and its own way of timing them. Two tables: cpu
  * (device.c) and cuda (device_cuda.c, in CUDA builds). */
@@ -25,7 +25,10 @@ typedef struct cli_device {
   void (*free)(void *p);
   void (*upload)(void *dst, const void *src, size_t bytes);            /* host -> device */
   void (*download)(void *dst, const void *src, size_t bytes);          /* device -> host, after the queued work */
-  void (*copy)(void *dst, const void *src, size_t bytes, int threads); /* device -> device, the baseline */
+  /* device -> device, the baseline: the faster of copy and copy_engine (NULL:
+   * none) is the best copy of the same bytes */
+  void (*copy)(void *dst, const void *src, size_t bytes, int threads);
+  void (*copy_engine)(void *dst, const void *src, size_t bytes);
   /* The unfused stage-by-stage path on this device (NULL: none): its scratch
    * size and one run over a validated problem, scratch from alloc. */
   size_t (*unfused_scratch_bytes)(const qf_problem *p);

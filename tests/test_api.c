@@ -284,9 +284,10 @@ static qkvfuse_status explain_plan(const qkvfuse_desc *d, const char *vs, const 
 }
 
 /* qkvfuse_experimental_explain on plan variants vs for a case of head_dim D
- * and rotary_dim R (neox): its text into out[n]; the status. */
-static qkvfuse_status explain_case(const char *vs, qkvfuse_backend be, int64_t D, int64_t R, int break_args, char *out,
-                                   size_t n) {
+ * and rotary_dim R (neox), q written as q_quant's fp8 (or NONE): its text
+ * into out[n]; the status. */
+static qkvfuse_status explain_case_q(const char *vs, qkvfuse_backend be, int64_t D, int64_t R,
+                                     qkvfuse_quant_mode q_quant, int break_args, char *out, size_t n) {
   const tk_device *dev = be == QKVFUSE_BACKEND_CUDA ? tk_device_for_backend(be) : NULL;
   tk_spec s;
   tk_spec_default(&s);
@@ -295,6 +296,7 @@ static qkvfuse_status explain_case(const char *vs, qkvfuse_backend be, int64_t D
   /* the streaming kernel's case on CUDA: 16-bit input and outputs, no cache */
   s.qkv_dt = s.q_out_dt = s.rope_dt = s.q_gamma_dt = s.k_gamma_dt = QKVFUSE_DTYPE_BFLOAT16;
   s.k_out_dt = s.v_out_dt = QKVFUSE_DTYPE_NONE, s.layout = QKVFUSE_CACHE_NONE;
+  s.q_quant = q_quant;
   tk_spec_fixup(&s);
   tk_case c;
   tk_case_build(&c, &s, 7);
@@ -312,6 +314,11 @@ static qkvfuse_status explain_case(const char *vs, qkvfuse_backend be, int64_t D
   const qkvfuse_status st = explain_plan(&d, vs, &a, break_args ? "a bad call" : NULL, out, n);
   tk_case_free(&c);
   return st;
+}
+
+static qkvfuse_status explain_case(const char *vs, qkvfuse_backend be, int64_t D, int64_t R, int break_args, char *out,
+                                   size_t n) {
+  return explain_case_q(vs, be, D, R, QKVFUSE_QUANT_NONE, break_args, out, n);
 }
 
 /* explain on the CPU backend with 2 threads, for a paged-cache case of T
@@ -363,6 +370,11 @@ static void explain(void) {
     CHECK(explain_case("cuda.form=decode", QKVFUSE_BACKEND_CUDA, 128, 128, 0, text, sizeof text) == QKVFUSE_SUCCESS &&
               strstr(text, "streaming kernel, ") && strstr(text, "decode form"), /* wide or narrow, by size */
           "explain with cuda.form=decode: \"%s\" (%s)", text, qkvfuse_last_error());
+    for (int f = 0; f < 2; f++) /* a quantized q: the streaming kernel too, in both forms */
+      CHECK(explain_case_q(f ? "cuda.form=prefill" : "cuda.form=decode", QKVFUSE_BACKEND_CUDA, 128, 128,
+                           QKVFUSE_QUANT_FP8_E4M3, 0, text, sizeof text) == QKVFUSE_SUCCESS &&
+                strstr(text, f ? "streaming kernel, prefill form" : "decode form"),
+            "explain with q as fp8, cuda.form=%s: \"%s\" (%s)", f ? "prefill" : "decode", text, qkvfuse_last_error());
     CHECK(explain_case(NULL, QKVFUSE_BACKEND_CUDA, 72, 72, 0, text, sizeof text) == QKVFUSE_SUCCESS &&
               strstr(text, "general kernel") && strstr(text, "(not the streaming kernel: "),
           "explain with D = 72 on CUDA: \"%s\" (%s)", text, qkvfuse_last_error());

@@ -228,7 +228,7 @@ static int iteration(uint64_t seed, int engine, int verbose) {
       const double v = vals[tk_rng_range(&r, 0, 4)];
       poke_f(&c, which, 0, v);
       for (int64_t h = 0; h < s.Nq; h++) head_skip[h] = 1;
-      writers |= T > 0; /* the general kernel, which a quantized q runs, checks every scale (T > 0: it runs) */
+      writers |= T > 0; /* every kernel checks a q scale when it runs (T > 0) */
       want |= QKVFUSE_DATA_ERROR_SCALE;
       snprintf(injected + strlen(injected), sizeof injected - strlen(injected), " q_scale=%g", v);
     } else if (which != TK_Q_SCALE && c.view[which].present) {

@@ -523,10 +523,11 @@ def flashinfer_rope_quantize_fp8_append_paged_kv_cache(
     - ``quantize_dtype`` torch.float8_e4m3fn / float8_e5m2 (None: the dtype
       of a given output, else e4m3): the q outputs and both caches.
       ``quant_scale_q``, ``quant_scale_kv``: FlashInfer multiplies by them,
-      ``fp8(x * s)``; qkvfuse divides by a cached float32 reciprocal,
-      ``fp8(x / fl(1/s))``: identical for powers of two, otherwise one fp8
-      step apart where an fp8 rounding boundary falls between the two
-      float32 values (a few elements in ten million).
+      ``fp8(x * s)``; qkvfuse is given a cached float32 reciprocal
+      ``fl(1/s)`` as its scale (the CPU divides by it; the CUDA kernel with
+      16-bit input multiplies by its ``rcp.approx``): identical for powers
+      of two, otherwise one fp8 step apart where an fp8 rounding boundary
+      falls between the two float32 products (rare).
     - ``paged_kv_cache`` (k_cache, v_cache): ``kv_layout`` "NHD"
       [pages, page_size, Nk, D] or "HND" [pages, Nk, page_size, D];
       ``page_size`` must be the cache's. Token t of sequence b =

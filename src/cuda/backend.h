@@ -18,11 +18,11 @@ bool qf_cuda_vector_ok(const qf_problem *p, int vec);
 bool qf_cuda_cache_vector_ok(const qf_cache *c, int vec);
 
 /* Why the streaming kernel cannot serve the call (a static string), or NULL
- * where it can: 16-bit input, outputs of its dtype, rows and caches in
- * aligned 8-element vectors, D a multiple of 16 in [32, 512], R a multiple
- * of 16, caches of the input's dtype or quantized, no beta, no int32
- * dequantization, not parity mode, small tables readable as aligned vectors,
- * q not quantized. */
+ * where it can: 16-bit input, outputs of its dtype or a quantized q, rows
+ * and caches in aligned 8-element vectors, D a multiple of 16 in [32, 512],
+ * R a multiple of 16, caches of the input's dtype or quantized, no beta, no
+ * int32 dequantization, not parity mode, small tables readable as aligned
+ * vectors. */
 const char *qf_cuda_streaming_refusal(const qf_problem *p, const qf_cu_problem *P);
 
 /* Is the call the engine call, which the streaming kernel serves with its

@@ -344,6 +344,8 @@ __global__ void __launch_bounds__(kStreamingBlock) decode_kernel(const __grid_co
 #pragma unroll
   for (int v = 0; v < NV; v++) raw[v] = act ? ld_stream(in + 8 * wv[v]) : make_uint4(0, 0, 0, 0);
   const token_ix ix = load_token_ix<true, ENGINE>(P, &params.batch_div, t);
+  const bool qq = !ENGINE && kind == 0 && P.q_quant && act; /* a quantized q: its scale */
+  const float q_scale = qq ? __ldg(P.q_scale) : 1.0f;
   const weights_raw<NV> wraw =
       PRELOAD ? load_weights<NV, false, TABLE_DTYPE>(gws, sc, ENGINE ? nullptr : so, pc, wnorm, wquant, h * D, wv)
               : weights_raw<NV>{};
@@ -454,10 +456,16 @@ __global__ void __launch_bounds__(kStreamingBlock) decode_kernel(const __grid_co
     norm_rope<T, L, INTERLEAVED, COS_SIN_VECS>(raw[0], raw[NV - 1], norm, gk, ENGINE ? rDh : 1.0f / (float)D, P.eps,
                                                rope, cs, lv, x);
   }
+  // a bad q scale: reported by the first q group of token 0, no q written
+  if (qq && !scale_ok(q_scale)) {
+    if (t == 0 && h == 0 && lane == 0) report(P, QKVFUSE_DATA_ERROR_SCALE);
+    return;
+  }
   if (!(ok && act)) return;
   const qf_cu_mat &out = kind == 0 ? P.q_out : (kind == 1 ? P.k_out : P.v_out);
   store_head<T, NV, ENGINE>(out, C, C.quant != QKVFUSE_QUANT_NONE, true, kind > 0 && td.dest && C.data, t, td.row0, h,
-                         D, wv, x, lane_scales<NV>{rk, ofk, gbad});
+                            D, wv, x, lane_scales<NV>{rk, ofk, gbad}, false,
+                            out_quant{qq ? P.q_quant : 0, qq ? rcp_approx(q_scale) : 0.0f});
 #else
   __trap();
 #endif

@@ -34,15 +34,12 @@ const char *qf_cuda_streaming_refusal(const qf_problem *p, const qf_cu_problem *
   if (in != QKVFUSE_DTYPE_BFLOAT16 && in != QKVFUSE_DTYPE_FLOAT16) return "input not bfloat16 or float16";
   if (P->parity) return "unfused-parity rounding";
   if (p->q_copy.data) return "q written twice (q_copy)";
-  // the streaming kernel's q items store rows of the input's dtype and read
-  // no q scale: a quantized q there would add a scale load and an fp8 path to
-  // the q items of every call
-  if (p->desc->q_quant != QKVFUSE_QUANT_NONE) return "q quantized";
   if (p->D % 16 || p->D < 32 || p->D > 512 || p->R % 16) return "D not a multiple of 16 in [32, 512] or R not of 16";
   if (!qf_cuda_vector_ok(p, 8)) return "rows or caches not in aligned 8-element vectors";
-  const qf_mat *outs[] = {&p->q_out, &p->k_out, &p->v_out};
+  /* a quantized q_out is of the fp8 dtype its mode names (validate.c) */
+  const qf_mat *outs[] = {p->desc->q_quant != QKVFUSE_QUANT_NONE ? nullptr : &p->q_out, &p->k_out, &p->v_out};
   for (const qf_mat *m : outs)
-    if (m->data && m->dtype != in) return "an output of another dtype than the input";
+    if (m && m->data && m->dtype != in) return "an output of another dtype than the input";
   if (p->q_beta.data || p->k_beta.data) return "beta";
   if (p->weight_scale.data) return "int32 dequantization";
   const qf_cache *caches[] = {&p->k_cache, &p->v_cache};
@@ -66,6 +63,7 @@ const char *qf_cuda_streaming_refusal(const qf_problem *p, const qf_cu_problem *
 bool qf_cuda_engine_call(const qf_problem *p, const qf_cu_problem *P) {
   const qkvfuse_dtype in = p->in[0].dtype;
   const bool cache = p->desc->cache_layout != QKVFUSE_CACHE_NONE;
+  if (p->desc->q_quant != QKVFUSE_QUANT_NONE) return false; /* the engine kernels store q of the input's dtype */
   if (cache && p->desc->cache_addressing != QKVFUSE_ADDRESS_SLOTS) return false;
   const qf_cache *caches[] = {&p->k_cache, &p->v_cache};
   for (const qf_cache *c : caches)

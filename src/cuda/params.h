@@ -78,8 +78,8 @@ typedef struct qf_cu_problem {
   qf_cu_mat q_copy;
   /* k / v scales (and offsets) of one per kv head ([Nkv]): head h's at [h] */
   int32_t k_scale_ph, v_scale_ph;
-  /* a quantized q (desc.q_quant, FP8_E4M3 or FP8_E5M2; the general kernel
-     only): q_out = fp8(q / *q_scale) */
+  /* a quantized q (desc.q_quant, FP8_E4M3 or FP8_E5M2): q_out =
+     fp8(q / *q_scale) (the streaming kernel: q * rcp.approx(*q_scale)) */
   int32_t q_quant;
   const float *q_scale;
   /* page-table addressing (core/address.h): where the kernels load a token's

@@ -271,6 +271,16 @@ __global__ void __launch_bounds__(kStreamingBlock, prefill_blocks_per_sm(ENGINE 
   float g[16];
   if (norm) load_gamma<TABLE_DTYPE>(P, kind == 0 ? P.q_gamma : P.k_gamma, lv, g);
   const unsigned bad = quant ? fill_qtable<ENGINE, INTERLEAVED>(P, qtab, kind, h0, nh, v_adjacent) : 0u;
+  // a quantized q: its scale's reciprocal; a bad scale (reported by the
+  // block's first lane) leaves the block's q heads unwritten
+  out_quant oq = {0, 0.0f};
+  bool q_bad = false;
+  if (!ENGINE && kind == 0 && P.q_quant) {
+    const float qs = __ldg(P.q_scale);
+    q_bad = !scale_ok(qs);
+    oq = {P.q_quant, rcp_approx(qs)};
+    if (q_bad && threadIdx.x == 0) report(P, QKVFUSE_DATA_ERROR_SCALE);
+  }
   // ENGINE: the cos/sin of the lane's token in run cc, fetched a run ahead
   // (where it rotates: its position in the table; checked again with the
   // token when the run is computed). The compiler evaluates part of this
@@ -328,9 +338,11 @@ __global__ void __launch_bounds__(kStreamingBlock, prefill_blocks_per_sm(ENGINE 
       float x[16];
       norm_rope<T, L, INTERLEAVED, COS_SIN_VECS>(ra, rb, norm, g, rD, P.eps, rope, cs, lv, x);
       const int w[2] = {lv.a, lv.b};
-      store_head<T, 2, ENGINE, !INTERLEAVED>(out, C, quant, td.ok && act, to_cache, t, td.row0, h0 + i, D, w, x,
-                       table_scales{qtab, qtab + nh * D, i * D + 4 * lr, 4 * data_lanes,
-                                    (bad >> i & 1u) != 0, offsets}, v_adjacent);
+      store_head<T, 2, ENGINE, !INTERLEAVED>(out, C, quant, td.ok && act && !q_bad, to_cache, t, td.row0, h0 + i, D,
+                                             w, x,
+                                             table_scales{qtab, qtab + nh * D, i * D + 4 * lr, 4 * data_lanes,
+                                                          (bad >> i & 1u) != 0, offsets},
+                                             v_adjacent, oq);
       if constexpr (ENGINE) { /* the next run's cos/sin, its position loaded at the top of this one */
         if (i == 0) csb = fetch_cs(cn, next);
       }

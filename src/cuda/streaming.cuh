@@ -2,7 +2,7 @@
 // The streaming kernel: the common case of the fused prologue compiled tight.
 //
 // When. 16-bit input (bf16 or fp16) with 16-byte aligned rows, outputs of the
-// input's dtype (q not quantized), D a multiple of 16 in [32, 512], R a
+// input's dtype or a quantized q (fp8), D a multiple of 16 in [32, 512], R a
 // multiple of 16, caches of the input's dtype or int8/fp8 (e4m3, e5m2; scales
 // per tensor, per kv head or per channel), RoPE tables readable as aligned
 // vectors, no beta, not unfused-parity mode (the plan checks; general.cuh does
@@ -370,9 +370,18 @@ __device__ __forceinline__ void norm_rope(const uint4 &ra, const uint4 &rb, bool
   }
 }
 
+// A quantized q output (not ENGINE: the engine call has none): q_out =
+// fp8(q * r), r the reciprocal of *q_scale; mode 0: q_out of the input's
+// dtype, or a k or v head.
+struct out_quant {
+  int mode;
+  float r;
+};
+
 // Stores a lane's NV vectors (8 values each, vector v at element 8 w[v] of
 // the head) of head kvh of token t (where `write`: the token is valid and the
-// lane holds data): to `out` (if given) and to the token's cache row
+// lane holds data): to `out` (if given; as oq.mode's fp8 bytes where it is
+// set) and to the token's cache row
 // (to_cache; row0 from check_token), quantized with the reciprocal scales and
 // offsets of a Scales object: ok() false skips the row (a bad scale or offset
 // of the head), get(v, r, of) gives vector v's (fetched per vector:
@@ -385,8 +394,15 @@ template <typename T, int NV, int ENGINE = 0, bool RUNS = false, typename Scales
 __device__ __forceinline__ void store_head(const qf_cu_mat &out, const qf_cu_cache &C, bool quant, bool write,
                                            bool to_cache, int64_t t, int64_t row0, int kvh, int D,
                                            const int (&w)[NV], const float (&x)[8 * NV], const Scales &scales,
-                                           bool run = false) {
-  if (write && out.data) {
+                                           bool run = false, out_quant oq = {0, 0.0f}) {
+  if (!ENGINE && write && out.data && oq.mode) {
+    uint8_t *o = static_cast<uint8_t *>(out.data) + t * out.ld + kvh * D;
+    float r[8];
+#pragma unroll
+    for (int k = 0; k < 8; k++) r[k] = oq.r;
+#pragma unroll
+    for (int v = 0; v < NV; v++) st_stream(o + 8 * w[v], quantize_bytes8(oq.mode, x + 8 * v, r, r));
+  } else if (write && out.data) {
     T *o = reinterpret_cast<T *>(out.data) + t * out.ld + kvh * D;
 #pragma unroll
     for (int v = 0; v < NV; v++) st_stream(o + 8 * w[v], pack8<T>(x + 8 * v));

@@ -233,10 +233,16 @@ def test_patched_model_compiles(fuse):
             counters.clear()
             out = torch.compile(m, backend=backend)(ids).logits
             assert len(seen) == COMMON["num_hidden_layers"], seen
-            if not fuse:  # one graph, as unpatched (the fused projections' weight check still breaks it)
-                assert not counters["graph_break"], dict(counters["graph_break"])
+            assert not counters["graph_break"], dict(counters["graph_break"])  # one graph, as unpatched
             torch._dynamo.reset()
-            out2 = torch.compile(m, backend="aot_eager")(ids).logits
+            compiled = torch.compile(m, backend="aot_eager")
+            out2 = compiled(ids).logits
+            if fuse:  # the compiled model sees its parameters change as the eager one does
+                m.to(torch.bfloat16)
+                assert torch.equal(compiled(ids).logits, m(ids).logits)
+                layer = next(x for x in m.modules() if type(x).__name__ in qt.FAMILIES)
+                layer.k_proj.weight = torch.nn.Parameter(torch.zeros_like(layer.k_proj.weight))
+                assert torch.equal(compiled(ids).logits, m(ids).logits)
         finally:
             qt.unpatch(m)
             torch._dynamo.reset()

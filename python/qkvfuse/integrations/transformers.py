@@ -151,7 +151,7 @@ def _fuse_weights(layer):
     parameters becoming views of its rows; returns (weight, bias or None)."""
     projs = [getattr(layer, n) for n in _PROJECTIONS]
     with torch.no_grad():
-        packed = []
+        packed, views = [], []
         for name in ("weight", "bias"):
             own = [getattr(p, name) for p in projs]
             if own[0] is None:
@@ -161,9 +161,10 @@ def _fuse_weights(layer):
             row = 0
             for p, x in zip(projs, own):
                 setattr(p, name, torch.nn.Parameter(whole[row: row + x.shape[0]], requires_grad=x.requires_grad))
+                views.append((p, name, getattr(p, name)))
                 row += x.shape[0]
             packed.append(whole)
-    layer.__dict__["_qkvfuse_packed"] = tuple(packed)
+    layer.__dict__["_qkvfuse_packed"] = (packed[0], packed[1], tuple(views))
     return packed[0], packed[1]
 
 
@@ -171,22 +172,29 @@ def _packed_weights(layer):
     """The fused weight and bias, fused again when the projections' parameters
     are no longer views of them (replaced, or moved by ``model.to``)."""
     packed = layer.__dict__.get("_qkvfuse_packed")
-    if packed is not None:
-        for name, whole in zip(("weight", "bias"), packed):
-            if whole is None:
-                continue
-            row = 0
-            for n in _PROJECTIONS:
-                x = getattr(getattr(layer, n), name)
-                if (x.untyped_storage().data_ptr() != whole.untyped_storage().data_ptr()
-                        or x.data_ptr() != whole[row:].data_ptr() or x.device != whole.device
-                        or x.dtype != whole.dtype):
-                    packed = None
-                    break
-                row += x.shape[0]
-            if packed is None:
-                break
-    return packed if packed is not None else _fuse_weights(layer)
+    if packed is None or _stale(packed):
+        return _fuse_weights(layer)
+    return packed[0], packed[1]
+
+
+def _stale(packed):
+    """Are the parameters no longer the views _fuse_weights made? Under
+    torch.compile: another parameter object, device or dtype (what Dynamo can
+    trace and guard on; ``model.to`` changes one of them); in eager mode also
+    another storage or offset (a parameter's ``.data`` replaced in place)."""
+    weight, bias, views = packed
+    row = {"weight": 0, "bias": 0}
+    for module, name, view in views:
+        x = getattr(module, name)
+        whole = weight if name == "weight" else bias
+        if x is not view or x.device != whole.device or x.dtype != whole.dtype:
+            return True
+        if not torch.compiler.is_compiling() and (
+                x.untyped_storage().data_ptr() != whole.untyped_storage().data_ptr()
+                or x.data_ptr() != whole[row[name]:].data_ptr()):
+            return True
+        row[name] += x.shape[0]
+    return False
 
 
 def _projection_of(layer, index, box):

@@ -237,6 +237,18 @@ def test_patched_model_compiles(fuse):
             torch._dynamo.reset()
             compiled = torch.compile(m, backend="aot_eager")
             out2 = compiled(ids).logits
+            graphs = []
+
+            def in_thread():  # a thread that patches: compiled, eager, compiled again, no new graph
+                with torch.no_grad():
+                    n = counters["stats"]["unique_graphs"]
+                    qt.patch(m, fuse_projections=fuse)
+                    compiled(ids), m(ids), compiled(ids)
+                    graphs.append(counters["stats"]["unique_graphs"] - n)
+            worker = threading.Thread(target=in_thread)
+            worker.start()
+            worker.join()
+            assert graphs == [0], graphs
             if fuse:  # the compiled model sees its parameters change as the eager one does
                 m.to(torch.bfloat16)
                 assert torch.equal(compiled(ids).logits, m(ids).logits)

@@ -78,9 +78,13 @@ _NO_SCALING = [1.0, 0.0, 1.0, 4.0, 32.0, 1.0, 1.0, 1.0]
 
 _PROJECTIONS = ("q_proj", "k_proj", "v_proj")
 
-# the patched attention layer whose forward is running in this thread: per
-# thread, since another thread's forward (of any model) calls the same wrapper
+# the patched attention layer whose forward is running in this thread (None:
+# none): per thread, since another thread's forward (of any model) calls the
+# same wrapper. Set to None here and by patch() in the thread that calls it,
+# so that a first forward does not add the attribute: torch.compile guards
+# on its presence, and the change would recompile a compiled model.
 _active = threading.local()
+_active.layer = None
 _originals = {}    # family -> its modeling module's own apply_rotary_pos_emb
 _layers = weakref.WeakSet()  # every patched layer
 
@@ -325,6 +329,8 @@ def patch(model, *, warn: bool = True, fuse_projections: bool = False) -> list:
     ``fuse_projections``: also compute each patched layer's q, k and v
     projections as one product (module docstring); a layer whose
     projections cannot be fused keeps them, with a warning."""
+    if not hasattr(_active, "layer"):
+        _active.layer = None
     done = []
     for name, layer in model.named_modules():
         entry = FAMILIES.get(type(layer).__name__)

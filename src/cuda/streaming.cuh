@@ -401,7 +401,8 @@ __device__ __forceinline__ void store_head(const qf_cu_mat &out, const qf_cu_cac
 #pragma unroll
     for (int k = 0; k < 8; k++) r[k] = oq.r;
 #pragma unroll
-    for (int v = 0; v < NV; v++) st_stream(o + 8 * w[v], quantize_bytes8(oq.mode, x + 8 * v, r, r));
+    for (int v = 0; v < NV; v++) /* fp8 reads no offsets: r stands in */
+      st_stream(o + 8 * w[v], quantize_bytes8(oq.mode, x + 8 * v, r, r));
   } else if (write && out.data) {
     T *o = reinterpret_cast<T *>(out.data) + t * out.ld + kvh * D;
 #pragma unroll

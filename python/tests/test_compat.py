@@ -12,6 +12,8 @@ import pytest
 from conftest import HAVE_TORCH, requires_cuda, seeds
 
 pytestmark = pytest.mark.skipif(not HAVE_TORCH, reason="torch is not installed")
+# each matching test runs on the CPU and (skipped without one) on a CUDA device
+DEVICES = ["cpu", pytest.param("cuda", marks=requires_cuda)]
 
 if HAVE_TORCH:
     import numpy as np
@@ -133,16 +135,11 @@ def check_fused_qk_norm_rope(seed, device, stats=None):
     check_qk(c, got.cpu(), qkv, seed, stats)
 
 
+@pytest.mark.parametrize("device", DEVICES)
 @pytest.mark.parametrize("seed", seeds(80, 31000))
-def test_fused_qk_norm_rope_matches_vllm(seed):
-    check_fused_qk_norm_rope(seed, "cpu")
-
-
-@requires_cuda
-@pytest.mark.parametrize("seed", seeds(80, 31000))
-def test_fused_qk_norm_rope_matches_vllm_cuda(seed):
-    """The CUDA kernel (rsqrtf, its own lane order) against the same reference."""
-    check_fused_qk_norm_rope(seed, "cuda")
+def test_fused_qk_norm_rope_matches_vllm(seed, device):
+    """Each device against one reference (CUDA: rsqrtf, its own lane order)."""
+    check_fused_qk_norm_rope(seed, device)
 
 
 def small_vllm_case():
@@ -296,15 +293,10 @@ def check_fused_qk_norm_rope_and_cache(seed, device, stats=None):
                       int((bits(kc) != bits(ref_kc)).sum())))
 
 
+@pytest.mark.parametrize("device", DEVICES)
 @pytest.mark.parametrize("seed", seeds(120, 32000))
-def test_fused_qk_norm_rope_and_cache_matches_vllm_chain(seed):
-    check_fused_qk_norm_rope_and_cache(seed, "cpu")
-
-
-@requires_cuda
-@pytest.mark.parametrize("seed", seeds(120, 32000))
-def test_fused_qk_norm_rope_and_cache_matches_vllm_chain_cuda(seed):
-    check_fused_qk_norm_rope_and_cache(seed, "cuda")
+def test_fused_qk_norm_rope_and_cache_matches_vllm_chain(seed, device):
+    check_fused_qk_norm_rope_and_cache(seed, device)
 
 
 def test_fused_qk_norm_rope_and_cache_covers_the_options():
@@ -473,15 +465,10 @@ def check_flashinfer_rope(seed, device, stats=None):
         assert torch.equal(bits(qkv[:, H:]), bits(c["qkv"][:, H:]))
 
 
+@pytest.mark.parametrize("device", DEVICES)
 @pytest.mark.parametrize("seed", seeds(80, 33000))
-def test_flashinfer_apply_rope_matches(seed):
-    check_flashinfer_rope(seed, "cpu")
-
-
-@requires_cuda
-@pytest.mark.parametrize("seed", seeds(80, 33000))
-def test_flashinfer_apply_rope_matches_cuda(seed):
-    check_flashinfer_rope(seed, "cuda")
+def test_flashinfer_apply_rope_matches(seed, device):
+    check_flashinfer_rope(seed, device)
 
 
 @pytest.mark.parametrize("seed", seeds(10, 33500))
@@ -607,15 +594,10 @@ def check_flashinfer_append(seed, device, stats=None):
             stats.append((name, (c["x"].dtype, qd, c["sq"]), int(ca.numel()), int((ca != cb).sum())))
 
 
+@pytest.mark.parametrize("device", DEVICES)
 @pytest.mark.parametrize("seed", seeds(80, 34000))
-def test_flashinfer_rope_quantize_fp8_append_paged_kv_cache_matches(seed):
-    check_flashinfer_append(seed, "cpu")
-
-
-@requires_cuda
-@pytest.mark.parametrize("seed", seeds(80, 34000))
-def test_flashinfer_rope_quantize_fp8_append_paged_kv_cache_matches_cuda(seed):
-    check_flashinfer_append(seed, "cuda")
+def test_flashinfer_rope_quantize_fp8_append_paged_kv_cache_matches(seed, device):
+    check_flashinfer_append(seed, device)
 
 
 def append_case_small():
@@ -742,15 +724,10 @@ def check_sglang(seed, device, stats=None):
         assert torch.equal(bits(kb), bits(pk))
 
 
+@pytest.mark.parametrize("device", DEVICES)
 @pytest.mark.parametrize("seed", seeds(80, 35000))
-def test_sglang_apply_rope_with_fused_set_kv_buffer_matches(seed):
-    check_sglang(seed, "cpu")
-
-
-@requires_cuda
-@pytest.mark.parametrize("seed", seeds(80, 35000))
-def test_sglang_apply_rope_with_fused_set_kv_buffer_matches_cuda(seed):
-    check_sglang(seed, "cuda")
+def test_sglang_apply_rope_with_fused_set_kv_buffer_matches(seed, device):
+    check_sglang(seed, device)
 
 
 def test_sglang_errors_name_the_argument():

@@ -49,8 +49,8 @@ static void rotated_heads(const qf_cpu_call *c, int64_t t, int64_t ahead, int64_
       const int64_t h = h0 + g;
       if (out->data) out_heads(p, is_k, row_ptr(out, t, es_out) + (size_t)(h * D) * es_out, out->dtype, o, D);
       if (is_k && have_dest)
-        cache_head(p, &p->k_cache, c->es_k_cache, dsc->k_quant, &p->k_scale, &p->k_offset, p->k_scale_group, h, o,
-                   block, row);
+        cache_heads(p, &p->k_cache, c->es_k_cache, dsc->k_quant, &p->k_scale, &p->k_offset, p->k_scale_group, h, 1, o,
+                    block, row);
     }
   }
 }
@@ -80,7 +80,7 @@ static void kv_heads(const qf_cpu_call *c, int64_t t, int64_t ahead, const float
     if (p->v_out.data)
       store_row(row_ptr(&p->v_out, t, c->es_v_out) + (size_t)(h * D) * c->es_v_out, p->v_out.dtype, x, D);
     if (have_dest)
-      cache_head(p, &p->v_cache, c->es_v_cache, p->desc->v_quant, &p->v_scale, &p->v_offset, p->v_scale_group, h, x,
-                 block, row);
+      cache_heads(p, &p->v_cache, c->es_v_cache, p->desc->v_quant, &p->v_scale, &p->v_offset, p->v_scale_group, h, 1, x,
+                  block, row);
   }
 }

@@ -262,12 +262,9 @@ static void group_heads_direct(const qf_cpu_call *c, const head_group *gr, const
       }
     const int64_t h0 = gr->h0 + g0;
     if (dst) out_heads(p, gr->is_k, dst + (size_t)(h0 * D) * es_out, out->dtype, o, nh * D);
-    if (to_cache && step > 1)
-      quant_row(elem_ptr(kc->data, head_chunk_offset(kc, block, row, h0), c->es_k_cache), kc->dtype,
-                p->desc->k_quant, &p->k_scale, &p->k_offset, p->k_scale_group, h0 * D, o, nh * D);
-    else if (to_cache)
-      cache_head(p, kc, c->es_k_cache, p->desc->k_quant, &p->k_scale, &p->k_offset, p->k_scale_group, h0, o, block,
-                 row);
+    if (to_cache)
+      cache_heads(p, kc, c->es_k_cache, p->desc->k_quant, &p->k_scale, &p->k_offset, p->k_scale_group, h0, nh, o,
+                  block, row);
   }
 }
 
@@ -355,12 +352,9 @@ static void v_heads_direct(const qf_cpu_call *c, int64_t t, int64_t ahead, int h
     if (!have_dest) continue;
     if (copy_cache)
       copy_row(elem_ptr(vc->data, head_chunk_offset(vc, block, row, h), c->es_v_cache), src, dt, n);
-    else if (step > 1)
-      quant_row(elem_ptr(vc->data, head_chunk_offset(vc, block, row, h), c->es_v_cache), vc->dtype, p->desc->v_quant,
-                &p->v_scale, &p->v_offset, p->v_scale_group, h * D, x, n);
     else
-      cache_head(p, vc, c->es_v_cache, p->desc->v_quant, &p->v_scale, &p->v_offset, p->v_scale_group, h, x, block,
-                 row);
+      cache_heads(p, vc, c->es_v_cache, p->desc->v_quant, &p->v_scale, &p->v_offset, p->v_scale_group, h, n / D, x,
+                  block, row);
   }
 }
 #endif /* QV_W > 1 */

@@ -139,14 +139,16 @@ static inline int64_t heads_per_run(const qf_cache *cache, int to_cache, int64_t
   return adjacent ? HEAD_MAX / D : 1;
 }
 
-/* k or v head kh (D values) into its cache row at (block, row). */
-static void cache_head(const qf_problem *p, const qf_cache *cache, size_t es, qkvfuse_quant_mode mode,
-                       const qf_vec *scale, const qf_vec *offset, int64_t group, int64_t kh, const float *o,
-                       int64_t block, int64_t row) {
+/* k or v heads kh .. kh + nh - 1 (nh * D values) into their cache row at
+ * (block, row); nh > 1 only where heads_per_run allows it (the heads' rows
+ * follow one another). */
+static void cache_heads(const qf_problem *p, const qf_cache *cache, size_t es, qkvfuse_quant_mode mode,
+                        const qf_vec *scale, const qf_vec *offset, int64_t group, int64_t kh, int64_t nh,
+                        const float *o, int64_t block, int64_t row) {
   const int64_t D = p->D, j0 = kh * D;
   if (cache->chunk == D) {
     quant_row(elem_ptr(cache->data, head_chunk_offset(cache, block, row, kh), es), cache->dtype, mode, scale, offset,
-              group, j0, o, D);
+              group, j0, o, nh * D);
     return;
   }
   /* nz: chunks of c elements */

@@ -165,7 +165,7 @@ def _fuse_weights(layer):
             row = 0
             for p, x in zip(projs, own):
                 setattr(p, name, torch.nn.Parameter(whole[row: row + x.shape[0]], requires_grad=x.requires_grad))
-                views.append((p, name, getattr(p, name)))
+                views.append((p, name, getattr(p, name), whole, row))
                 row += x.shape[0]
             packed.append(whole)
     layer.__dict__["_qkvfuse_packed"] = (packed[0], packed[1], tuple(views))
@@ -186,18 +186,14 @@ def _stale(packed):
     torch.compile: another parameter object, device or dtype (what Dynamo can
     trace and guard on; ``model.to`` changes one of them); in eager mode also
     another storage or offset (a parameter's ``.data`` replaced in place)."""
-    weight, bias, views = packed
-    row = {"weight": 0, "bias": 0}
-    for module, name, view in views:
+    for module, name, view, whole, row in packed[2]:
         x = getattr(module, name)
-        whole = weight if name == "weight" else bias
         if x is not view or x.device != whole.device or x.dtype != whole.dtype:
             return True
         if not torch.compiler.is_compiling() and (
                 x.untyped_storage().data_ptr() != whole.untyped_storage().data_ptr()
-                or x.data_ptr() != whole[row[name]:].data_ptr()):
+                or x.data_ptr() != whole[row:].data_ptr()):
             return True
-        row[name] += x.shape[0]
     return False
 
 

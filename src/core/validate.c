@@ -165,14 +165,11 @@ static qkvfuse_status scale_arg(const char *name, const qkvfuse_tensor *t, qf_pr
   QF_FORWARD(qf_check_tensor(name, t, QF_F32, p->desc));
   int64_t n = qf_numel(t);
   if (n_expect == 0) {
-    char what[160];
-    snprintf(what, sizeof what,
-             "1 (per tensor: [1] or a scalar), Nkv = %lld (per kv head: [Nkv]) or Nkv*D = %lld (per channel: "
-             "[Nkv, D] or [Nkv*D])",
-             (long long)p->Nkv, (long long)(p->Nkv * p->D));
-    QF_CHECK(n == 1 || n == p->Nkv || n == p->Nkv * p->D, QKVFUSE_ERROR_SHAPE, "%s: expected %s elements; got %lld",
-             name, what, (long long)n);
-    return vector_view(name, what, t, n, p, &out->data, out);
+    QF_CHECK(n == 1 || n == p->Nkv || n == p->Nkv * p->D, QKVFUSE_ERROR_SHAPE,
+             "%s: expected 1 (per tensor: [1] or a scalar), Nkv = %lld (per kv head: [Nkv]) or Nkv*D = %lld (per "
+             "channel: [Nkv, D] or [Nkv*D]) elements; got %lld",
+             name, (long long)p->Nkv, (long long)(p->Nkv * p->D), (long long)n);
+    return vector_view(name, "[1], [Nkv] or [Nkv, D]", t, n, p, &out->data, out);
   }
   return vector_view(name, "the scale's element count", t, n_expect, p, &out->data, out);
 }
@@ -200,6 +197,13 @@ static qf_span span_of_vec(const qf_problem *p, const char *name, const qf_vec *
   for (int i = 0; i < p->ngather; i++)
     if (p->gather[i].dst == dst) return qf_span_of_tensor(name, p->gather[i].t);
   return qf_span_of_vec(name, v);
+}
+
+static int drop_empty(qf_span *s, int n) {
+  int kept = 0;
+  for (int i = 0; i < n; i++)
+    if (s[i].count) s[kept++] = s[i];
+  return kept;
 }
 
 /* Every tensor the call reads against every one it writes (q_copy and
@@ -251,6 +255,9 @@ static qkvfuse_status check_overlaps(const qf_problem *p, const qkvfuse_args *a,
   out[nout++] = a->k_cache ? qf_span_of_tensor(n->k_cache, a->k_cache) : (qf_span){n->k_cache, 0, 0, 0, 0, NULL};
   out[nout++] = a->v_cache ? qf_span_of_tensor(n->v_cache, a->v_cache) : (qf_span){n->v_cache, 0, 0, 0, 0, NULL};
 
+  /* the empty ones (absent tensors) overlap nothing; order kept for the messages */
+  nin = drop_empty(in, nin);
+  nout = drop_empty(out, nout);
   for (int i = 0; i < nout; i++) {
     for (int j = 0; j < nin; j++)
       QF_CHECK(!qf_spans_overlap(&out[i], &in[j]), QKVFUSE_ERROR_OVERLAP,
@@ -590,9 +597,10 @@ qkvfuse_status qf_resolve_call(const qkvfuse_plan *plan, const qkvfuse_args *a, 
   const int int_input = in_dtype == QKVFUSE_DTYPE_INT32;
   /* dequant */
   const char *in_name = split ? n->q : n->qkv;
-  snprintf(why, sizeof why, int_input ? "for int32 %s" : "with float %s (dequant is for int32 input)", in_name);
-  QF_FORWARD(require(n->weight_scale, a->weight_scale, int_input, why));
-  if (!int_input) {
+  /* the message names the input: formatted for a failing call only */
+  if (int_input ? !a->weight_scale : a->weight_scale || a->act_scale || a->bias) {
+    snprintf(why, sizeof why, int_input ? "for int32 %s" : "with float %s (dequant is for int32 input)", in_name);
+    QF_FORWARD(require(n->weight_scale, a->weight_scale, int_input, why));
     QF_FORWARD(require(n->act_scale, a->act_scale, 0, why));
     QF_FORWARD(require(n->bias, a->bias, 0, why));
   }

@@ -6,7 +6,8 @@
  * counter and do every head of each, so a slower core takes fewer.
  * With a paged, paged_hnd or nz cache, the k and v heads (k_out, v_out and
  * the cache rows) of a token go instead to the thread that owns the token's
- * cache slot (a hash of slot / 16; the slot is block * block_size + row of
+ * cache slot (a hash of the slot's group: the slots whose rows may share a
+ * cache line, usually the slot alone; the slot is block * block_size + row of
  * qf_token_dest, from slot_mapping or the page table alike), which does them
  * in increasing token order before it claims token runs: all writes to one
  * slot come from one thread in token order, so with duplicate slots the later
@@ -18,6 +19,7 @@
 
 #include <stdatomic.h>
 #include <stdio.h>
+#include <string.h>
 #include <unistd.h>
 
 #include "core/backends.h"
@@ -34,12 +36,28 @@
 
 static const char *const backend_names[QF_CPU_ISA_COUNT] = {"cpu-scalar", "cpu-avx2", "cpu-avx512", "cpu-avx512bf16"};
 
-void qf_cpu_norm_weights(const qf_problem *p, const qf_vec *gamma, const qf_vec *beta, float *g, float *b) {
-  for (int64_t d = 0; d < p->D; d++) {
-    g[d] = qf_load(gamma->data, gamma->dtype, d);
-    if (p->desc->gamma_offset) g[d] = 1.0f + g[d];
-    if (beta->data) b[d] = qf_load(beta->data, beta->dtype, d);
+/* n elements of a float vector as float32: one loop per dtype, so that the
+ * common ones vectorize (this runs on every call). */
+static void load_floats(const void *x, qkvfuse_dtype dt, float *out, int64_t n) {
+  const uint16_t *h = x;
+  switch (dt) {
+    case QKVFUSE_DTYPE_FLOAT32:
+      memcpy(out, x, (size_t)n * sizeof(float));
+      return;
+    case QKVFUSE_DTYPE_BFLOAT16:
+      for (int64_t i = 0; i < n; i++) out[i] = qf_bf16_to_f32(h[i]);
+      return;
+    default:
+      for (int64_t i = 0; i < n; i++) out[i] = qf_load(x, dt, i);
+      return;
   }
+}
+
+void qf_cpu_norm_weights(const qf_problem *p, const qf_vec *gamma, const qf_vec *beta, float *g, float *b) {
+  load_floats(gamma->data, gamma->dtype, g, p->D);
+  if (p->desc->gamma_offset)
+    for (int64_t d = 0; d < p->D; d++) g[d] = 1.0f + g[d];
+  if (beta->data) load_floats(beta->data, beta->dtype, b, p->D);
 }
 
 static size_t elem_size(const void *data, qkvfuse_dtype dt) { return data ? qkvfuse_dtype_size(dt) : 0; }
@@ -69,14 +87,30 @@ typedef struct cpu_job {
   const qf_cpu_kernels *k;
   qf_cpu_call call;
   int by_slot;        /* with several threads, k/v of tokens with a paged/nz slot go to the slot's owner */
+  int slot_shift;     /* slot >> slot_shift: the slots whose rows may share a cache line (slot_group_shift) */
   int64_t run;        /* tokens per claim of the dynamic schedule */
   atomic_llong claim; /* the first token not yet claimed */
 } cpu_job;
 
-/* The thread (of n) that writes cache slot (block, row): slots in runs of 16
- * (a typical page) share a thread, runs are spread by a hash. */
-static int slot_owner(const qf_problem *p, int64_t block, int64_t row, int n) {
-  uint64_t key = (uint64_t)(block * p->k_cache.block_size + row) >> 4;
+/* log2 of the slots that share an owner: those whose cache rows may share a
+ * 64-byte line (a row's contiguous piece is `chunk` elements: a head's D, or
+ * nz's 32 bytes), so no two threads write one line; otherwise every slot is
+ * its own, so consecutive tokens of one page spread over the threads. */
+static int slot_group_shift(const qf_problem *p) {
+  int shift = 0;
+  const qf_cache *caches[] = {&p->k_cache, &p->v_cache};
+  for (int i = 0; i < 2; i++) {
+    const int64_t piece = caches[i]->chunk * (int64_t)qkvfuse_dtype_size(caches[i]->dtype);
+    int s = 0;
+    while ((piece << s) < 64) s++;
+    if (s > shift) shift = s;
+  }
+  return shift;
+}
+
+/* The thread (of n) that writes cache slot (block, row): a hash of its group. */
+static int slot_owner(const qf_problem *p, int shift, int64_t block, int64_t row, int n) {
+  uint64_t key = (uint64_t)(block * p->k_cache.block_size + row) >> shift;
   key ^= key >> 31;
   key *= 0x9E3779B97F4A7C15ull;
   key ^= key >> 29;
@@ -133,7 +167,7 @@ static void run_owned(const cpu_job *j, int i, int n) {
   /* next owned token from u on (T: none); its destination in *b, *r */
 #define QF_NEXT_OWNED(u, b, r) \
   for (; (u) < p->T; (u)++)    \
-    if (qf_token_dest(p, (u), (b), (r)) && slot_owner(p, *(b), *(r), n) == i) break
+    if (qf_token_dest(p, (u), (b), (r)) && slot_owner(p, j->slot_shift, *(b), *(r), n) == i) break
   QF_NEXT_OWNED(t, &block, &row);
   while (t < p->T) {
     int64_t next = t + 1;
@@ -171,6 +205,7 @@ static qkvfuse_status cpu_run(const qkvfuse_plan *plan, const qf_problem *p, voi
   qf_cpu_call_init(&j.call, p);
   const int64_t n = call_threads(plan, p);
   j.by_slot = by_slot_owner(p, n);
+  j.slot_shift = j.by_slot ? slot_group_shift(p) : 0;
   j.run = p->T / (4 * n);
   if (j.run > QF_CPU_RUN_TOKENS) j.run = QF_CPU_RUN_TOKENS;
   if (j.run < 1) j.run = 1;

@@ -34,7 +34,8 @@ void cli_bench_usage(FILE *f) {
           "           faster of a 16-byte-access copy kernel and cudaMemcpyAsync in pieces of <= 256 MiB)\n"
           "bytes = every input read once + every output written once (cos_sin_cache: the T rows used; caches:\n"
           "the rows written). Each time is the median of per-call samples after a warm-up; calls cycle through\n"
-          "enough copies of the tensors to stream past the last-level cache. The tensors are the test kit's\n"
+          "enough copies of the tensors to stream past the last-level cache (their descriptors, qkvfuse_tensor,\n"
+          "are one set pointed at each copy in turn: in cache, as a caller's are). The tensors are the test kit's\n"
           "cases of the preset (kit/presets.h); before timing, a case of at most 512 tokens runs once and its\n"
           "fused result is checked against the kit's float64 oracle (a difference fails the case).\n"
           "\n"
@@ -108,17 +109,17 @@ static void call_failed(const bench_case *c, const char *what, qkvfuse_status s)
 }
 
 static int run_fused(void *ctx, int64_t i) {
-  const bench_case *c = ctx;
-  const qkvfuse_status s = qkvfuse_run(c->plan, &c->args[i], c->dev->stream ? c->dev->stream() : NULL);
+  bench_case *c = ctx;
+  const qkvfuse_status s = qkvfuse_run(c->plan, bench_case_args(c, i), c->dev->stream ? c->dev->stream() : NULL);
   if (s != QKVFUSE_SUCCESS) call_failed(c, "qkvfuse_run", s);
   return s != QKVFUSE_SUCCESS;
 }
 
 /* Validation included, as qkvfuse_run includes it. */
 static int run_unfused(void *ctx, int64_t i) {
-  const bench_case *c = ctx;
+  bench_case *c = ctx;
   qf_problem p;
-  qkvfuse_status s = qf_resolve(c->plan, &c->args[i], &p);
+  qkvfuse_status s = qf_resolve(c->plan, bench_case_args(c, i), &p);
   if (s == QKVFUSE_SUCCESS) s = c->dev->unfused_run(c->plan, &p, c->scratch);
   if (s != QKVFUSE_SUCCESS) call_failed(c, "the unfused path", s);
   return s != QKVFUSE_SUCCESS;
@@ -126,13 +127,13 @@ static int run_unfused(void *ctx, int64_t i) {
 
 /* The scalar reference on the same tensors (--reference); ctx: a ref_ctx. */
 typedef struct ref_ctx {
-  const bench_case *c;
+  bench_case *c;
   const qkvfuse_plan *plan;
 } ref_ctx;
 
 static int run_reference(void *ctx, int64_t i) {
   const ref_ctx *r = ctx;
-  const qkvfuse_status s = qkvfuse_run(r->plan, &r->c->args[i], NULL);
+  const qkvfuse_status s = qkvfuse_run(r->plan, bench_case_args(r->c, i), NULL);
   if (s != QKVFUSE_SUCCESS) call_failed(r->c, "the reference", s);
   return s != QKVFUSE_SUCCESS;
 }
@@ -207,14 +208,14 @@ static void print_json(FILE *f, const bench_case *c, const bench_row *r) {
   cli_json_str(&j, "device", c->dev->name);
   cli_json_int(&j, "tokens", c->spec.tokens);
   cli_json_str(&j, "dtype", qkvfuse_dtype_name(c->spec.dtype));
-  cli_json_str(&j, "input_dtype", qkvfuse_dtype_name(c->args[0].qkv->dtype));
+  cli_json_str(&j, "input_dtype", qkvfuse_dtype_name(c->args.qkv->dtype));
   cli_json_str(&j, "backend", qkvfuse_plan_backend_name(c->plan));
   char kernel[256];
-  if (qkvfuse_experimental_explain(c->plan, &c->args[0], kernel, sizeof kernel) == QKVFUSE_SUCCESS)
+  if (qkvfuse_experimental_explain(c->plan, &c->args, kernel, sizeof kernel) == QKVFUSE_SUCCESS)
     cli_json_str(&j, "kernel", kernel);
   cli_json_int(&j, "threads", c->spec.threads);
   cli_json_str(&j, "norm", c->norm);
-  if (c->args[0].slot_mapping) cli_json_str(&j, "slots", c->spec.page_slots ? "pages" : "tokens");
+  if (c->args.slot_mapping) cli_json_str(&j, "slots", c->spec.page_slots ? "pages" : "tokens");
   cli_json_int(&j, "bytes", (int64_t)c->bytes);
   cli_json_int(&j, "instances", c->instances);
   cli_json_int(&j, "rotate_target_bytes", (int64_t)c->rotate_target);

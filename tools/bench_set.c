@@ -113,9 +113,6 @@ static int build(bench_case *c, size_t rotate_bytes, char *err, size_t errn) {
   c->instances = instances_for(rotate_bytes, c->instance_bytes);
   for (int b = 0; b <= TK_NSLOT; b++)
     if (c->stride[b] && (c->slab[b] = mem->alloc(c->stride[b] * (size_t)c->instances)) == NULL) goto oom;
-  c->args = calloc((size_t)c->instances, sizeof *c->args);
-  c->views = calloc((size_t)c->instances * TK_NSLOT, sizeof *c->views);
-  if (c->args == NULL || c->views == NULL) goto oom;
   tk_rng rng;
   tk_rng_seed(&rng, c->spec.seed ^ 0x5E7511D1CE5ull);
   for (int64_t k = 0; k < c->instances; k++) {
@@ -123,12 +120,21 @@ static int build(bench_case *c, size_t rotate_bytes, char *err, size_t errn) {
     point_at_set(c, k);
     for (int b = 0; b <= TK_NSLOT; b++) /* also touches every output page */
       if (c->stride[b] && mem->upload(c->kc.buf[b].dev, c->kc.buf[b].init, c->kc.buf[b].bytes)) goto oom;
-    tk_case_args(&c->kc, TK_AT_DEVICE, &c->views[k * TK_NSLOT], &c->args[k]);
   }
+  point_at_set(c, 0);
+  tk_case_args(&c->kc, TK_AT_DEVICE, c->views, &c->args);
+  for (int s = 0; s < TK_NSLOT; s++) {
+    const size_t step = c->kc.view[s].present ? c->stride[c->kc.view[s].buf] : 0;
+    if (!step) continue;
+    c->moved[c->nmoved] = &c->views[s];
+    c->moved_base[c->nmoved] = c->views[s].data;
+    c->moved_step[c->nmoved++] = step;
+  }
+  c->flags_base = c->stride[TK_FLAGS_BUF] ? c->args.error_flags : NULL;
   point_at_set(c, c->instances - 1); /* the set the kit case's bytes describe */
 
   qf_problem p;
-  st = qf_resolve(c->plan, &c->args[0], &p);
+  st = qf_resolve(c->plan, bench_case_args(c, 0), &p);
   if (st != QKVFUSE_SUCCESS) {
     snprintf(err, errn, "arguments rejected: %s: %s", qkvfuse_status_string(st), qkvfuse_last_error());
     return -1;
@@ -179,6 +185,12 @@ int bench_case_make(bench_case *c, const bench_spec *spec, const cli_device *dev
   return rc;
 }
 
+const qkvfuse_args *bench_case_args(bench_case *c, int64_t i) {
+  for (int k = 0; k < c->nmoved; k++) c->moved[k]->data = c->moved_base[k] + (size_t)i * c->moved_step[k];
+  if (c->flags_base) c->args.error_flags = (uint32_t *)((unsigned char *)c->flags_base + (size_t)i * c->stride[TK_FLAGS_BUF]);
+  return &c->args;
+}
+
 /* The kit's runner: the case's own plan. */
 static qkvfuse_status run_plan(tk_case *kc, const qkvfuse_args *args, qkvfuse_backend be, void *ctx,
                                int *unsupported) {
@@ -209,8 +221,6 @@ void bench_case_free(bench_case *c) {
   if (c->copy_dst) mem->release(c->copy_dst);
   if (c->scratch) mem->release(c->scratch);
   tk_case_free(&c->kc);
-  free(c->args);
-  free(c->views);
   qkvfuse_plan_destroy(c->plan);
   memset(c, 0, sizeof *c);
 }

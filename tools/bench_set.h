@@ -38,8 +38,15 @@ typedef struct bench_case {
   int64_t instances;      /* sets of per-call tensors, cycled through */
   size_t instance_bytes;  /* device memory of one set: instances * instance_bytes is rotated */
   size_t bytes;           /* traffic of one call: every input read once + every output written once */
-  qkvfuse_args *args;     /* [instances] */
-  qkvfuse_tensor *views;  /* [instances][TK_NSLOT] */
+  /* the call's arguments: one set of descriptors, pointed at set i before each call
+   * (bench_case_args), so they are in cache as a caller's are while the tensors rotate */
+  qkvfuse_args args;
+  qkvfuse_tensor views[TK_NSLOT];
+  int nmoved;                          /* descriptors whose tensor is per set */
+  unsigned char *moved_base[TK_NSLOT]; /* their data in set 0 */
+  size_t moved_step[TK_NSLOT];         /* and the bytes between sets */
+  qkvfuse_tensor *moved[TK_NSLOT];
+  uint32_t *flags_base;                /* args.error_flags in set 0, NULL when absent */
   void *slab[TK_NSLOT + 1];   /* per-call buffers, all sets (the kit's buffer index) */
   size_t stride[TK_NSLOT + 1]; /* their size in one set, 64-byte aligned; 0: shared or absent */
   void *shared[TK_NSLOT + 1]; /* model parameters, one copy */
@@ -67,6 +74,9 @@ int bench_case_check(bench_case *c, char *err, size_t errn);
 /* The benchmark checks the cases of at most this many tokens: beyond, the
  * oracle would take longer than the case's measurements. */
 #define BENCH_CHECK_MAX_TOKENS 512
+
+/* The arguments of a call on set i (0 <= i < instances). */
+const qkvfuse_args *bench_case_args(bench_case *c, int64_t i);
 
 void bench_case_free(bench_case *c);
 

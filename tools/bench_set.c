@@ -187,7 +187,8 @@ int bench_case_make(bench_case *c, const bench_spec *spec, const cli_device *dev
 
 const qkvfuse_args *bench_case_args(bench_case *c, int64_t i) {
   for (int k = 0; k < c->nmoved; k++) c->moved[k]->data = c->moved_base[k] + (size_t)i * c->moved_step[k];
-  if (c->flags_base) c->args.error_flags = (uint32_t *)((unsigned char *)c->flags_base + (size_t)i * c->stride[TK_FLAGS_BUF]);
+  if (c->flags_base)
+    c->args.error_flags = (uint32_t *)((unsigned char *)c->flags_base + (size_t)i * c->stride[TK_FLAGS_BUF]);
   return &c->args;
 }
 

@@ -39,7 +39,8 @@ typedef struct bench_case {
   size_t instance_bytes;  /* device memory of one set: instances * instance_bytes is rotated */
   size_t bytes;           /* traffic of one call: every input read once + every output written once */
   /* the call's arguments: one set of descriptors, pointed at set i before each call
-   * (bench_case_args), so they are in cache as a caller's are while the tensors rotate */
+   * (bench_case_args), so they are in cache as a caller's are while the tensors rotate;
+   * args and moved point into views, so a bench_case is never copied */
   qkvfuse_args args;
   qkvfuse_tensor views[TK_NSLOT];
   int nmoved;                          /* descriptors whose tensor is per set */

@@ -30,8 +30,9 @@ const char *qf_cuda_streaming_refusal(const qf_problem *p, const qf_cu_problem *
  * vLLM and SGLang make? cos/sin from a cos_sin_cache of the input's dtype by
  * int64 positions, norm weights of the input's dtype, and a cache, if any,
  * that is paged with whole rows (slot_lin: vLLM's [blocks, block_size, Nkv,
- * D]) and a head's D channels contiguous, int64 slots, no int8 offsets. A
- * page table is not that call: the engine kernels read slot_mapping. */
+ * D]) and a head's D channels contiguous, int64 slots, no int8 offsets, a
+ * quantized cache of int8 or fp8 e4m3 (not e5m2). A page table is not that
+ * call: the engine kernels read slot_mapping. */
 bool qf_cuda_engine_call(const qf_problem *p, const qf_cu_problem *P);
 
 #endif /* QKVFUSE_CUDA_BACKEND_H */

@@ -64,6 +64,8 @@ bool qf_cuda_engine_call(const qf_problem *p, const qf_cu_problem *P) {
   const qkvfuse_dtype in = p->in[0].dtype;
   const bool cache = p->desc->cache_layout != QKVFUSE_CACHE_NONE;
   if (p->desc->q_quant != QKVFUSE_QUANT_NONE) return false; /* the engine kernels store q of the input's dtype */
+  /* the engine kernels' caches: int8 or fp8 e4m3 (e5m2 would add a third quantizer to every store) */
+  if (p->desc->k_quant == QKVFUSE_QUANT_FP8_E5M2 || p->desc->v_quant == QKVFUSE_QUANT_FP8_E5M2) return false;
   if (cache && p->desc->cache_addressing != QKVFUSE_ADDRESS_SLOTS) return false;
   const qf_cache *caches[] = {&p->k_cache, &p->v_cache};
   for (const qf_cache *c : caches)

@@ -79,7 +79,7 @@ constexpr int kStreamingBlock = 128;
 // parameters; kEngine: the call an inference engine makes: int64 positions into
 // a cos_sin_cache of the input's dtype, norm weights of that dtype, and a
 // cache, if any, that is paged with whole rows (slot_lin, a head's D
-// channels contiguous), int64 slots and no int8 offsets; | kEngineCache: and
+// channels contiguous), int64 slots, no int8 offsets and no e5m2; | kEngineCache: and
 // the call has a cache; | kEngineQuant (prefill form): and the call writes a
 // quantized cache. Their branches on dtypes and layouts fold away.
 constexpr int kEngine = 1, kEngineCache = 2, kEngineQuant = 4;
@@ -417,14 +417,14 @@ __device__ __forceinline__ void store_head(const qf_cu_mat &out, const qf_cu_cac
   }
   if (!scales.ok()) return;
   uint8_t *c = static_cast<uint8_t *>(C.data);
-  /* ENGINE: no offsets, so int8 is symmetric (qm: computed in each loop; fp8 keeps its format) */
+  /* ENGINE: int8 (no offsets: symmetric) or e4m3 (qm: computed in each loop) */
   if constexpr (RUNS) {
     uint2 q[NV];
 #pragma unroll
     for (int v = 0; v < NV; v++) {
       float r[8], of[8];
       scales.get(v, r, of);
-      const int qm = ENGINE && C.quant == QKVFUSE_QUANT_INT8_ASYM ? QKVFUSE_QUANT_INT8_SYM : C.quant;
+      const int qm = !ENGINE ? C.quant : C.quant == QKVFUSE_QUANT_FP8_E4M3 ? C.quant : QKVFUSE_QUANT_INT8_SYM;
       q[v] = quantize_bytes8(qm, x + 8 * v, r, of);
     }
     if (NV == 2 && run) { /* w[1] = w[0] + 1 */
@@ -438,7 +438,7 @@ __device__ __forceinline__ void store_head(const qf_cu_mat &out, const qf_cu_cac
     for (int v = 0; v < NV; v++) {
       float r[8], of[8];
       scales.get(v, r, of);
-      const int qm = ENGINE && C.quant == QKVFUSE_QUANT_INT8_ASYM ? QKVFUSE_QUANT_INT8_SYM : C.quant;
+      const int qm = !ENGINE ? C.quant : C.quant == QKVFUSE_QUANT_FP8_E4M3 ? C.quant : QKVFUSE_QUANT_INT8_SYM;
       st_stream(c + cache_at<ENGINE>(C, row0, kvh, 8 * w[v], D), quantize_bytes8(qm, x + 8 * v, r, of));
     }
   }

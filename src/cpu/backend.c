@@ -19,7 +19,6 @@
 
 #include <stdatomic.h>
 #include <stdio.h>
-#include <string.h>
 #include <unistd.h>
 
 #include "core/backends.h"
@@ -36,43 +35,19 @@
 
 static const char *const backend_names[QF_CPU_ISA_COUNT] = {"cpu-scalar", "cpu-avx2", "cpu-avx512", "cpu-avx512bf16"};
 
-/* n elements of a float vector as float32: one loop per dtype, so that the
- * common ones vectorize (this runs on every call). */
-static void load_floats(const void *x, qkvfuse_dtype dt, float *out, int64_t n) {
-  const uint16_t *h = x;
-  switch (dt) {
-    case QKVFUSE_DTYPE_FLOAT32:
-      memcpy(out, x, (size_t)n * sizeof(float));
-      return;
-    case QKVFUSE_DTYPE_BFLOAT16:
-      for (int64_t i = 0; i < n; i++) out[i] = qf_bf16_to_f32(h[i]);
-      return;
-    default:
-      for (int64_t i = 0; i < n; i++) out[i] = qf_load(x, dt, i);
-      return;
-  }
-}
-
-void qf_cpu_norm_weights(const qf_problem *p, const qf_vec *gamma, const qf_vec *beta, float *g, float *b) {
-  load_floats(gamma->data, gamma->dtype, g, p->D);
-  if (p->desc->gamma_offset)
-    for (int64_t d = 0; d < p->D; d++) g[d] = 1.0f + g[d];
-  if (beta->data) load_floats(beta->data, beta->dtype, b, p->D);
-}
-
 static size_t elem_size(const void *data, qkvfuse_dtype dt) { return data ? qkvfuse_dtype_size(dt) : 0; }
 
-void qf_cpu_call_init(qf_cpu_call *c, const qf_problem *p) {
+void qf_cpu_call_init(qf_cpu_call *c, const qf_cpu_kernels *k, const qf_problem *p) {
   c->p = p;
   c->parity = p->desc->rounding == QKVFUSE_ROUNDING_UNFUSED_PARITY;
   c->int_input = p->in[0].dtype == QKVFUSE_DTYPE_INT32;
   c->q_beta = c->k_beta = NULL;
   if (p->desc->q_norm) {
-    qf_cpu_norm_weights(p, &p->q_gamma, &p->q_beta, c->q_gamma, c->q_beta_buf);
+    k->norm_weights(p, &p->q_gamma, &p->q_beta, c->q_gamma, c->q_beta_buf);
     if (p->q_beta.data) c->q_beta = c->q_beta_buf;
   }
   if (p->desc->k_norm) {
-    qf_cpu_norm_weights(p, &p->k_gamma, &p->k_beta, c->k_gamma, c->k_beta_buf);
+    k->norm_weights(p, &p->k_gamma, &p->k_beta, c->k_gamma, c->k_beta_buf);
     if (p->k_beta.data) c->k_beta = c->k_beta_buf;
   }
   c->es_in = qkvfuse_dtype_size(p->in[0].dtype);
@@ -202,7 +177,7 @@ static qkvfuse_status cpu_run(const qkvfuse_plan *plan, const qf_problem *p, voi
   (void)stream;
   cpu_job j;
   j.k = qf_cpu_kernels_for((qf_cpu_isa)plan->isa);
-  qf_cpu_call_init(&j.call, p);
+  qf_cpu_call_init(&j.call, j.k, p);
   const int64_t n = call_threads(plan, p);
   j.by_slot = by_slot_owner(p, n);
   j.slot_shift = j.by_slot ? slot_group_shift(p) : 0;

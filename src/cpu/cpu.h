@@ -83,6 +83,9 @@ typedef struct qf_cpu_call {
 typedef struct qf_cpu_kernels {
   qf_cpu_isa isa;
   int lanes; /* float32 lanes of a vector (QV_W) */
+  /* RMSNorm weights of p as float32 [D]: g = gamma (1 + gamma with
+   * gamma_offset), b = beta when present (as qf_stage_rmsnorm loads them). */
+  void (*norm_weights)(const qf_problem *p, const qf_vec *gamma, const qf_vec *beta, float *g, float *b);
   /* The full-length (R) cos and sin of token t (qf_stage_cos_sin). */
   void (*cos_sin)(const qf_problem *p, int64_t t, float *cos_r, float *sin_r);
   /* Token t: when do_q, its q heads (load or dequant, RMSNorm, RoPE, store to
@@ -100,12 +103,8 @@ typedef struct qf_cpu_kernels {
 /* The kernels of an ISA this build has (NULL otherwise). */
 const qf_cpu_kernels *qf_cpu_kernels_for(qf_cpu_isa isa);
 
-/* Fill a call's prepared fields for problem p. */
-void qf_cpu_call_init(qf_cpu_call *c, const qf_problem *p);
-
-/* RMSNorm weights of p as float32 [D]: g = gamma (1 + gamma with
- * gamma_offset), b = beta when present (as qf_stage_rmsnorm loads them). */
-void qf_cpu_norm_weights(const qf_problem *p, const qf_vec *gamma, const qf_vec *beta, float *g, float *b);
+/* Fill a call's prepared fields for problem p, with the kernels k. */
+void qf_cpu_call_init(qf_cpu_call *c, const qf_cpu_kernels *k, const qf_problem *p);
 
 /* The stage kernels of plan's ISA (unfused_stages.h), for the benchmark's
  * unfused chain; NULL unless plan is a CPU-backend plan. */

@@ -84,6 +84,14 @@ static void rope_row(const float *y, const float *cos_r, const float *sin_r, flo
   }
 }
 
+/* RMSNorm weights of p as float32 (qf_cpu_kernels.norm_weights). */
+static void norm_weights(const qf_problem *p, const qf_vec *gamma, const qf_vec *beta, float *g, float *b) {
+  load_row(gamma->data, gamma->dtype, g, p->D);
+  if (p->desc->gamma_offset)
+    for (int64_t d = 0; d < p->D; d++) g[d] = 1.0f + g[d];
+  if (beta->data) load_row(beta->data, beta->dtype, b, p->D);
+}
+
 /* The full-length (R) cos and sin of token t: qf_stage_cos_sin, with the
  * table rows read by load_row (the same conversions, vectorized). */
 static void cos_sin(const qf_problem *p, int64_t t, float *cos_r, float *sin_r) {

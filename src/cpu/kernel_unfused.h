@@ -26,7 +26,7 @@ static void u_norm(const qf_problem *p, const qf_mat *m, const qf_vec *gamma, co
   const int64_t D = p->D, heads = m->cols / D;
   const size_t es = qkvfuse_dtype_size(m->dtype);
   float g[HEAD_MAX], b[HEAD_MAX], xg[QV_W * HEAD_MAX], y[HEAD_MAX], inv[QV_W];
-  qf_cpu_norm_weights(p, gamma, beta, g, b);
+  norm_weights(p, gamma, beta, g, b);
   for (int64_t t = t0; t < t1; t++) {
     char *row = row_ptr(m, t, es);
     for (int64_t h0 = 0; h0 < heads; h0 += QV_W) {

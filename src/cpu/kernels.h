@@ -64,5 +64,5 @@ static void token(const qf_cpu_call *c, int64_t t, const float *cos_r, const flo
 }
 
 const qf_cpu_kernels QF_CPU_KERNELS_TABLE = {
-    QF_CPU_KERNELS_ISA, QV_W, cos_sin, token, {u_dequant, u_norm, u_rope, u_quant},
+    QF_CPU_KERNELS_ISA, QV_W, norm_weights, cos_sin, token, {u_dequant, u_norm, u_rope, u_quant},
 };

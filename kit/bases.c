@@ -74,6 +74,16 @@ void tk_base_spec(int which, tk_spec *s) {
       s->k_quant = QKVFUSE_QUANT_INT8_SYM, s->k_scale_kind = 0, s->v_cache_dt = QKVFUSE_DTYPE_BFLOAT16;
       s->error_flags = 1;
       break;
+    case TK_BASE_I:
+      s->Nq = 4, s->Nkv = 2, s->D = 64, s->R = 64, s->T = 9;
+      s->qkv_dt = QKVFUSE_DTYPE_INT32, s->act_scale = 1, s->acc_bits = 16;
+      s->q_out_dt = QKVFUSE_DTYPE_BFLOAT16;
+      s->k_norm = 1, s->k_gamma_dt = QKVFUSE_DTYPE_BFLOAT16;
+      s->rope_source = QKVFUSE_ROPE_COS_SIN, s->rope_dt = QKVFUSE_DTYPE_BFLOAT16;
+      s->layout = QKVFUSE_CACHE_PAGED, s->block_size = 4, s->blocks = 4, s->slot_dt = QKVFUSE_DTYPE_INT64;
+      s->k_quant = s->v_quant = QKVFUSE_QUANT_INT8_SYM, s->k_scale_kind = s->v_scale_kind = 2;
+      s->error_flags = 1;
+      break;
     default:
       s->Nq = 1, s->Nkv = 1, s->D = 16, s->T = 3;
       break;

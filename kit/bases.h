@@ -17,9 +17,11 @@ enum {
                      [1]), k_out/v_out bf16, paged_hnd, k e5m2 [Nkv], v int8 asym [Nkv] (scale and offset) */
   TK_BASE_G = 64, /* base E with an fp8 e5m2 k cache and per-head scales: k e5m2 [Nkv], v int8 sym [Nkv] (CUDA:
                      the decode kernel's engine-call form) */
-  TK_BASE_P = 128 /* page-table addressing: bf16 in, norm, bf16 cos_sin_cache, paged_hnd cache, k int8 sym [1], v bf16,
+  TK_BASE_P = 128, /* page-table addressing: bf16 in, norm, bf16 cos_sin_cache, paged_hnd cache, k int8 sym [1], v bf16,
                      3 sequences of block_size 4 (kv_indptr int32, kv_indices int64, batch_indices int32,
                      kv_positions int64), k_out */
+  TK_BASE_I = 256 /* int32 in (weight/act scale, no bias), k norm, per-token bf16 cos/sin, q_out bf16, paged, k and v
+                     int8 sym [Nkv,D] (CUDA: the streaming kernel's int32 prefill form) */
 };
 
 void tk_base_spec(int which, tk_spec *s);

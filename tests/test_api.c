@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "bases.h"
 #include "case.h"
 #include "harness.h"
 #include "qkvfuse_experimental.h"
@@ -321,6 +322,27 @@ static qkvfuse_status explain_case(const char *vs, qkvfuse_backend be, int64_t D
   return explain_case_q(vs, be, D, R, QKVFUSE_QUANT_NONE, break_args, out, n);
 }
 
+/* explain on CUDA of a kit base case (kit/bases.h) with variants vs: the text into out[n]. */
+static qkvfuse_status explain_base(int base, const char *vs, char *out, size_t n) {
+  const tk_device *dev = tk_device_for_backend(QKVFUSE_BACKEND_CUDA);
+  tk_spec s;
+  tk_base_spec(base, &s);
+  tk_case c;
+  tk_case_build(&c, &s, 11);
+  if (tk_case_upload(&c, dev)) {
+    tk_case_free(&c);
+    return QKVFUSE_ERROR_CUDA;
+  }
+  qkvfuse_tensor tens[TK_NSLOT];
+  qkvfuse_args a;
+  tk_case_args(&c, TK_AT_DEVICE, tens, &a);
+  qkvfuse_desc d = c.desc;
+  d.backend = QKVFUSE_BACKEND_CUDA, d.device_type = QKVFUSE_DEVICE_CUDA, d.device_id = dev->id;
+  const qkvfuse_status st = explain_plan(&d, vs, &a, NULL, out, n);
+  tk_case_free(&c);
+  return st;
+}
+
 /* explain on the CPU backend with 2 threads, for a paged-cache case of T
  * tokens, slot_mapping strided or not, token `bad`'s slot out of the cache
  * (bad < 0: none): the text into out[n]; the status (the run's, compared). */
@@ -380,6 +402,16 @@ static void explain(void) {
           "explain with D = 72 on CUDA: \"%s\" (%s)", text, qkvfuse_last_error());
     CHECK(explain_case(NULL, QKVFUSE_BACKEND_CUDA, 128, 128, 1, text, sizeof text) == QKVFUSE_ERROR_SHAPE,
           "explain of a bad row width on CUDA: %s", qkvfuse_last_error());
+    /* int32 input: the streaming kernel's prefill form; with a bias (and parity), or a forced decode form, the
+       general kernel */
+    CHECK(explain_base(TK_BASE_I, NULL, text, sizeof text) == QKVFUSE_SUCCESS &&
+              strstr(text, "streaming kernel, prefill form (int32 input)"),
+          "explain of int32 input: \"%s\" (%s)", text, qkvfuse_last_error());
+    CHECK(explain_base(TK_BASE_I, "cuda.form=decode", text, sizeof text) == QKVFUSE_SUCCESS &&
+              strstr(text, "general kernel") && strstr(text, "(not the streaming kernel: int32 input and a decode form"),
+          "explain of int32 input, cuda.form=decode: \"%s\" (%s)", text, qkvfuse_last_error());
+    CHECK(explain_base(TK_BASE_B, NULL, text, sizeof text) == QKVFUSE_SUCCESS && strstr(text, "general kernel"),
+          "explain of int32 input with a bias: \"%s\" (%s)", text, qkvfuse_last_error());
   }
   /* the CPU backend: which path, and why not the direct one (8 lanes with avx2, 1 scalar) */
   if (!cpu_backend(NULL)[0]) return;

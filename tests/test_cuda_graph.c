@@ -66,7 +66,7 @@ int main(int argc, char **argv) {
   int ran = 0, failed = 0;
   tk_stats all;
   memset(&all, 0, sizeof all);
-  static const int bases[] = {TK_BASE_A, TK_BASE_B, TK_BASE_C, TK_BASE_D, TK_BASE_E, TK_BASE_F, TK_BASE_G};
+  static const int bases[] = {TK_BASE_A, TK_BASE_B, TK_BASE_C, TK_BASE_D, TK_BASE_E, TK_BASE_F, TK_BASE_G, TK_BASE_I};
   const int nbases = (int)(sizeof bases / sizeof bases[0]);
   for (int i = 0; i < nbases + (int)ncases; i++) {
     tk_spec sp;

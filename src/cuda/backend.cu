@@ -63,8 +63,9 @@ static void qf_cuda_explain(const qkvfuse_plan *plan, const qf_problem *p, char 
     snprintf(buf, n, "%s: general kernel, %d-element vectors, %d per lane, %u blocks (not the streaming kernel: %s)",
              plan->backend_name, v.vec, v.vecs_per_lane, v.blocks, v.refused ? v.refused : "-");
   else
-    snprintf(buf, n, "%s: streaming kernel, %s%s, %d lanes per head, %u blocks, %zu B shared memory%s",
-             plan->backend_name, form, v.engine ? " (engine call)" : "", v.lanes, v.blocks, v.smem,
+    snprintf(buf, n, "%s: streaming kernel, %s%s%s, %d lanes per head, %u blocks, %zu B shared memory%s",
+             plan->backend_name, form, v.engine ? " (engine call)" : "",
+             v.input == QKVFUSE_DTYPE_INT32 ? " (int32 input)" : "", v.lanes, v.blocks, v.smem,
              v.pdl ? ", programmatic dependent launch" : "");
 }
 

@@ -17,12 +17,17 @@ bool qf_cuda_vector_ok(const qf_problem *p, int vec);
  * its layout (block, row, chunk and chunk size) whole vectors? */
 bool qf_cuda_cache_vector_ok(const qf_cache *c, int vec);
 
+/* The 16-bit type the streaming kernel computes a call in (its T): the
+ * input's, or for int32 input that of its first unquantized output (q_out,
+ * k_out, v_out, then the caches; bfloat16 where every output is quantized). */
+qkvfuse_dtype qf_cuda_streaming_type(const qf_problem *p);
+
 /* Why the streaming kernel cannot serve the call (a static string), or NULL
- * where it can: 16-bit input, outputs of its dtype or a quantized q, rows
- * and caches in aligned 8-element vectors, D a multiple of 16 in [32, 512],
- * R a multiple of 16, caches of the input's dtype or quantized, no beta, no
- * int32 dequantization, not parity mode, small tables readable as aligned
- * vectors. */
+ * where it can: 16-bit input, or int32 input with 16-bit outputs and no bias;
+ * outputs of that type or a quantized q, rows and caches in aligned 8-element
+ * vectors, D a multiple of 16 in [32, 512], R a multiple of 16, caches of that
+ * type or quantized, no beta, not parity mode, small tables (weight_scale too)
+ * readable as aligned vectors. */
 const char *qf_cuda_streaming_refusal(const qf_problem *p, const qf_cu_problem *P);
 
 /* Is the call the engine call, which the streaming kernel serves with its

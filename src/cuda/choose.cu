@@ -21,7 +21,8 @@ static int64_t plan_sms(const qf_cuda_state &state) { return state.sm_count > 0 
 // memory would overflow), or nullptr.
 //
 // Items are (token, heads_per_item heads of one kind); heads_per_item is the
-// largest of 4 (2 with per-token cos/sin: registers) and 2 that still gives
+// largest of 4 (2 with per-token cos/sin: registers; 2 with int32 input:
+// its stages are twice as large) and 2 that still gives
 // about 1024 threads per multiprocessor (the prefill form may halve it:
 // qf_cuda_schedule_heads_per_item). Calls too small for that even with two
 // heads per item are decode-sized: they run the decode form (one (token,
@@ -30,9 +31,10 @@ static int64_t plan_sms(const qf_cuda_state &state) { return state.sm_count > 0 
 // chain's, which one vector shortens), else two. Otherwise the prefill form
 // runs on the resident blocks (prefill_blocks_per_sm per multiprocessor),
 // each keeping one item for the launch and walking its token runs
-// (schedule.h). Shared memory holds the row stages and, for a quantized
-// cache, the item's reciprocal scales. The plan's form may force one form
-// (the prefill form then goes down to one head per item).
+// (schedule.h). Shared memory holds the row stages, for int32 input the
+// item's weight scales and for a quantized cache its reciprocal scales.
+// Int32 input runs the prefill form at every size. The plan's form may
+// force one form (the prefill form then goes down to one head per item).
 static const char *streaming_schedule(const qf_cuda_state &state, const qf_problem *p, const qf_cu_problem &problem,
                                       qf_cu_kernel_params *K, qf_cuda_variant *v) {
   const int64_t sms = plan_sms(state);
@@ -43,6 +45,9 @@ static const char *streaming_schedule(const qf_cuda_state &state, const qf_probl
   const bool v_quant = p->v_cache.data && p->desc->v_quant != QKVFUSE_QUANT_NONE;
   const bool quantized_cache = k_quant || v_quant;
   const int D = (int)p->D;
+  const bool i32 = p->in[0].dtype == QKVFUSE_DTYPE_INT32; /* the prefill form only, two heads per item */
+  if (i32 && (form == QF_CUDA_FORM_DECODE || form == QF_CUDA_FORM_DECODE_NARROW))
+    return "int32 input and a decode form (int32 runs the prefill form)";
   const int64_t gpb = qf::prefill_groups_per_block(qf::prefill_lanes(D)), runs = (p->T + gpb - 1) / gpb;
   const int64_t groups_q = p->T * p->Nq, groups_kv = p->T * p->Nkv;
   const int64_t kind_heads[3] = {p->Nq, k_work ? p->Nkv : 0, v_work ? p->Nkv : 0}; /* 0: no work */
@@ -60,8 +65,8 @@ static const char *streaming_schedule(const qf_cuda_state &state, const qf_probl
     for (int k = 0; k < 3; k++) P.items[k] = (int32_t)((kind_heads[k] + heads_per_item - 1) / heads_per_item);
   };
   /* div_fixed: indices below 2^31 */
-  bool decode = form != QF_CUDA_FORM_PREFILL && groups_q < 0x7fffffffLL - decode_gpb;
-  for (int h = qf::max_heads_per_item(v->cos_sin_rows); h >= (form == QF_CUDA_FORM_PREFILL ? 1 : 2); h >>= 1) {
+  bool decode = !i32 && form != QF_CUDA_FORM_PREFILL && groups_q < 0x7fffffffLL - decode_gpb;
+  for (int h = qf::max_heads_per_item(v->cos_sin_rows || i32); h >= (form == QF_CUDA_FORM_PREFILL ? 1 : 2); h >>= 1) {
     set_items(h);
     units = runs * (P.items[0] + P.items[1] + P.items[2]);
     if (units * qf::kStreamingBlock >= sms * 1024) break;
@@ -113,9 +118,11 @@ static const char *streaming_schedule(const qf_cuda_state &state, const qf_probl
   if (grid >= 0x7fffffffLL) return "more blocks than 31-bit indices reach";
   /* v items of a quantized cache take their lane's two vectors adjacent
      (prefill.cuh: v_adjacent), one 16-byte store of their 16 bytes */
-  P.v_adjacent = v_quant && qf_cuda_cache_vector_ok(&p->v_cache, 16);
+  P.v_adjacent = v_quant && !i32 && qf_cuda_cache_vector_ok(&p->v_cache, 16);
   const bool offsets = p->k_offset.data || p->v_offset.data;
-  v->smem = (size_t)qf::kPrefillStages * P.heads_per_item * 2 * qf::kStreamingBlock * 16 +
+  /* stages (int32: 32-byte vectors), the dequantization and quantization tables */
+  v->smem = (size_t)qf::kPrefillStages * P.heads_per_item * (i32 ? 4 : 2) * qf::kStreamingBlock * 16 +
+            (i32 ? sizeof(float) * P.heads_per_item * (size_t)p->D : 0) +
             (quantized_cache ? sizeof(float) * (offsets ? 2 : 1) * P.heads_per_item * (size_t)p->D : 0);
   /* the default limit of dynamic shared memory */
   if (v->smem > 48 * 1024) return "shared memory over 48 KB";
@@ -160,6 +167,7 @@ qf_cuda_variant qf_cuda_choose(const qf_cuda_state &state, const qf_problem *p, 
   else
     v.refused = qf_cuda_streaming_refusal(p, &problem);
   if (!v.refused) {
+    v.io16 = qf_cuda_streaming_type(p);
     v.interleaved = p->desc->rope_style == QKVFUSE_ROPE_INTERLEAVED;
     v.cos_sin_rows = p->desc->rope_source == QKVFUSE_ROPE_COS_SIN;
     v.engine = qf_cuda_engine_call(p, &problem);

@@ -29,9 +29,24 @@ bool qf_cuda_vector_ok(const qf_problem *p, int vec) {
   return true;
 }
 
-const char *qf_cuda_streaming_refusal(const qf_problem *p, const qf_cu_problem *P) {
+qkvfuse_dtype qf_cuda_streaming_type(const qf_problem *p) {
   const qkvfuse_dtype in = p->in[0].dtype;
-  if (in != QKVFUSE_DTYPE_BFLOAT16 && in != QKVFUSE_DTYPE_FLOAT16) return "input not bfloat16 or float16";
+  if (in != QKVFUSE_DTYPE_INT32) return in;
+  const qf_mat *outs[] = {p->desc->q_quant != QKVFUSE_QUANT_NONE ? nullptr : &p->q_out, &p->k_out, &p->v_out};
+  for (const qf_mat *m : outs)
+    if (m && m->data) return m->dtype;
+  const qf_cache *caches[] = {&p->k_cache, &p->v_cache};
+  const qkvfuse_quant_mode quant[] = {p->desc->k_quant, p->desc->v_quant};
+  for (int i = 0; i < 2; i++)
+    if (caches[i]->data && quant[i] == QKVFUSE_QUANT_NONE) return caches[i]->dtype;
+  return QKVFUSE_DTYPE_BFLOAT16; /* every output quantized */
+}
+
+const char *qf_cuda_streaming_refusal(const qf_problem *p, const qf_cu_problem *P) {
+  const qkvfuse_dtype in = p->in[0].dtype, io = qf_cuda_streaming_type(p);
+  if (in != QKVFUSE_DTYPE_BFLOAT16 && in != QKVFUSE_DTYPE_FLOAT16 && in != QKVFUSE_DTYPE_INT32)
+    return "input not bfloat16, float16 or int32";
+  if (io != QKVFUSE_DTYPE_BFLOAT16 && io != QKVFUSE_DTYPE_FLOAT16) return "int32 input with float32 outputs";
   if (P->parity) return "unfused-parity rounding";
   if (p->q_copy.data) return "q written twice (q_copy)";
   if (p->D % 16 || p->D < 32 || p->D > 512 || p->R % 16) return "D not a multiple of 16 in [32, 512] or R not of 16";
@@ -39,21 +54,22 @@ const char *qf_cuda_streaming_refusal(const qf_problem *p, const qf_cu_problem *
   /* a quantized q_out is of the fp8 dtype its mode names (validate.c) */
   const qf_mat *outs[] = {p->desc->q_quant != QKVFUSE_QUANT_NONE ? nullptr : &p->q_out, &p->k_out, &p->v_out};
   for (const qf_mat *m : outs)
-    if (m && m->data && m->dtype != in) return "an output of another dtype than the input";
+    if (m && m->data && m->dtype != io) return "an output of another dtype than the input (int32: than its first output)";
   if (p->q_beta.data || p->k_beta.data) return "beta";
-  if (p->weight_scale.data) return "int32 dequantization";
+  if (p->bias.data) return "int32 dequantization with a bias";
   const qf_cache *caches[] = {&p->k_cache, &p->v_cache};
   const qkvfuse_quant_mode quant[] = {p->desc->k_quant, p->desc->v_quant};
   for (int i = 0; i < 2; i++)
-    if (caches[i]->data && quant[i] == QKVFUSE_QUANT_NONE && caches[i]->dtype != in)
+    if (caches[i]->data && quant[i] == QKVFUSE_QUANT_NONE && caches[i]->dtype != io)
       return "a cache of another dtype than the input, not quantized";
   /* per-channel scales and offsets are read as vectors; per-head and per-tensor ones one at a time */
   const bool k_per_channel = P->k_scale_pc != 0, v_per_channel = P->v_scale_pc != 0;
   const void *tables[] = {p->q_gamma.data, p->k_gamma.data, p->cos_sin_cache.data, p->cos.data, p->sin.data,
+                          p->weight_scale.data,
                           k_per_channel ? p->k_scale.data : nullptr, v_per_channel ? p->v_scale.data : nullptr,
                           k_per_channel ? p->k_offset.data : nullptr, v_per_channel ? p->v_offset.data : nullptr};
   for (const void *t : tables)
-    if (!aligned16(t)) return "a norm weight, cos/sin or per-channel scale table not 16-byte aligned";
+    if (!aligned16(t)) return "a norm weight, cos/sin, weight_scale or per-channel scale table not 16-byte aligned";
   const qf_mat *rows[] = {&p->cos_sin_cache, &p->cos, &p->sin};
   for (const qf_mat *m : rows)
     if (m->data && m->rows > 1 && m->ld % 8) return "cos/sin rows not whole 8-element vectors";
@@ -62,6 +78,7 @@ const char *qf_cuda_streaming_refusal(const qf_problem *p, const qf_cu_problem *
 
 bool qf_cuda_engine_call(const qf_problem *p, const qf_cu_problem *P) {
   const qkvfuse_dtype in = p->in[0].dtype;
+  if (in == QKVFUSE_DTYPE_INT32) return false; /* the engine kernels read 16-bit input */
   const bool cache = p->desc->cache_layout != QKVFUSE_CACHE_NONE;
   if (p->desc->q_quant != QKVFUSE_QUANT_NONE) return false; /* the engine kernels store q of the input's dtype */
   /* the engine kernels' caches: int8 or fp8 e4m3 (e5m2 would add a third quantizer to every store) */

@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0
 // The general fused prologue kernel: every case the streaming kernel
-// (streaming.cuh) does not take: float32 or int32 input, float32 outputs, any even
-// D and R, unaligned rows, beta, unfused-parity mode, q written twice.
+// (streaming.cuh) does not take: float32 input, int32 input with a bias,
+// float32 outputs, any even D and R, unaligned rows, beta, unfused-parity
+// mode, q written twice.
 //
 // Work split. A block owns a tile of `tile_tokens` tokens x `tile_heads` heads of those
 // tokens (heads = q heads, then k heads, then v heads when v is written). The

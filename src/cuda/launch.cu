@@ -8,6 +8,9 @@ qkvfuse_status qf_cuda_launch(const qf_cuda_variant *v, const qf_cu_kernel_param
     switch (v->input) {
       case QKVFUSE_DTYPE_FLOAT16: return qf_cuda_launch_streaming_f16(v, K, stream);
       case QKVFUSE_DTYPE_BFLOAT16: return qf_cuda_launch_streaming_bf16(v, K, stream);
+      case QKVFUSE_DTYPE_INT32: /* computed in, and written as, its outputs' 16-bit type */
+        return v->io16 == QKVFUSE_DTYPE_FLOAT16 ? qf_cuda_launch_streaming_i32_f16(v, K, stream)
+                                                : qf_cuda_launch_streaming_i32_bf16(v, K, stream);
       default:
         return qf_fail(QKVFUSE_ERROR_DTYPE, "qkv: no streaming CUDA kernel for dtype %s", qkvfuse_dtype_name(v->input));
     }

@@ -29,7 +29,8 @@ qkvfuse_status qf_cuda_start(const void *kernel, unsigned blocks, unsigned threa
 qkvfuse_status qf_cuda_launched(const char *kernel);
 
 /* The instantiation of variant v for each input dtype (general_*.cu,
- * streaming_*.cu). */
+ * streaming_*.cu; int32 input to the streaming kernel: for each dtype of its
+ * outputs). */
 qkvfuse_status qf_cuda_launch_general_f32(const qf_cuda_variant *v, const qf_cu_kernel_params *K, cudaStream_t stream);
 qkvfuse_status qf_cuda_launch_general_f16(const qf_cuda_variant *v, const qf_cu_kernel_params *K, cudaStream_t stream);
 qkvfuse_status qf_cuda_launch_general_bf16(const qf_cuda_variant *v, const qf_cu_kernel_params *K, cudaStream_t stream);
@@ -38,6 +39,10 @@ qkvfuse_status qf_cuda_launch_streaming_f16(const qf_cuda_variant *v, const qf_c
                                             cudaStream_t stream);
 qkvfuse_status qf_cuda_launch_streaming_bf16(const qf_cuda_variant *v, const qf_cu_kernel_params *K,
                                              cudaStream_t stream);
+qkvfuse_status qf_cuda_launch_streaming_i32_f16(const qf_cuda_variant *v, const qf_cu_kernel_params *K,
+                                                cudaStream_t stream);
+qkvfuse_status qf_cuda_launch_streaming_i32_bf16(const qf_cuda_variant *v, const qf_cu_kernel_params *K,
+                                                 cudaStream_t stream);
 
 /* Let the general kernel's instantiations for D > 512 (general_launch.cuh)
  * use up to `bytes` of dynamic shared memory on the current device: their

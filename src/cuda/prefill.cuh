@@ -102,6 +102,59 @@ __device__ __forceinline__ unsigned fill_qtable(const qf_cu_problem &P, float *t
   return bad;
 }
 
+// The prefill form's dequantization table (int32 input), in shared memory,
+// built once per block: the weight_scale of the block's item (nh <= 2 heads
+// of kind `kind` from head h0, at most 1024 values: two 16-byte pieces per
+// thread) in channel order [nh * D] (16-byte aligned rows: eligible.cu). In
+// two phases, so that the loads are in flight while the quantization table
+// builds: load_wtable, then fill_wtable, which returns bit i set when a
+// value of head h0 + i is not finite (each reported); its block-wide votes
+// are also the barrier after which every thread may read the table.
+struct wtable_raw {
+  float4 w[2];
+};
+
+__device__ __forceinline__ wtable_raw load_wtable(const qf_cu_problem &P, int kind, int h0, int nh) {
+  const int D = P.D, n = nh * D, first = kind == 0 ? 0 : kind == 1 ? P.Nq : P.Nq + P.Nkv;
+  const float *ws = P.weight_scale + (int64_t)(first + h0) * D;
+  wtable_raw r;
+#pragma unroll
+  for (int k = 0; k < 2; k++) {
+    const int c = 4 * ((int)threadIdx.x + k * kStreamingBlock);
+    r.w[k] = c < n ? __ldg(reinterpret_cast<const float4 *>(ws + c)) : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+  }
+  return r;
+}
+
+__device__ __forceinline__ unsigned fill_wtable(const qf_cu_problem &P, const wtable_raw &r, float *tab, int nh) {
+  const int D = P.D, n = nh * D;
+  unsigned mine = 0;
+#pragma unroll
+  for (int k = 0; k < 2; k++) {
+    const int c = 4 * ((int)threadIdx.x + k * kStreamingBlock);
+    if (c >= n) continue;
+    const float4 w = r.w[k];
+    *reinterpret_cast<float4 *>(tab + c) = w;
+    if (!(isfinite(w.x) && isfinite(w.y) && isfinite(w.z) && isfinite(w.w))) mine |= 1u << (c / D);
+  }
+  if (mine) report(P, QKVFUSE_DATA_ERROR_SCALE);
+  unsigned bad = 0;
+#pragma unroll
+  for (int i = 0; i < kMaxHeadsPerItem; i++)
+    if (__syncthreads_or((int)(mine >> i & 1u))) bad |= 1u << i;
+  return bad;
+}
+
+// The prefill form's input element: the 16-bit type T, or int32 (I32).
+template <typename T, bool I32>
+struct prefill_input {
+  using type = T;
+};
+template <typename T>
+struct prefill_input<T, true> {
+  using type = int32_t;
+};
+
 // 8 floats of the shared-memory table: two quads, at p and at p + qs.
 __device__ __forceinline__ void ld_shared8(const float *p, int qs, float *o) {
   const float4 a = *reinterpret_cast<const float4 *>(p), b = *reinterpret_cast<const float4 *>(p + qs);
@@ -185,20 +238,27 @@ struct table_scales {
 // run are copied into shared memory (cp.async) while the current run is
 // computed, and the next run's position and slot are loaded ahead. COS_SIN_ROWS:
 // cos/sin given per token at full length (COS_SIN source). ENGINE: kEngine (|
-// kEngineQuant) or 0 (what the kernel knows of its call).
-template <typename T, int L, bool INTERLEAVED, bool COS_SIN_ROWS, int ENGINE>
+// kEngineQuant) or 0 (what the kernel knows of its call). I32: int32 input
+// (T: the outputs' type), dequantized as it leaves the stage: times the
+// block's weight scales (fill_wtable) and the token's act_scale, loaded a run
+// ahead; a token whose act_scale is not finite writes nothing, and neither
+// does a head whose weight scales are not all finite.
+template <typename T, int L, bool INTERLEAVED, bool COS_SIN_ROWS, int ENGINE, bool I32 = false>
 __global__ void __launch_bounds__(kStreamingBlock, prefill_blocks_per_sm(ENGINE != 0))
     prefill_kernel(const qf_cu_prefill_params params) {
 #if QF_STREAMING_DEVICE_CODE
   const qf_cu_problem &P = params.problem;
-  constexpr int GPB = prefill_groups_per_block(L), NH = max_heads_per_item(COS_SIN_ROWS),
+  constexpr int GPB = prefill_groups_per_block(L), NH = max_heads_per_item(COS_SIN_ROWS || I32),
                 COS_SIN_VECS = cos_sin_vecs(INTERLEAVED, COS_SIN_ROWS);
   static_assert(!ENGINE || !COS_SIN_ROWS, "ENGINE: cos/sin from a cache");
+  static_assert(!ENGINE || !I32, "ENGINE: 16-bit input");
+  using TIn = typename prefill_input<T, I32>::type;
+  constexpr int VP = I32 ? 4 : 2; /* 16-byte pieces of a lane's two vectors */
   constexpr int TABLE_DTYPE = ENGINE ? h16<T>::dtype : 0; /* ENGINE: the tables' dtype (the input's) */
   constexpr bool QUANT = (ENGINE & kEngineQuant) != 0; /* the kernel of a call with a quantized cache */
-  // shared memory: the row stages [kPrefillStages][heads_per_item][2][kStreamingBlock] (a
-  // warp's vectors consecutive: no bank conflicts), then the item's
-  // quantization table
+  // shared memory: the row stages [kPrefillStages][heads_per_item][VP][kStreamingBlock] (a
+  // warp's vectors consecutive: no bank conflicts), then (I32) the item's
+  // dequantization table, then its quantization table
   extern __shared__ __align__(16) uint4 smem[];
   const int D = P.D, R = P.R, data_lanes = D >> 4, heads_per_item = params.heads_per_item;
   const float rD = 1.0f / (float)D; /* mean of squares: a multiply, off the critical path */
@@ -215,7 +275,7 @@ __global__ void __launch_bounds__(kStreamingBlock, prefill_blocks_per_sm(ENGINE 
   // lanes of the group copied them (a warp barrier after the wait and one
   // before the next copy), so that a lane's cache bytes are one 16-byte
   // store and a group's one run of whole sectors
-  const bool v_adjacent = !INTERLEAVED && kind == 2 && params.v_adjacent;
+  const bool v_adjacent = !I32 && !INTERLEAVED && kind == 2 && params.v_adjacent;
   const int lr = lane < data_lanes ? lane : lane - data_lanes;
   const lane_vecs copy_vecs = v_adjacent ? lane_vecs{lr, lr + data_lanes, false, false} : ll;
   const lane_vecs lv = v_adjacent ? lane_vecs{2 * lr, 2 * lr + 1, false, false} : copy_vecs;
@@ -224,17 +284,31 @@ __global__ void __launch_bounds__(kStreamingBlock, prefill_blocks_per_sm(ENGINE 
   const int sa = v_adjacent ? (2 * lr) % data_lanes - lane + (2 * lr) / data_lanes * kStreamingBlock : 0;
   const int sb =
       v_adjacent ? (2 * lr + 1) % data_lanes - lane + (2 * lr + 1) / data_lanes * kStreamingBlock : kStreamingBlock;
+  // I32: a head's row is 4 data_lanes 16-byte chunks; the lanes copy chunks
+  // p data_lanes + lane (p = 0..3: each copy a contiguous run of the row,
+  // every sector fetched once) and take their vectors' chunks 2a, 2a + 1,
+  // 2b, 2b + 1 from the lanes that copied them (chunk c: lane c %
+  // data_lanes, its entry c / data_lanes), after a warp barrier
+  int si[4] = {0, 0, 0, 0};
+  if constexpr (I32) {
+#pragma unroll
+    for (int k = 0; k < 4; k++) {
+      const int ch = 2 * (k < 2 ? lv.a : lv.b) + (k & 1);
+      si[k] = ch % data_lanes - lane + ch / data_lanes * kStreamingBlock;
+    }
+  }
   const unsigned stride = it.stride, end = it.end;
   unsigned c = it.run;
 
-  const T *rows = reinterpret_cast<const T *>(P.in[kind].data) + (int64_t)h0 * D;
+  const TIn *rows = reinterpret_cast<const TIn *>(P.in[kind].data) + (int64_t)h0 * D;
   const int64_t ld = P.in[kind].ld;
   const qf_cu_mat &out = kind == 0 ? P.q_out : (kind == 1 ? P.k_out : P.v_out);
   const qf_cu_cache &C = kind == 1 ? P.k_cache : P.v_cache;
   const bool norm = kind == 0 ? P.q_norm : (kind == 1 && P.k_norm);
   const bool quant = kind > 0 && C.data && C.quant != QKVFUSE_QUANT_NONE;
   uint4 *const stage = smem + threadIdx.x;
-  float *const qtab = reinterpret_cast<float *>(smem + kPrefillStages * heads_per_item * 2 * kStreamingBlock);
+  float *const wtab = reinterpret_cast<float *>(smem + kPrefillStages * heads_per_item * VP * kStreamingBlock);
+  float *const qtab = wtab + (I32 ? heads_per_item * D : 0);
   const bool offsets = !ENGINE && C.quant == QKVFUSE_QUANT_INT8_ASYM;
 
   // the lane's vectors of run cc's token, copied into stage st (nothing
@@ -244,33 +318,60 @@ __global__ void __launch_bounds__(kStreamingBlock, prefill_blocks_per_sm(ENGINE 
   auto issue = [&](unsigned cc, int st) {
     const int64_t t = (int64_t)cc * GPB + grp;
     if (!idle && cc < end && t < P.T && lane < data_lanes) {
-      const T *in = rows + t * ld;
+      const TIn *in = rows + t * ld;
 #pragma unroll
       for (int i = 0; i < NH; i++) {
         if (i >= nh) break;
-        cp_async16(stage + ((st * heads_per_item + i) * 2) * kStreamingBlock, in + i * D + 8 * copy_vecs.a, policy);
-        cp_async16(stage + ((st * heads_per_item + i) * 2 + 1) * kStreamingBlock, in + i * D + 8 * copy_vecs.b, policy);
+        uint4 *sv = stage + (st * heads_per_item + i) * VP * kStreamingBlock;
+        if constexpr (I32) { /* the row's chunks p data_lanes + lane (si above) */
+#pragma unroll
+          for (int p = 0; p < 4; p++)
+            cp_async16(sv + p * kStreamingBlock, in + i * D + 4 * (p * data_lanes + lane), policy);
+        } else {
+          cp_async16(sv, in + i * D + 8 * copy_vecs.a, policy);
+          cp_async16(sv + kStreamingBlock, in + i * D + 8 * copy_vecs.b, policy);
+        }
       }
     }
     cp_async_commit();
   };
 
-  // the first run's rows start their way to L2 while the previous kernel finishes
+  // the first run's rows start their way to L2 while the previous kernel
+  // finishes (I32: and its act_scale and cos/sin rows, read before the
+  // first run can start)
   {
     const int64_t t = (int64_t)c * GPB + grp;
     if (!idle && t < P.T && lane < data_lanes) {
-      const T *in = rows + t * ld;
+      const TIn *in = rows + t * ld;
       for (int i = 0; i < nh; i++) prefetch_l2(in + i * D + 8 * copy_vecs.a), prefetch_l2(in + i * D + 8 * copy_vecs.b);
+      if constexpr (I32) {
+        if (lane == 0 && P.act_scale) prefetch_l2(P.act_scale + t);
+        if (COS_SIN_ROWS && kind < 2 && R > 0) {
+#pragma unroll
+          for (int v = 0; v < 2; v++) {
+            if (!(v ? lv.rot_b : lv.rot_a)) continue;
+            const int w = v ? lv.b : lv.a;
+            prefetch_l2(elem_at(P.cos.data, P.cos.dtype, t * P.cos.ld + 8 * w));
+            prefetch_l2(elem_at(P.sin.data, P.sin.dtype, t * P.sin.ld + 8 * w));
+          }
+        }
+      }
     }
   }
   grid_dependency_wait();
   issue(c, 0);
   token_ix next = load_token_ix<false, ENGINE>(P, nullptr, (int64_t)c * GPB + grp);
+  // I32: the token's act_scale, loaded with its position and slot
+  auto load_act_scale = [&](int64_t t) { return I32 && P.act_scale && t < P.T ? __ldg(P.act_scale + t) : 1.0f; };
+  float as_next = load_act_scale((int64_t)c * GPB + grp);
 
   // per block: norm weights, quantization table
   float g[16];
   if (norm) load_gamma<TABLE_DTYPE>(P, kind == 0 ? P.q_gamma : P.k_gamma, lv, g);
+  wtable_raw wraw = {};
+  if constexpr (I32) wraw = load_wtable(P, kind, h0, nh);
   const unsigned bad = quant ? fill_qtable<ENGINE, INTERLEAVED>(P, qtab, kind, h0, nh, v_adjacent) : 0u;
+  const unsigned wbad = I32 ? fill_wtable(P, wraw, wtab, nh) : 0u;
   // a quantized q: its scale's reciprocal; a bad scale (reported by the
   // block's first lane) leaves the block's q heads unwritten
   out_quant oq = {0, 0.0f};
@@ -302,7 +403,11 @@ __global__ void __launch_bounds__(kStreamingBlock, prefill_blocks_per_sm(ENGINE 
     const unsigned cn = c + stride;
     issue(cn, st ^ 1);
     const token_ix ix = next;
-    if (cn < end) next = load_token_ix<false, ENGINE>(P, nullptr, (int64_t)cn * GPB + grp);
+    const float as = as_next;
+    if (cn < end) {
+      next = load_token_ix<false, ENGINE>(P, nullptr, (int64_t)cn * GPB + grp);
+      if constexpr (I32) as_next = load_act_scale((int64_t)cn * GPB + grp);
+    }
 
     const int64_t t = (int64_t)c * GPB + grp;
     const bool live = !idle && t < P.T; /* the group has a token */
@@ -310,9 +415,14 @@ __global__ void __launch_bounds__(kStreamingBlock, prefill_blocks_per_sm(ENGINE 
 
     // the token: position and cache destination checked (reported by the
     // first q item's blocks: one per token)
-    const token_dest td =
-        check_token<false, ENGINE>(P, nullptr, nullptr, t, ix, kind, live,
-                                   [&] { return kind == 0 && h0 == 0 && lane == 0; });
+    token_dest td = check_token<false, ENGINE>(P, nullptr, nullptr, t, ix, kind, live,
+                                               [&] { return kind == 0 && h0 == 0 && lane == 0; });
+    if constexpr (I32) {
+      if (live && !isfinite(as)) {
+        td.ok = false;
+        if (kind == 0 && h0 == 0 && lane == 0) report(P, QKVFUSE_DATA_ERROR_SCALE);
+      }
+    }
 
     // cos/sin of the lane's elements
     const bool rope = kind < 2 && R > 0 && td.ok && act && (lv.rot_a || lv.rot_b);
@@ -325,20 +435,35 @@ __global__ void __launch_bounds__(kStreamingBlock, prefill_blocks_per_sm(ENGINE 
 
     // the heads, from this run's stage
     cp_async_wait<1>();
-    if (v_adjacent) __syncwarp(); /* the group's copies, for the lanes that take them */
+    if (I32 || v_adjacent) __syncwarp(); /* the group's copies, for the lanes that take them */
     const bool to_cache = kind > 0 && td.dest && C.data;
 #pragma unroll
     for (int i = 0; i < NH; i++) {
       if (i >= nh) break; /* uniform per block */
-      uint4 ra = make_uint4(0, 0, 0, 0), rb = ra;
-      if (act) {
-        ra = stage[((st * heads_per_item + i) * 2) * kStreamingBlock + sa];
-        rb = stage[((st * heads_per_item + i) * 2) * kStreamingBlock + sb];
-      }
+      const uint4 *sv = stage + (st * heads_per_item + i) * VP * kStreamingBlock;
       float x[16];
-      norm_rope<T, L, INTERLEAVED, COS_SIN_VECS>(ra, rb, norm, g, rD, P.eps, rope, cs, lv, x);
+      if constexpr (I32) { /* x = input * weight_scale * act_scale */
+        uint4 r[VP];
+#pragma unroll
+        for (int p = 0; p < VP; p++) r[p] = act ? sv[si[p]] : make_uint4(0, 0, 0, 0);
+        float ws[16];
+        ld_shared8(wtab + i * D + 8 * lv.a, 4, ws);
+        ld_shared8(wtab + i * D + 8 * lv.b, 4, ws + 8);
+        const int32_t *e = reinterpret_cast<const int32_t *>(r);
+#pragma unroll
+        for (int k = 0; k < 16; k++) x[k] = (float)e[k] * ws[k] * as;
+        norm_rope_values<L, INTERLEAVED, COS_SIN_VECS>(norm, g, rD, P.eps, rope, cs, lv, x);
+      } else {
+        uint4 ra = make_uint4(0, 0, 0, 0), rb = ra;
+        if (act) {
+          ra = sv[sa];
+          rb = sv[sb];
+        }
+        norm_rope<T, L, INTERLEAVED, COS_SIN_VECS>(ra, rb, norm, g, rD, P.eps, rope, cs, lv, x);
+      }
       const int w[2] = {lv.a, lv.b};
-      store_head<T, 2, ENGINE, !INTERLEAVED>(out, C, quant, td.ok && act && !q_bad, to_cache, t, td.row0, h0 + i, D,
+      const bool write = td.ok && act && !q_bad && !(I32 && (wbad >> i & 1u));
+      store_head<T, 2, ENGINE, !INTERLEAVED>(out, C, quant, write, to_cache, t, td.row0, h0 + i, D,
                                              w, x,
                                              table_scales{qtab, qtab + nh * D, i * D + 4 * lr, 4 * data_lanes,
                                                           (bad >> i & 1u) != 0, offsets},
@@ -347,7 +472,7 @@ __global__ void __launch_bounds__(kStreamingBlock, prefill_blocks_per_sm(ENGINE 
         if (i == 0) csb = fetch_cs(cn, next);
       }
     }
-    if (v_adjacent) __syncwarp(); /* read before the next copy into the stage */
+    if (I32 || v_adjacent) __syncwarp(); /* read before the next copy into the stage */
   }
 #else
   __trap();

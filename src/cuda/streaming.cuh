@@ -6,7 +6,9 @@
 // multiple of 16, caches of the input's dtype or int8/fp8 (e4m3, e5m2; scales
 // per tensor, per kv head or per channel), RoPE tables readable as aligned
 // vectors, no beta, not unfused-parity mode (the plan checks; general.cuh does
-// the rest).
+// the rest). Int32 input (dequantized by weight_scale and act_scale, no bias)
+// likewise, computed in and written as its outputs' 16-bit type, in the
+// prefill form at every size (its stages hold 32-byte vectors).
 //
 // Work split, in two forms chosen per call (choose.cu: qf_cuda_choose).
 // Prefill form (prefill_kernel): a group of L = prefill_lanes(D) lanes (D/16
@@ -338,14 +340,12 @@ __device__ __forceinline__ void rotate_pairs8(float *y, const float *c, const fl
   }
 }
 
-// One head of a lane: its two input vectors unpacked, RMS-normalized over the
-// group's L lanes (every lane of the warp calls it: shuffles) and rotated.
-template <typename T, int L, bool INTERLEAVED, int COS_SIN_VECS>
-__device__ __forceinline__ void norm_rope(const uint4 &ra, const uint4 &rb, bool norm, const float (&g)[16],
-                                          float rD, float eps, bool rope, const float (&cs)[COS_SIN_VECS][8],
-                                          const lane_vecs &lv, float (&x)[16]) {
-  unpack8<T>(ra, x);
-  unpack8<T>(rb, x + 8);
+// One head of a lane: its 16 values (vectors A and B) RMS-normalized over
+// the group's L lanes (every lane of the warp calls it: shuffles) and rotated.
+template <int L, bool INTERLEAVED, int COS_SIN_VECS>
+__device__ __forceinline__ void norm_rope_values(bool norm, const float (&g)[16], float rD, float eps, bool rope,
+                                                 const float (&cs)[COS_SIN_VECS][8], const lane_vecs &lv,
+                                                 float (&x)[16]) {
   if (norm) {
     float s4[4] = {0.0f, 0.0f, 0.0f, 0.0f}; /* four chains: latency */
 #pragma unroll
@@ -368,6 +368,16 @@ __device__ __forceinline__ void norm_rope(const uint4 &ra, const uint4 &rb, bool
     for (int v = 0; v < 2; v++)
       if (v ? lv.rot_b : lv.rot_a) rotate_pairs8(x + 8 * v, cs[(2 * v) % COS_SIN_VECS], cs[(2 * v + 1) % COS_SIN_VECS]);
   }
+}
+
+// norm_rope_values on a head's two 16-bit input vectors, unpacked.
+template <typename T, int L, bool INTERLEAVED, int COS_SIN_VECS>
+__device__ __forceinline__ void norm_rope(const uint4 &ra, const uint4 &rb, bool norm, const float (&g)[16],
+                                          float rD, float eps, bool rope, const float (&cs)[COS_SIN_VECS][8],
+                                          const lane_vecs &lv, float (&x)[16]) {
+  unpack8<T>(ra, x);
+  unpack8<T>(rb, x + 8);
+  norm_rope_values<L, INTERLEAVED, COS_SIN_VECS>(norm, g, rD, eps, rope, cs, lv, x);
 }
 
 // A quantized q output (not ENGINE: the engine call has none): q_out =

@@ -1,11 +1,11 @@
 // SPDX-License-Identifier: Apache-2.0
-// The instantiations of the streaming kernel for one 16-bit input type, and
-// the one that runs a variant (variant.h): neox or interleaved pairs,
-// cos/sin per pair or per token (COS_SIN_ROWS), and L lanes per head: the
-// prefill form for L = prefill_lanes(D) (2 .. 32 and 6; D = 32 .. 512), the
-// decode form with two vectors per lane for L = 2 .. 32 and the narrow one
-// for L = 4 .. 32 (decode_lanes); each also as the engine call's (ENGINE),
-// cos/sin per pair.
+// The instantiations of the streaming kernel for one 16-bit type T, and the
+// one that runs a variant (variant.h): neox or interleaved pairs, cos/sin
+// per pair or per token (COS_SIN_ROWS), and L lanes per head: the prefill
+// form for L = prefill_lanes(D) (2 .. 32 and 6; D = 32 .. 512), the decode
+// form with two vectors per lane for L = 2 .. 32 and the narrow one for L =
+// 4 .. 32 (decode_lanes); each also as the engine call's (ENGINE), cos/sin
+// per pair. I32: int32 input with outputs of type T, the prefill form only.
 #ifndef QKVFUSE_CUDA_STREAMING_LAUNCH_CUH
 #define QKVFUSE_CUDA_STREAMING_LAUNCH_CUH
 
@@ -19,7 +19,7 @@ namespace qf {
 // The kernel of variant v's form: a prefill_kernel (taking qf_cu_prefill_params)
 // or a decode_kernel (taking qf_cu_decode_params).
 template <typename T, int L, bool INTERLEAVED, bool COS_SIN_ROWS, int ENGINE>
-static const void *streaming_form(const qf_cuda_variant &v) {
+static const void *streaming_instance(const qf_cuda_variant &v) {
   constexpr bool pow2 = (L & (L - 1)) == 0;
   if (v.kernel == QF_CUDA_KERNEL_PREFILL) {
     if constexpr (ENGINE != 0) {
@@ -42,35 +42,41 @@ static const void *streaming_form(const qf_cuda_variant &v) {
   return nullptr;
 }
 
-// The engine call's kernels (kEngine): cos/sin from a cache, so not COS_SIN_ROWS.
-template <typename T, int L, bool INTERLEAVED, bool COS_SIN_ROWS>
+// I32: the int32 prefill kernel; otherwise the engine call's kernels
+// (kEngine: cos/sin from a cache, so not COS_SIN_ROWS) or the others.
+template <typename T, int L, bool INTERLEAVED, bool COS_SIN_ROWS, bool I32>
 static const void *streaming_form(const qf_cuda_variant &v) {
-  if constexpr (!COS_SIN_ROWS) {
-    if (v.engine) return streaming_form<T, L, INTERLEAVED, COS_SIN_ROWS, kEngine>(v);
+  if constexpr (I32) {
+    if (v.kernel != QF_CUDA_KERNEL_PREFILL) return nullptr;
+    return reinterpret_cast<const void *>(prefill_kernel<T, L, INTERLEAVED, COS_SIN_ROWS, 0, true>);
+  } else {
+    if constexpr (!COS_SIN_ROWS) {
+      if (v.engine) return streaming_instance<T, L, INTERLEAVED, COS_SIN_ROWS, kEngine>(v);
+    }
+    return streaming_instance<T, L, INTERLEAVED, COS_SIN_ROWS, 0>(v);
   }
-  return streaming_form<T, L, INTERLEAVED, COS_SIN_ROWS, 0>(v);
 }
 
-template <typename T, bool INTERLEAVED, bool COS_SIN_ROWS>
+template <typename T, bool INTERLEAVED, bool COS_SIN_ROWS, bool I32>
 static const void *streaming_for(const qf_cuda_variant &v) {
   switch (v.lanes) {
-    case 2: return streaming_form<T, 2, INTERLEAVED, COS_SIN_ROWS>(v);
-    case 4: return streaming_form<T, 4, INTERLEAVED, COS_SIN_ROWS>(v);
-    case 6: return streaming_form<T, 6, INTERLEAVED, COS_SIN_ROWS>(v);
-    case 8: return streaming_form<T, 8, INTERLEAVED, COS_SIN_ROWS>(v);
-    case 16: return streaming_form<T, 16, INTERLEAVED, COS_SIN_ROWS>(v);
-    case 32: return streaming_form<T, 32, INTERLEAVED, COS_SIN_ROWS>(v);
+    case 2: return streaming_form<T, 2, INTERLEAVED, COS_SIN_ROWS, I32>(v);
+    case 4: return streaming_form<T, 4, INTERLEAVED, COS_SIN_ROWS, I32>(v);
+    case 6: return streaming_form<T, 6, INTERLEAVED, COS_SIN_ROWS, I32>(v);
+    case 8: return streaming_form<T, 8, INTERLEAVED, COS_SIN_ROWS, I32>(v);
+    case 16: return streaming_form<T, 16, INTERLEAVED, COS_SIN_ROWS, I32>(v);
+    case 32: return streaming_form<T, 32, INTERLEAVED, COS_SIN_ROWS, I32>(v);
     default: return nullptr;
   }
 }
 
-template <typename T>
+template <typename T, bool I32 = false>
 qkvfuse_status launch_streaming(const qf_cuda_variant *v, const qf_cu_kernel_params *K, cudaStream_t stream) {
   const void *kernel = nullptr;
   if (v->interleaved)
-    kernel = v->cos_sin_rows ? streaming_for<T, true, true>(*v) : streaming_for<T, true, false>(*v);
+    kernel = v->cos_sin_rows ? streaming_for<T, true, true, I32>(*v) : streaming_for<T, true, false, I32>(*v);
   else
-    kernel = v->cos_sin_rows ? streaming_for<T, false, true>(*v) : streaming_for<T, false, false>(*v);
+    kernel = v->cos_sin_rows ? streaming_for<T, false, true, I32>(*v) : streaming_for<T, false, false, I32>(*v);
   if (!kernel) return qf_fail(QKVFUSE_ERROR_UNSUPPORTED, "cuda: no streaming kernel for %d lanes per head", v->lanes);
   const void *params = v->kernel == QF_CUDA_KERNEL_PREFILL ? static_cast<const void *>(&K->prefill)
                                                           : static_cast<const void *>(&K->decode);

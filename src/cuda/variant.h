@@ -14,7 +14,7 @@
 /* The kernels: the general kernel (general.cuh) serves every call; the
  * streaming kernel the common 16-bit case, in its prefill form (prefill.cuh)
  * or its decode form (decode.cuh) with two 16-byte vectors per lane, or one
- * (narrow). */
+ * (narrow), and int32 input with 16-bit outputs in its prefill form. */
 typedef enum qf_cuda_kernel {
   QF_CUDA_KERNEL_GENERAL,
   QF_CUDA_KERNEL_PREFILL,
@@ -27,6 +27,7 @@ typedef enum qf_cuda_kernel {
 typedef struct qf_cuda_variant {
   qf_cuda_kernel kernel;
   qkvfuse_dtype input;   /* the input's dtype: the kernel's element type */
+  qkvfuse_dtype io16;    /* streaming: the 16-bit type it computes in (qf_cuda_streaming_type: int32 input's outputs') */
   int vec;               /* general: elements per vector (16 bytes of the input, or 1: any alignment) */
   int vecs_per_lane;     /* general: vectors per lane */
   int lanes;             /* streaming: lanes per head */

@@ -70,6 +70,15 @@ __device__ __forceinline__ int64_t ld_index(const void *p, int dt, int64_t i) {
                                    : (int64_t)__ldg(reinterpret_cast<const int32_t *>(p) + i);
 }
 
+// The address of element i of a tensor of dtype dt (for prefetches).
+__device__ __forceinline__ const void *elem_at(const void *p, int dt, int64_t i) {
+  const int bytes = dt == QKVFUSE_DTYPE_INT64                                   ? 8
+                    : dt == QKVFUSE_DTYPE_FLOAT32 || dt == QKVFUSE_DTYPE_INT32 ? 4
+                    : dt == QKVFUSE_DTYPE_BFLOAT16 || dt == QKVFUSE_DTYPE_FLOAT16 ? 2
+                                                                                 : 1;
+  return static_cast<const char *>(p) + i * bytes;
+}
+
 // The value a store of v to dtype dt keeps.
 __device__ __forceinline__ float round_to(float v, int dt) {
   switch (dt) {

@@ -33,6 +33,18 @@ constexpr int kPrefillStages = 2;
 // at least). Returns bit i set when a scale or offset of head h0 + i is bad
 // (each bad value read is reported); the block-wide votes are also the
 // barrier after which every thread may read the table.
+// A block's table fill ends here: `mine` (bit i: this thread read a bad
+// value of the item's head i) reported, then OR-ed over the block, one
+// barrier per head, after which every thread may read the table.
+__device__ __forceinline__ unsigned head_votes(const qf_cu_problem &P, unsigned mine) {
+  if (mine) report(P, QKVFUSE_DATA_ERROR_SCALE);
+  unsigned bad = 0;
+#pragma unroll
+  for (int i = 0; i < kMaxHeadsPerItem; i++)
+    if (__syncthreads_or((int)(mine >> i & 1u))) bad |= 1u << i;
+  return bad;
+}
+
 template <bool INTERLEAVED>
 __device__ __forceinline__ int table_quad(int u, int data_lanes, int R, bool adj) {
   const int hr = R >> 4; /* neox: lanes below hr hold rotation pairs (u, u + hr) */
@@ -94,12 +106,7 @@ __device__ __forceinline__ unsigned fill_qtable(const qf_cu_problem &P, float *t
       if (!ok) mine |= 1u << hi;
     }
   }
-  if (mine) report(P, QKVFUSE_DATA_ERROR_SCALE);
-  unsigned bad = 0;
-#pragma unroll
-  for (int i = 0; i < kMaxHeadsPerItem; i++)
-    if (__syncthreads_or((int)(mine >> i & 1u))) bad |= 1u << i;
-  return bad;
+  return head_votes(P, mine);
 }
 
 // The prefill form's dequantization table (int32 input), in shared memory,
@@ -137,12 +144,7 @@ __device__ __forceinline__ unsigned fill_wtable(const qf_cu_problem &P, const wt
     *reinterpret_cast<float4 *>(tab + c) = w;
     if (!(isfinite(w.x) && isfinite(w.y) && isfinite(w.z) && isfinite(w.w))) mine |= 1u << (c / D);
   }
-  if (mine) report(P, QKVFUSE_DATA_ERROR_SCALE);
-  unsigned bad = 0;
-#pragma unroll
-  for (int i = 0; i < kMaxHeadsPerItem; i++)
-    if (__syncthreads_or((int)(mine >> i & 1u))) bad |= 1u << i;
-  return bad;
+  return head_votes(P, mine);
 }
 
 // The prefill form's input element: the 16-bit type T, or int32 (I32).

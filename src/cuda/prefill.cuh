@@ -281,23 +281,21 @@ __global__ void __launch_bounds__(kStreamingBlock, prefill_blocks_per_sm(ENGINE 
   const int lr = lane < data_lanes ? lane : lane - data_lanes;
   const lane_vecs copy_vecs = v_adjacent ? lane_vecs{lr, lr + data_lanes, false, false} : ll;
   const lane_vecs lv = v_adjacent ? lane_vecs{2 * lr, 2 * lr + 1, false, false} : copy_vecs;
-  // the stage entries (offsets from the lane's own) of lv's vectors: vector
-  // u was copied by lane u % data_lanes of the group into its entry u / data_lanes
-  const int sa = v_adjacent ? (2 * lr) % data_lanes - lane + (2 * lr) / data_lanes * kStreamingBlock : 0;
-  const int sb =
-      v_adjacent ? (2 * lr + 1) % data_lanes - lane + (2 * lr + 1) / data_lanes * kStreamingBlock : kStreamingBlock;
-  // I32: a head's row is 4 data_lanes 16-byte chunks; the lanes copy chunks
+  // where a lane takes 16-byte piece u of a row that other lanes copied:
+  // lane u % data_lanes of the group copied it into its entry u / data_lanes
+  // (the offset from the lane's own entry)
+  auto copied_at = [&](int u) { return u % data_lanes - lane + u / data_lanes * kStreamingBlock; };
+  // the stage entries of lv's vectors (v_adjacent: copied by other lanes)
+  const int sa = v_adjacent ? copied_at(2 * lr) : 0;
+  const int sb = v_adjacent ? copied_at(2 * lr + 1) : kStreamingBlock;
+  // I32: a head's row is 4 data_lanes 16-byte pieces; the lanes copy pieces
   // p data_lanes + lane (p = 0..3: each copy a contiguous run of the row,
-  // every sector fetched once) and take their vectors' chunks 2a, 2a + 1,
-  // 2b, 2b + 1 from the lanes that copied them (chunk c: lane c %
-  // data_lanes, its entry c / data_lanes), after a warp barrier
+  // every sector fetched once) and take their vectors' pieces 2a, 2a + 1,
+  // 2b, 2b + 1 from the lanes that copied them, after a warp barrier
   int si[4] = {0, 0, 0, 0};
   if constexpr (I32) {
 #pragma unroll
-    for (int k = 0; k < 4; k++) {
-      const int ch = 2 * (k < 2 ? lv.a : lv.b) + (k & 1);
-      si[k] = ch % data_lanes - lane + ch / data_lanes * kStreamingBlock;
-    }
+    for (int k = 0; k < 4; k++) si[k] = copied_at(2 * (k < 2 ? lv.a : lv.b) + (k & 1));
   }
   const unsigned stride = it.stride, end = it.end;
   unsigned c = it.run;

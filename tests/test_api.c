@@ -284,23 +284,14 @@ static qkvfuse_status explain_plan(const qkvfuse_desc *d, const char *vs, const 
   return st;
 }
 
-/* qkvfuse_experimental_explain on plan variants vs for a case of head_dim D
- * and rotary_dim R (neox), q written as q_quant's fp8 (or NONE): its text
- * into out[n]; the status. */
-static qkvfuse_status explain_case_q(const char *vs, qkvfuse_backend be, int64_t D, int64_t R,
-                                     qkvfuse_quant_mode q_quant, int break_args, char *out, size_t n) {
+/* qkvfuse_experimental_explain on plan variants vs, backend be (2 threads),
+ * for the case of spec s (fixed up), its row width one wider where break_args:
+ * the text into out[n]; the status. */
+static qkvfuse_status explain_spec(const tk_spec *s, const char *vs, qkvfuse_backend be, int break_args, char *out,
+                                   size_t n) {
   const tk_device *dev = be == QKVFUSE_BACKEND_CUDA ? tk_device_for_backend(be) : NULL;
-  tk_spec s;
-  tk_spec_default(&s);
-  s.Nq = 4, s.Nkv = 2, s.D = D, s.R = R, s.T = 40;
-  s.rope_source = QKVFUSE_ROPE_COS_SIN_CACHE, s.rope_style = QKVFUSE_ROPE_NEOX;
-  /* the streaming kernel's case on CUDA: 16-bit input and outputs, no cache */
-  s.qkv_dt = s.q_out_dt = s.rope_dt = s.q_gamma_dt = s.k_gamma_dt = QKVFUSE_DTYPE_BFLOAT16;
-  s.k_out_dt = s.v_out_dt = QKVFUSE_DTYPE_NONE, s.layout = QKVFUSE_CACHE_NONE;
-  s.q_quant = q_quant;
-  tk_spec_fixup(&s);
   tk_case c;
-  tk_case_build(&c, &s, 7);
+  tk_case_build(&c, s, 7);
   qkvfuse_tensor tens[TK_NSLOT];
   qkvfuse_args a;
   if (dev && tk_case_upload(&c, dev)) {
@@ -317,30 +308,32 @@ static qkvfuse_status explain_case_q(const char *vs, qkvfuse_backend be, int64_t
   return st;
 }
 
+/* explain_spec for a case of head_dim D and rotary_dim R (neox), q written
+ * as q_quant's fp8 (or NONE). */
+static qkvfuse_status explain_case_q(const char *vs, qkvfuse_backend be, int64_t D, int64_t R,
+                                     qkvfuse_quant_mode q_quant, int break_args, char *out, size_t n) {
+  tk_spec s;
+  tk_spec_default(&s);
+  s.Nq = 4, s.Nkv = 2, s.D = D, s.R = R, s.T = 40;
+  s.rope_source = QKVFUSE_ROPE_COS_SIN_CACHE, s.rope_style = QKVFUSE_ROPE_NEOX;
+  /* the streaming kernel's case on CUDA: 16-bit input and outputs, no cache */
+  s.qkv_dt = s.q_out_dt = s.rope_dt = s.q_gamma_dt = s.k_gamma_dt = QKVFUSE_DTYPE_BFLOAT16;
+  s.k_out_dt = s.v_out_dt = QKVFUSE_DTYPE_NONE, s.layout = QKVFUSE_CACHE_NONE;
+  s.q_quant = q_quant;
+  tk_spec_fixup(&s);
+  return explain_spec(&s, vs, be, break_args, out, n);
+}
+
 static qkvfuse_status explain_case(const char *vs, qkvfuse_backend be, int64_t D, int64_t R, int break_args, char *out,
                                    size_t n) {
   return explain_case_q(vs, be, D, R, QKVFUSE_QUANT_NONE, break_args, out, n);
 }
 
-/* explain on CUDA of a kit base case (kit/bases.h) with variants vs: the text into out[n]. */
+/* explain_spec on CUDA for a kit base case (kit/bases.h). */
 static qkvfuse_status explain_base(int base, const char *vs, char *out, size_t n) {
-  const tk_device *dev = tk_device_for_backend(QKVFUSE_BACKEND_CUDA);
   tk_spec s;
   tk_base_spec(base, &s);
-  tk_case c;
-  tk_case_build(&c, &s, 11);
-  if (tk_case_upload(&c, dev)) {
-    tk_case_free(&c);
-    return QKVFUSE_ERROR_CUDA;
-  }
-  qkvfuse_tensor tens[TK_NSLOT];
-  qkvfuse_args a;
-  tk_case_args(&c, TK_AT_DEVICE, tens, &a);
-  qkvfuse_desc d = c.desc;
-  d.backend = QKVFUSE_BACKEND_CUDA, d.device_type = QKVFUSE_DEVICE_CUDA, d.device_id = dev->id;
-  const qkvfuse_status st = explain_plan(&d, vs, &a, NULL, out, n);
-  tk_case_free(&c);
-  return st;
+  return explain_spec(&s, vs, QKVFUSE_BACKEND_CUDA, 0, out, n);
 }
 
 /* explain on the CPU backend with 2 threads, for a paged-cache case of T

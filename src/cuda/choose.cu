@@ -53,8 +53,9 @@ static const char *streaming_schedule(const qf_cuda_state &state, const qf_probl
   const int64_t kind_heads[3] = {p->Nq, k_work ? p->Nkv : 0, v_work ? p->Nkv : 0}; /* 0: no work */
   const int64_t heads = kind_heads[0] + kind_heads[1] + kind_heads[2];
   const int narrow_lanes = qf::decode_lanes(D, 1);
-  const bool narrow =
-      narrow_lanes && (form == QF_CUDA_FORM_DECODE_NARROW || p->T * heads * narrow_lanes <= sms * 64);
+  /* forced, each decode form is one kernel: decode two vectors per lane, decode_narrow one (D <= 256) */
+  const bool narrow = narrow_lanes && (form == QF_CUDA_FORM_DECODE_NARROW ||
+                                       (form == QF_CUDA_FORM_BY_SIZE && p->T * heads * narrow_lanes <= sms * 64));
   const int decode_lanes = narrow ? narrow_lanes : qf::decode_lanes(D, 2);
   const int64_t decode_gpb = qf::kStreamingBlock / decode_lanes;
   int64_t units = 0;

@@ -25,9 +25,9 @@ extern "C" {
  * kernel for every call, the path of a device below QF_CUDA_STREAMING_MIN_CC. */
 typedef enum qf_cuda_form {
   QF_CUDA_FORM_BY_SIZE = 0,
-  QF_CUDA_FORM_DECODE = 1,        /* "decode" */
+  QF_CUDA_FORM_DECODE = 1,        /* "decode": two vectors per lane */
   QF_CUDA_FORM_PREFILL = 2,       /* "prefill" */
-  QF_CUDA_FORM_DECODE_NARROW = 3, /* "decode_narrow" */
+  QF_CUDA_FORM_DECODE_NARROW = 3, /* "decode_narrow": one vector per lane (D <= 256) */
   QF_CUDA_FORM_GENERAL = 4        /* "general" */
 } qf_cuda_form;
 

@@ -25,7 +25,10 @@ static int64_t plan_sms(const qf_cuda_state &state) { return state.sm_count > 0 
 // its stages are twice as large) and 2 that still gives
 // about 1024 threads per multiprocessor (the prefill form may halve it:
 // qf_cuda_schedule_heads_per_item). Calls too small for that even with two
-// heads per item are decode-sized: they run the decode form (one (token,
+// heads per item (int32 input: for 320 threads per multiprocessor, as its
+// decode form's registers leave room for fewer resident groups, and the
+// prefill form was the faster one above that on an H100's four presets) are
+// decode-sized: they run the decode form (one (token,
 // head) per group, one pass), with one vector per lane (narrow) where that
 // is at most two warps per multiprocessor (their time is one instruction
 // chain's, which one vector shortens), else two. Otherwise the prefill form
@@ -33,8 +36,8 @@ static int64_t plan_sms(const qf_cuda_state &state) { return state.sm_count > 0 
 // each keeping one item for the launch and walking its token runs
 // (schedule.h). Shared memory holds the row stages, for int32 input the
 // item's weight scales and for a quantized cache its reciprocal scales.
-// Int32 input runs the prefill form at every size. The plan's form may
-// force one form (the prefill form then goes down to one head per item).
+// The plan's form may force one form (the prefill form then goes down to
+// one head per item).
 static const char *streaming_schedule(const qf_cuda_state &state, const qf_problem *p, const qf_cu_problem &problem,
                                       qf_cu_kernel_params *K, qf_cuda_variant *v) {
   const int64_t sms = plan_sms(state);
@@ -45,9 +48,7 @@ static const char *streaming_schedule(const qf_cuda_state &state, const qf_probl
   const bool v_quant = p->v_cache.data && p->desc->v_quant != QKVFUSE_QUANT_NONE;
   const bool quantized_cache = k_quant || v_quant;
   const int D = (int)p->D;
-  const bool i32 = p->in[0].dtype == QKVFUSE_DTYPE_INT32; /* the prefill form only, two heads per item */
-  if (i32 && (form == QF_CUDA_FORM_DECODE || form == QF_CUDA_FORM_DECODE_NARROW))
-    return "int32 input and a decode form (int32 runs the prefill form)";
+  const bool i32 = p->in[0].dtype == QKVFUSE_DTYPE_INT32; /* prefill form: two heads per item */
   const int64_t gpb = qf::prefill_groups_per_block(qf::prefill_lanes(D)), runs = (p->T + gpb - 1) / gpb;
   const int64_t groups_q = p->T * p->Nq, groups_kv = p->T * p->Nkv;
   const int64_t kind_heads[3] = {p->Nq, k_work ? p->Nkv : 0, v_work ? p->Nkv : 0}; /* 0: no work */
@@ -66,18 +67,19 @@ static const char *streaming_schedule(const qf_cuda_state &state, const qf_probl
     for (int k = 0; k < 3; k++) P.items[k] = (int32_t)((kind_heads[k] + heads_per_item - 1) / heads_per_item);
   };
   /* div_fixed: indices below 2^31 */
-  bool decode = !i32 && form != QF_CUDA_FORM_PREFILL && groups_q < 0x7fffffffLL - decode_gpb;
+  bool decode = form != QF_CUDA_FORM_PREFILL && groups_q < 0x7fffffffLL - decode_gpb;
   for (int h = qf::max_heads_per_item(v->cos_sin_rows || i32); h >= (form == QF_CUDA_FORM_PREFILL ? 1 : 2); h >>= 1) {
     set_items(h);
     units = runs * (P.items[0] + P.items[1] + P.items[2]);
     if (units * qf::kStreamingBlock >= sms * 1024) break;
   }
-  if (form == QF_CUDA_FORM_BY_SIZE && units * qf::kStreamingBlock >= sms * 1024) decode = false;
+  if (form == QF_CUDA_FORM_BY_SIZE && units * qf::kStreamingBlock >= sms * (i32 ? 320 : 1024)) decode = false;
   if (decode) {
     v->kernel = narrow ? QF_CUDA_KERNEL_DECODE_NARROW : QF_CUDA_KERNEL_DECODE;
     /* preload where the call has a quantized cache: without one the extra
-       reads cost more than they hide */
-    v->preload = narrow && quantized_cache;
+       reads cost more than they hide (int32 input: the weight scales are
+       read with the row; no preload) */
+    v->preload = narrow && quantized_cache && !i32;
     v->lanes = decode_lanes;
     qf_cu_decode_params &Q = K->decode;
     Q = {};

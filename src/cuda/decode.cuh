@@ -221,13 +221,21 @@ __device__ __forceinline__ bool same_weights(const weights_raw<NV> &a, const wei
 // not); a head with a bad one skips its cache rows. PRELOAD: the k and v
 // blocks also read and ready their norm weights and scales before the wait
 // (preload). ENGINE: what the kernel knows of its call (kEngine, | kEngineCache
-// with PRELOAD, or 0).
-template <typename T, int L, int NV, bool INTERLEAVED, bool COS_SIN_ROWS, bool PRELOAD, int ENGINE>
+// with PRELOAD, or 0). I32: int32 input (T: the outputs' type), each vector
+// two 16-byte pieces, dequantized by the lane's weight scales and the
+// token's act_scale, both read with the row; a token whose act_scale is not
+// finite writes nothing (reported by its first q group), and neither does a
+// head with a weight scale that is not finite (reported by its groups of
+// token 0).
+template <typename T, int L, int NV, bool INTERLEAVED, bool COS_SIN_ROWS, bool PRELOAD, int ENGINE, bool I32 = false>
 __global__ void __launch_bounds__(kStreamingBlock) decode_kernel(const __grid_constant__ qf_cu_decode_params params) {
 #if QF_STREAMING_DEVICE_CODE
   const qf_cu_problem &P = params.problem;
   constexpr int GPB = kStreamingBlock / L, COS_SIN_VECS = cos_sin_vecs(INTERLEAVED, COS_SIN_ROWS), N = 8 * NV;
   static_assert(!ENGINE || !COS_SIN_ROWS, "ENGINE: cos/sin from a cache");
+  static_assert(!I32 || (!ENGINE && !PRELOAD), "I32: neither the engine call nor PRELOAD");
+  using TIn = typename input_elem<T, I32>::type;
+  constexpr int VP = I32 ? 2 : 1; /* 16-byte pieces of a vector */
   constexpr int TABLE_DTYPE = ENGINE ? h16<T>::dtype : 0; /* ENGINE: the tables' dtype (the input's) */
   const int D = P.D, R = P.R, data_lanes = D >> (NV == 1 ? 3 : 4); /* lanes with data */
   const int lane = threadIdx.x & (L - 1), grp = threadIdx.x / L;
@@ -257,7 +265,10 @@ __global__ void __launch_bounds__(kStreamingBlock) decode_kernel(const __grid_co
   const bool pc = (kind == 1 ? P.k_scale_pc : P.v_scale_pc) != 0;
   /* one scale (and offset) per kv head: the head's, read below as a tensor's one */
   if (quant && (kind == 1 ? P.k_scale_ph : P.v_scale_ph)) sc += h, so = so ? so + h : so;
-  const T *in = reinterpret_cast<const T *>(P.in[kind].data) + (act ? t : 0) * P.in[kind].ld + (int64_t)h * D;
+  const TIn *in = reinterpret_cast<const TIn *>(P.in[kind].data) + (act ? t : 0) * P.in[kind].ld + (int64_t)h * D;
+  /* I32: the head's weight scales */
+  const float *wsc = I32 ? P.weight_scale + (int64_t)((kind == 0 ? 0 : kind == 1 ? P.Nq : P.Nq + P.Nkv) + h) * D
+                         : nullptr;
 
   // the row, position and slot start their way while the previous kernel
   // finishes; the setup above reads only parameters; memory waits.
@@ -266,6 +277,7 @@ __global__ void __launch_bounds__(kStreamingBlock) decode_kernel(const __grid_co
     for (int v = 0; v < NV; v++) prefetch_l2(in + 8 * wv[v]);
   }
   if (live && lane == 0) {
+    if (I32 && P.act_scale) prefetch_l2(P.act_scale + t);
     if (ENGINE || P.positions.data)
       prefetch_l2(index_at(P.positions.data, ENGINE ? QKVFUSE_DTYPE_INT64 : P.positions.dtype, t));
     if (!ENGINE && P.page_table) { /* the token's own entries; the rest of the table depends on them */
@@ -303,6 +315,7 @@ __global__ void __launch_bounds__(kStreamingBlock) decode_kernel(const __grid_co
 #pragma unroll
     for (int v = 0; v < NV; v++) {
       if (norm) prefetch_l2(static_cast<const char *>(gw.data) + 8 * wv[v] * ges);
+      if (I32) prefetch_l2(wsc + 8 * wv[v]);
       if (quant && pc) {
         prefetch_l2(sc + h * D + 8 * wv[v]);
         if (so) prefetch_l2(so + h * D + 8 * wv[v]);
@@ -340,10 +353,21 @@ __global__ void __launch_bounds__(kStreamingBlock) decode_kernel(const __grid_co
   grid_dependency_wait();
 
   // 1. every independent load at once
-  uint4 raw[NV];
+  uint4 raw[VP * NV];
 #pragma unroll
-  for (int v = 0; v < NV; v++) raw[v] = act ? ld_stream(in + 8 * wv[v]) : make_uint4(0, 0, 0, 0);
+  for (int p = 0; p < VP * NV; p++)
+    raw[p] = act ? ld_stream(in + 8 * wv[p / VP] + 4 * (p % VP)) : make_uint4(0, 0, 0, 0);
   const token_ix ix = load_token_ix<true, ENGINE>(P, &params.batch_div, t);
+  float ws[I32 ? N : 1], as = 1.0f; /* I32: the lane's weight scales, the token's act_scale */
+  if constexpr (I32) {
+#pragma unroll
+    for (int p = 0; p < 2 * NV; p++) {
+      const float4 w = act ? __ldg(reinterpret_cast<const float4 *>(wsc + 8 * wv[p / 2] + 4 * (p % 2)))
+                           : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+      ws[4 * p] = w.x, ws[4 * p + 1] = w.y, ws[4 * p + 2] = w.z, ws[4 * p + 3] = w.w;
+    }
+    if (live && P.act_scale) as = __ldg(P.act_scale + t);
+  }
   const bool qq = !ENGINE && kind == 0 && P.q_quant && act; /* a quantized q: its scale */
   const float q_scale = qq ? __ldg(P.q_scale) : 1.0f;
   const weights_raw<NV> wraw =
@@ -391,7 +415,17 @@ __global__ void __launch_bounds__(kStreamingBlock) decode_kernel(const __grid_co
   const token_dest td =
       check_token<true, ENGINE>(P, &params.page_div, &params.batch_div, t, ix, kind, live,
                                 [&] { return kind == 0 && h == 0 && lane == 0; });
-  const bool ok = td.ok;
+  bool ok = td.ok;
+  bool wbad = false; /* I32: a weight scale of the lane is not finite */
+  if constexpr (I32) {
+    if (live && !isfinite(as)) {
+      ok = false;
+      if (kind == 0 && h == 0 && lane == 0) report(P, QKVFUSE_DATA_ERROR_SCALE);
+    }
+#pragma unroll
+    for (int k = 0; k < N; k++) wbad |= act && !isfinite(ws[k]);
+    if (wbad && t == 0) report(P, QKVFUSE_DATA_ERROR_SCALE);
+  }
   float g[N], r[N], of[N]; /* !PRELOAD */
   bool bad = false;
   if (PRELOAD) {
@@ -425,11 +459,15 @@ __global__ void __launch_bounds__(kStreamingBlock) decode_kernel(const __grid_co
   // a bad scale of any lane skips the head's cache row (the group's lanes)
   const unsigned gmask = (L == 32 ? 0xffffffffu : (1u << L) - 1u) << (threadIdx.x & 31 & ~(L - 1));
   const bool gbad = (__ballot_sync(0xffffffffu, PRELOAD ? lw.bad : bad) & gmask) != 0;
+  // I32: a bad weight scale of any lane drops the head
+  const bool hbad = I32 && (__ballot_sync(0xffffffffu, wbad) & gmask) != 0;
 
   // 4. the head: normalized over the group, rotated
   float x[N];
+  if constexpr (I32)
+    dequant<N>(raw, ws, as, x);
   if constexpr (NV == 1) {
-    unpack8<T>(raw[0], x);
+    if constexpr (!I32) unpack8<T>(raw[0], x);
     if (norm) {
       float s2[2] = {0.0f, 0.0f}; /* two chains: latency */
 #pragma unroll
@@ -452,6 +490,8 @@ __global__ void __launch_bounds__(kStreamingBlock) decode_kernel(const __grid_co
     } else if (INTERLEAVED && rope) {
       rotate_pairs8(x, c, s);
     }
+  } else if constexpr (I32) {
+    norm_rope_values<L, INTERLEAVED, COS_SIN_VECS>(norm, gk, 1.0f / (float)D, P.eps, rope, cs, lv, x);
   } else {
     norm_rope<T, L, INTERLEAVED, COS_SIN_VECS>(raw[0], raw[NV - 1], norm, gk, ENGINE ? rDh : 1.0f / (float)D, P.eps,
                                                rope, cs, lv, x);
@@ -461,7 +501,7 @@ __global__ void __launch_bounds__(kStreamingBlock) decode_kernel(const __grid_co
     if (t == 0 && h == 0 && lane == 0) report(P, QKVFUSE_DATA_ERROR_SCALE);
     return;
   }
-  if (!(ok && act)) return;
+  if (!(ok && act) || hbad) return;
   const qf_cu_mat &out = kind == 0 ? P.q_out : (kind == 1 ? P.k_out : P.v_out);
   store_head<T, NV, ENGINE>(out, C, C.quant != QKVFUSE_QUANT_NONE, true, kind > 0 && td.dest && C.data, t, td.row0, h,
                             D, wv, x, lane_scales<NV>{rk, ofk, gbad}, false,

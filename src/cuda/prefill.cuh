@@ -147,16 +147,6 @@ __device__ __forceinline__ unsigned fill_wtable(const qf_cu_problem &P, const wt
   return head_votes(P, mine);
 }
 
-// The prefill form's input element: the 16-bit type T, or int32 (I32).
-template <typename T, bool I32>
-struct prefill_input {
-  using type = T;
-};
-template <typename T>
-struct prefill_input<T, true> {
-  using type = int32_t;
-};
-
 // 8 floats of the shared-memory table: two quads, at p and at p + qs.
 __device__ __forceinline__ void ld_shared8(const float *p, int qs, float *o) {
   const float4 a = *reinterpret_cast<const float4 *>(p), b = *reinterpret_cast<const float4 *>(p + qs);
@@ -254,7 +244,7 @@ __global__ void __launch_bounds__(kStreamingBlock, prefill_blocks_per_sm(ENGINE 
                 COS_SIN_VECS = cos_sin_vecs(INTERLEAVED, COS_SIN_ROWS);
   static_assert(!ENGINE || !COS_SIN_ROWS, "ENGINE: cos/sin from a cache");
   static_assert(!ENGINE || !I32, "ENGINE: 16-bit input");
-  using TIn = typename prefill_input<T, I32>::type;
+  using TIn = typename input_elem<T, I32>::type;
   constexpr int VP = I32 ? 4 : 2; /* 16-byte pieces of a lane's two vectors */
   constexpr int TABLE_DTYPE = ENGINE ? h16<T>::dtype : 0; /* ENGINE: the tables' dtype (the input's) */
   constexpr bool QUANT = (ENGINE & kEngineQuant) != 0; /* the kernel of a call with a quantized cache */
@@ -449,9 +439,7 @@ __global__ void __launch_bounds__(kStreamingBlock, prefill_blocks_per_sm(ENGINE 
         float ws[16];
         ld_shared8(wtab + i * D + 8 * lv.a, 4, ws);
         ld_shared8(wtab + i * D + 8 * lv.b, 4, ws + 8);
-        const int32_t *e = reinterpret_cast<const int32_t *>(r);
-#pragma unroll
-        for (int k = 0; k < 16; k++) x[k] = (float)e[k] * ws[k] * as;
+        dequant<16>(r, ws, as, x);
         norm_rope_values<L, INTERLEAVED, COS_SIN_VECS>(norm, g, rD, P.eps, rope, cs, lv, x);
       } else {
         uint4 ra = make_uint4(0, 0, 0, 0), rb = ra;

@@ -7,8 +7,8 @@
 // per tensor, per kv head or per channel), RoPE tables readable as aligned
 // vectors, no beta, not unfused-parity mode (the plan checks; general.cuh does
 // the rest). Int32 input (dequantized by weight_scale and act_scale, no bias)
-// likewise, computed in and written as its outputs' 16-bit type, in the
-// prefill form at every size (its stages hold 32-byte vectors).
+// likewise, computed in and written as its outputs' 16-bit type (each
+// 8-element vector two 16-byte pieces of input).
 //
 // Work split, in two forms chosen per call (choose.cu: qf_cuda_choose).
 // Prefill form (prefill_kernel): a group of L = prefill_lanes(D) lanes (D/16
@@ -107,6 +107,26 @@ __host__ __device__ constexpr int prefill_groups_per_block(int L) { return kStre
 // one (D <= 256; else 0: none) or two.
 __host__ __device__ constexpr int decode_lanes(int D, int nv) {
   return nv == 1 ? (D > 256 ? 0 : pow2_at_least(D / 8)) : pow2_at_least(D / 16);
+}
+
+// The streaming kernel's input element: the 16-bit type T, or int32 (I32:
+// T is then the outputs' type).
+template <typename T, bool I32>
+struct input_elem {
+  using type = T;
+};
+template <typename T>
+struct input_elem<T, true> {
+  using type = int32_t;
+};
+
+// x = input * weight_scale * act_scale of n int32 values (I32), as loaded:
+// n / 4 16-byte pieces.
+template <int n>
+__device__ __forceinline__ void dequant(const uint4 (&raw)[n / 4], const float (&ws)[n], float as, float (&x)[n]) {
+  const int32_t *e = reinterpret_cast<const int32_t *>(raw);
+#pragma unroll
+  for (int k = 0; k < n; k++) x[k] = (float)e[k] * ws[k] * as;
 }
 
 // A token's raw position and slot (or contiguous start index): what the

@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: Apache-2.0
-// The streaming kernel's prefill form (prefill.cuh) instantiated for int32
+// The streaming kernel's forms (prefill.cuh, decode.cuh) instantiated for int32
 // input with __half outputs.
 #include "cuda/streaming_launch.cuh"
 #include "cuda/launch.h"

@@ -5,7 +5,8 @@
 // form for L = prefill_lanes(D) (2 .. 32 and 6; D = 32 .. 512), the decode
 // form with two vectors per lane for L = 2 .. 32 and the narrow one for L =
 // 4 .. 32 (decode_lanes); each also as the engine call's (ENGINE), cos/sin
-// per pair. I32: int32 input with outputs of type T, the prefill form only.
+// per pair. I32: int32 input with outputs of type T, in both forms (not as
+// the engine call's).
 #ifndef QKVFUSE_CUDA_STREAMING_LAUNCH_CUH
 #define QKVFUSE_CUDA_STREAMING_LAUNCH_CUH
 
@@ -17,8 +18,9 @@
 namespace qf {
 
 // The kernel of variant v's form: a prefill_kernel (taking qf_cu_prefill_params)
-// or a decode_kernel (taking qf_cu_decode_params).
-template <typename T, int L, bool INTERLEAVED, bool COS_SIN_ROWS, int ENGINE>
+// or a decode_kernel (taking qf_cu_decode_params). I32: int32 input (not
+// ENGINE, no preload).
+template <typename T, int L, bool INTERLEAVED, bool COS_SIN_ROWS, int ENGINE, bool I32>
 static const void *streaming_instance(const qf_cuda_variant &v) {
   constexpr bool pow2 = (L & (L - 1)) == 0;
   if (v.kernel == QF_CUDA_KERNEL_PREFILL) {
@@ -26,35 +28,33 @@ static const void *streaming_instance(const qf_cuda_variant &v) {
       if (v.quantized_cache)
         return reinterpret_cast<const void *>(prefill_kernel<T, L, INTERLEAVED, COS_SIN_ROWS, ENGINE | kEngineQuant>);
     }
-    return reinterpret_cast<const void *>(prefill_kernel<T, L, INTERLEAVED, COS_SIN_ROWS, ENGINE>);
+    return reinterpret_cast<const void *>(prefill_kernel<T, L, INTERLEAVED, COS_SIN_ROWS, ENGINE, I32>);
   }
   if constexpr (pow2 && L >= 4) {
-    if (v.kernel == QF_CUDA_KERNEL_DECODE_NARROW)
-      return v.preload
-                 ? reinterpret_cast<const void *>(
-                       decode_kernel<T, L, 1, INTERLEAVED, COS_SIN_ROWS, true, ENGINE ? ENGINE | kEngineCache : 0>)
-                 : reinterpret_cast<const void *>(decode_kernel<T, L, 1, INTERLEAVED, COS_SIN_ROWS, false, ENGINE>);
+    if (v.kernel == QF_CUDA_KERNEL_DECODE_NARROW) {
+      if constexpr (!I32) {
+        if (v.preload)
+          return reinterpret_cast<const void *>(
+              decode_kernel<T, L, 1, INTERLEAVED, COS_SIN_ROWS, true, ENGINE ? ENGINE | kEngineCache : 0>);
+      }
+      return reinterpret_cast<const void *>(decode_kernel<T, L, 1, INTERLEAVED, COS_SIN_ROWS, false, ENGINE, I32>);
+    }
   }
   if constexpr (pow2) {
     if (v.kernel == QF_CUDA_KERNEL_DECODE)
-      return reinterpret_cast<const void *>(decode_kernel<T, L, 2, INTERLEAVED, COS_SIN_ROWS, false, ENGINE>);
+      return reinterpret_cast<const void *>(decode_kernel<T, L, 2, INTERLEAVED, COS_SIN_ROWS, false, ENGINE, I32>);
   }
   return nullptr;
 }
 
-// I32: the int32 prefill kernel; otherwise the engine call's kernels
-// (kEngine: cos/sin from a cache, so not COS_SIN_ROWS) or the others.
+// The engine call's kernels (kEngine: cos/sin from a cache, so not
+// COS_SIN_ROWS; never I32) or the others.
 template <typename T, int L, bool INTERLEAVED, bool COS_SIN_ROWS, bool I32>
 static const void *streaming_form(const qf_cuda_variant &v) {
-  if constexpr (I32) {
-    if (v.kernel != QF_CUDA_KERNEL_PREFILL) return nullptr;
-    return reinterpret_cast<const void *>(prefill_kernel<T, L, INTERLEAVED, COS_SIN_ROWS, 0, true>);
-  } else {
-    if constexpr (!COS_SIN_ROWS) {
-      if (v.engine) return streaming_instance<T, L, INTERLEAVED, COS_SIN_ROWS, kEngine>(v);
-    }
-    return streaming_instance<T, L, INTERLEAVED, COS_SIN_ROWS, 0>(v);
+  if constexpr (!COS_SIN_ROWS && !I32) {
+    if (v.engine) return streaming_instance<T, L, INTERLEAVED, COS_SIN_ROWS, kEngine, false>(v);
   }
+  return streaming_instance<T, L, INTERLEAVED, COS_SIN_ROWS, 0, I32>(v);
 }
 
 template <typename T, bool INTERLEAVED, bool COS_SIN_ROWS, bool I32>

@@ -14,7 +14,7 @@
 /* The kernels: the general kernel (general.cuh) serves every call; the
  * streaming kernel the common 16-bit case, in its prefill form (prefill.cuh)
  * or its decode form (decode.cuh) with two 16-byte vectors per lane, or one
- * (narrow), and int32 input with 16-bit outputs in its prefill form. */
+ * (narrow), for 16-bit input and for int32 input with 16-bit outputs. */
 typedef enum qf_cuda_kernel {
   QF_CUDA_KERNEL_GENERAL,
   QF_CUDA_KERNEL_PREFILL,

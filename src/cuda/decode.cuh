@@ -213,7 +213,8 @@ __device__ __forceinline__ bool same_weights(const weights_raw<NV> &a, const wei
 // (the kind is uniform per block); a block's groups take consecutive (token,
 // head) pairs of its kind, token-major. Every line the call reads first (the
 // row, the position and slot, the norm weights, the cache scales, the cos/sin
-// of the position as it reads then) is prefetched into L2 before the grid
+// of the position as it reads then, or the token's own cos/sin rows) is
+// prefetched into L2 before the grid
 // dependency wait; after it, every load that does not depend on another is
 // issued at once, and cos/sin as soon as the position is in. Cache
 // scales are read per lane (no shared table): every (k or v) head has a group
@@ -303,6 +304,15 @@ __global__ void __launch_bounds__(kStreamingBlock) decode_kernel(const __grid_co
       const int es = !ENGINE && csc.dtype == QKVFUSE_DTYPE_FLOAT32 ? 4 : 2;
       prefetch_l2(static_cast<const char *>(csc.data) + e * es);
       prefetch_l2(static_cast<const char *>(csc.data) + (e + (R >> 1)) * es);
+    }
+  }
+  // COS_SIN_ROWS: the token's own cos/sin rows (no position), likewise
+  if (COS_SIN_ROWS && kind < 2 && R > 0 && act) {
+#pragma unroll
+    for (int v = 0; v < NV; v++) {
+      if (!(NV == 1 ? rot : v ? lv.rot_b : lv.rot_a)) continue;
+      prefetch_l2(elem_at(P.cos.data, P.cos.dtype, t * P.cos.ld + 8 * wv[v]));
+      prefetch_l2(elem_at(P.sin.data, P.sin.dtype, t * P.sin.ld + 8 * wv[v]));
     }
   }
   // the lines of the norm weights and cache scales into L2 as well, by the

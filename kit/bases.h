@@ -21,7 +21,7 @@ enum {
                      3 sequences of block_size 4 (kv_indptr int32, kv_indices int64, batch_indices int32,
                      kv_positions int64), k_out */
   TK_BASE_I = 256 /* int32 in (weight/act scale, no bias), k norm, per-token bf16 cos/sin, q_out bf16, paged, k and v
-                     int8 sym [Nkv,D] (CUDA: the streaming kernel's int32 prefill form) */
+                     int8 sym [Nkv,D] (CUDA: the streaming kernel's int32 forms) */
 };
 
 void tk_base_spec(int which, tk_spec *s);

@@ -147,7 +147,7 @@ int main(int argc, char **argv) {
        QKVFUSE_DATA_ERROR_SCALE, 0, 3},
       {"a NaN weight_scale channel (v head 0)", TK_BASE_B, TK_WEIGHT_SCALE, {4 * 32 + 31, -1}, {NAN, 0},
        QKVFUSE_DATA_ERROR_SCALE, 0, 3},
-      /* the same on int32 input the streaming kernel takes (its prefill form) */
+      /* the same on int32 input the streaming kernel takes (every form: data_errors_cuda_*) */
       {"int32 streaming: an Inf act_scale (tokens 2, 7)", TK_BASE_I, TK_ACT_SCALE, {2, 7}, {INFINITY, NAN},
        QKVFUSE_DATA_ERROR_SCALE, 2, 0},
       {"int32 streaming: a NaN weight_scale channel (q head 1)", TK_BASE_I, TK_WEIGHT_SCALE, {64 + 7, -1}, {NAN, 0},

@@ -28,8 +28,8 @@ static int64_t plan_sms(const qf_cuda_state &state) { return state.sm_count > 0 
 // heads per item (int32 input: for 320 threads per multiprocessor, as its
 // decode form's registers leave room for fewer resident groups, and the
 // prefill form was the faster one above that on an H100's four presets) are
-// decode-sized: they run the decode form (one (token,
-// head) per group, one pass), with one vector per lane (narrow) where that
+// decode-sized: they run the decode form (one (token, head) per group, one
+// pass), with one vector per lane (narrow) where that
 // is at most two warps per multiprocessor (their time is one instruction
 // chain's, which one vector shortens), else two. Otherwise the prefill form
 // runs on the resident blocks (prefill_blocks_per_sm per multiprocessor),

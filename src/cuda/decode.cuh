@@ -214,9 +214,9 @@ __device__ __forceinline__ bool same_weights(const weights_raw<NV> &a, const wei
 // head) pairs of its kind, token-major. Every line the call reads first (the
 // row, the position and slot, the norm weights, the cache scales, the cos/sin
 // of the position as it reads then, or the token's own cos/sin rows) is
-// prefetched into L2 before the grid
-// dependency wait; after it, every load that does not depend on another is
-// issued at once, and cos/sin as soon as the position is in. Cache
+// prefetched into L2 before the grid dependency wait; after it, every load
+// that does not depend on another is issued at once, and cos/sin as soon as
+// the position is in. Cache
 // scales are read per lane (no shared table): every (k or v) head has a group
 // for token 0, which checks the head's scales and offsets (reported, used or
 // not); a head with a bad one skips its cache rows. PRELOAD: the k and v

@@ -22,17 +22,6 @@ namespace qf {
 // four blocks per multiprocessor, not five.
 constexpr int kPrefillStages = 2;
 
-// The prefill form's quantization table, in shared memory, built once per
-// block for the block's item (nh heads of kind 1 k or 2 v, from head h0):
-// reciprocal scales [nh * D], then (int8 asymmetric) offsets [nh * D], each
-// head's D values in lane order: the 8 channels of vector u (8u .. 8u+7) as
-// two quads at quad (2 s + half) data_lanes + o of the head (table_quad), o the lane
-// that holds u and s its place (0: A, 1: B; lane_layout), so that a group's
-// lanes read each quad of theirs as consecutive 16-byte pieces, free of
-// bank conflicts (in channel order, lanes 32 bytes apart: 2-way conflicts
-// at least). Returns bit i set when a scale or offset of head h0 + i is bad
-// (each bad value read is reported); the block-wide votes are also the
-// barrier after which every thread may read the table.
 // A block's table fill ends here: `mine` (bit i: this thread read a bad
 // value of the item's head i) reported, then OR-ed over the block, one
 // barrier per head, after which every thread may read the table.
@@ -45,6 +34,17 @@ __device__ __forceinline__ unsigned head_votes(const qf_cu_problem &P, unsigned 
   return bad;
 }
 
+// The prefill form's quantization table, in shared memory, built once per
+// block for the block's item (nh heads of kind 1 k or 2 v, from head h0):
+// reciprocal scales [nh * D], then (int8 asymmetric) offsets [nh * D], each
+// head's D values in lane order: the 8 channels of vector u (8u .. 8u+7) as
+// two quads at quad (2 s + half) data_lanes + o of the head (table_quad), o the lane
+// that holds u and s its place (0: A, 1: B; lane_layout), so that a group's
+// lanes read each quad of theirs as consecutive 16-byte pieces, free of
+// bank conflicts (in channel order, lanes 32 bytes apart: 2-way conflicts
+// at least). Returns bit i set when a scale or offset of head h0 + i is bad
+// (each bad value read is reported); the block-wide votes are also the
+// barrier after which every thread may read the table.
 template <bool INTERLEAVED>
 __device__ __forceinline__ int table_quad(int u, int data_lanes, int R, bool adj) {
   const int hr = R >> 4; /* neox: lanes below hr hold rotation pairs (u, u + hr) */

@@ -309,11 +309,8 @@ __global__ void __launch_bounds__(kStreamingBlock) decode_kernel(const __grid_co
   // COS_SIN_ROWS: the token's own cos/sin rows (no position), likewise
   if (COS_SIN_ROWS && kind < 2 && R > 0 && act) {
 #pragma unroll
-    for (int v = 0; v < NV; v++) {
-      if (!(NV == 1 ? rot : v ? lv.rot_b : lv.rot_a)) continue;
-      prefetch_l2(elem_at(P.cos.data, P.cos.dtype, t * P.cos.ld + 8 * wv[v]));
-      prefetch_l2(elem_at(P.sin.data, P.sin.dtype, t * P.sin.ld + 8 * wv[v]));
-    }
+    for (int v = 0; v < NV; v++)
+      if (NV == 1 ? rot : v ? lv.rot_b : lv.rot_a) prefetch_cos_sin_rows(P, t, wv[v]);
   }
   // the lines of the norm weights and cache scales into L2 as well, by the
   // groups of token 0 only: every token's groups read the same lines, and

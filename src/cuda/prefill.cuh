@@ -338,12 +338,8 @@ __global__ void __launch_bounds__(kStreamingBlock, prefill_blocks_per_sm(ENGINE 
         if (lane == 0 && P.act_scale) prefetch_l2(P.act_scale + t);
         if (COS_SIN_ROWS && kind < 2 && R > 0) {
 #pragma unroll
-          for (int v = 0; v < 2; v++) {
-            if (!(v ? lv.rot_b : lv.rot_a)) continue;
-            const int w = v ? lv.b : lv.a;
-            prefetch_l2(elem_at(P.cos.data, P.cos.dtype, t * P.cos.ld + 8 * w));
-            prefetch_l2(elem_at(P.sin.data, P.sin.dtype, t * P.sin.ld + 8 * w));
-          }
+          for (int v = 0; v < 2; v++)
+            if (v ? lv.rot_b : lv.rot_a) prefetch_cos_sin_rows(P, t, v ? lv.b : lv.a);
         }
       }
     }

@@ -291,6 +291,13 @@ __device__ __forceinline__ int64_t cos_at(const qf_cu_mat &csc, int64_t pos, int
   return pos * csc.ld + (INTERLEAVED ? 4 * w : 8 * w);
 }
 
+// The lines of token t's own cos and sin (COS_SIN_ROWS) of vector w into
+// L2: they need no position, so they are fetched before the grid wait.
+__device__ __forceinline__ void prefetch_cos_sin_rows(const qf_cu_problem &P, int64_t t, int w) {
+  prefetch_l2(elem_at(P.cos.data, P.cos.dtype, t * P.cos.ld + 8 * w));
+  prefetch_l2(elem_at(P.sin.data, P.sin.dtype, t * P.sin.ld + 8 * w));
+}
+
 // cos/sin of the lane's rotated elements for token t at position pos (when
 // rope: the token is valid and the lane rotates). COS_SIN_DTYPE: the call's
 // cos_sin_cache dtype, known at compile time (else 0: read).

@@ -20,21 +20,21 @@ static int64_t plan_sms(const qf_cuda_state &state) { return state.sm_count > 0 
 // the form; returns why it cannot run the call (an index or the shared
 // memory would overflow), or nullptr.
 //
-// Items are (token, heads_per_item heads of one kind); heads_per_item is the
-// largest of 4 (2 with per-token cos/sin: registers; 2 with int32 input:
-// its stages are twice as large) and 2 that still gives
-// about 1024 threads per multiprocessor (the prefill form may halve it:
-// qf_cuda_schedule_heads_per_item). Calls too small for that even with two
-// heads per item (int32 input: for 320 threads per multiprocessor, as its
-// decode form's registers leave room for fewer resident groups, and the
-// prefill form was the faster one above that on an H100's four presets) are
-// decode-sized: they run the decode form (one (token, head) per group, one
-// pass), with one vector per lane (narrow) where that
-// is at most two warps per multiprocessor (their time is one instruction
-// chain's, which one vector shortens), else two. Otherwise the prefill form
-// runs on the resident blocks (prefill_blocks_per_sm per multiprocessor),
-// each keeping one item for the launch and walking its token runs
-// (schedule.h). Shared memory holds the row stages, for int32 input the
+// Decode-sized calls run the decode form (one (token, head) per group, one
+// pass): 16-bit input while its grid fits one wave of resident blocks
+// (decode_blocks_per_sm per multiprocessor: a second, part-filled wave costs
+// more than the prefill form's pipeline), int32 input while the prefill form
+// would have under 320 threads per multiprocessor (the faster form on an
+// H100's four presets). The decode form takes one vector per lane (narrow)
+// where that is at most two warps per multiprocessor (their time is one
+// instruction chain's, which one vector shortens), else two. The prefill
+// form's items are (token, heads_per_item heads of one kind); heads_per_item
+// is the largest of 4 (2 with per-token cos/sin: registers; 2 with int32
+// input: its stages are twice as large) and 2 that still gives about 1024
+// threads per multiprocessor (the prefill form may halve it:
+// qf_cuda_schedule_heads_per_item). It runs on the resident blocks
+// (prefill_blocks_per_sm per multiprocessor), each keeping one item for the
+// launch and walking its token runs (schedule.h). Shared memory holds the row stages, for int32 input the
 // item's weight scales and for a quantized cache its reciprocal scales.
 // The plan's form may force one form (the prefill form then goes down to
 // one head per item).
@@ -73,7 +73,13 @@ static const char *streaming_schedule(const qf_cuda_state &state, const qf_probl
     units = runs * (P.items[0] + P.items[1] + P.items[2]);
     if (units * qf::kStreamingBlock >= sms * 1024) break;
   }
-  if (form == QF_CUDA_FORM_BY_SIZE && units * qf::kStreamingBlock >= sms * (i32 ? 320 : 1024)) decode = false;
+  const int64_t decode_blocks_q = (groups_q + decode_gpb - 1) / decode_gpb;
+  const int64_t decode_blocks_kv = (groups_kv + decode_gpb - 1) / decode_gpb;
+  const int64_t decode_blocks = decode_blocks_q + (k_work ? decode_blocks_kv : 0) + (v_work ? decode_blocks_kv : 0);
+  if (form == QF_CUDA_FORM_BY_SIZE &&
+      (i32 ? units * qf::kStreamingBlock >= sms * 320
+           : decode_blocks > sms * qf::decode_blocks_per_sm(v->engine)))
+    decode = false;
   if (decode) {
     v->kernel = narrow ? QF_CUDA_KERNEL_DECODE_NARROW : QF_CUDA_KERNEL_DECODE;
     /* preload where the call has a quantized cache: without one the extra
@@ -84,14 +90,13 @@ static const char *streaming_schedule(const qf_cuda_state &state, const qf_probl
     qf_cu_decode_params &Q = K->decode;
     Q = {};
     Q.problem = problem;
-    Q.decode_blocks_q = (int32_t)((groups_q + decode_gpb - 1) / decode_gpb);
-    const int32_t blocks_kv = (int32_t)((groups_kv + decode_gpb - 1) / decode_gpb);
-    Q.decode_blocks_k = k_work ? blocks_kv : 0;
+    Q.decode_blocks_q = (int32_t)decode_blocks_q; /* decode: groups_q < 2^31 */
+    Q.decode_blocks_k = k_work ? (int32_t)decode_blocks_kv : 0;
     Q.div_q_heads = qf_cuda_divisor((uint32_t)p->Nq);
     Q.div_kv_heads = qf_cuda_divisor((uint32_t)p->Nkv);
     Q.page_div = divisor_or_none(p->k_cache.data ? p->k_cache.block_size : 0);
     Q.batch_div = divisor_or_none(p->S);
-    v->blocks = (unsigned)(Q.decode_blocks_q + Q.decode_blocks_k + (v_work ? blocks_kv : 0));
+    v->blocks = (unsigned)decode_blocks;
     v->smem = 0;
     return nullptr;
   }

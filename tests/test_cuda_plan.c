@@ -26,6 +26,11 @@
  * - qf_cuda_schedule_general_tiles: one of its two tilings, the one whose groups walk
  *   fewer tasks in series (ties: all heads), on random shapes up to 5M
  *   tokens, and its tiles for the int32 dequant bench op's shapes.
+ * - qf_cuda_schedule_decode_grid: each kind's blocks the fewest that hold
+ *   its T x heads groups, on random shapes; and, on the H200's 660 slots
+ *   (132 SMs, five blocks of the engine call's decode kernels), the largest
+ *   T of each bench preset's split and in place calls whose decode grid
+ *   fits them (docs/API.md quotes two);
  * - qf_cuda_streaming: the streaming kernels (sm_80 PTX) on compute
  *   capability 8.0 and later only, whatever the form, unless the form is
  *   general; an sm_75 GPU (and anything older) gets the general kernel for
@@ -251,6 +256,33 @@ static void check_tiles(int64_t T, int heads, int gpb, int R, int64_t resident, 
            gpb, R, (long long)resident, what);
 }
 
+/* The decode grid of T tokens (heads per kind, gpb groups per block): each
+ * kind's blocks hold its groups and one block fewer would not; the sum. */
+static int64_t check_decode_grid(int64_t T, const int64_t *heads, int64_t gpb) {
+  int64_t blocks[3], sum = 0;
+  const int64_t got = qf_cuda_schedule_decode_grid(T, heads, gpb, blocks);
+  for (int k = 0; k < 3; k++) {
+    sum += blocks[k];
+    if ((blocks[k] * gpb < T * heads[k] || (blocks[k] > 0 && (blocks[k] - 1) * gpb >= T * heads[k])) &&
+        failed++ < 10)
+      printf("FAIL test_cuda_plan decode grid T=%lld heads[%d]=%lld gpb=%lld: %lld blocks\n", (long long)T, k,
+             (long long)heads[k], (long long)gpb, (long long)blocks[k]);
+  }
+  if (got != sum && failed++ < 10)
+    printf("FAIL test_cuda_plan decode grid T=%lld: returned %lld, blocks sum to %lld\n", (long long)T,
+           (long long)got, (long long)sum);
+  return got;
+}
+
+/* The largest T whose decode grid fits `slots` blocks, against want. */
+static void check_decode_limit(const char *name, const int64_t *heads, int64_t gpb, int64_t slots, int64_t want) {
+  int64_t T = 0;
+  while (check_decode_grid(T + 1, heads, gpb) <= slots) T++;
+  if (T != want && failed++ < 10)
+    printf("FAIL test_cuda_plan decode form of %s: up to T = %lld on %lld slots, want %lld\n", name, (long long)T,
+           (long long)slots, (long long)want);
+}
+
 static void check_streaming(void) {
   static const int caps[] = {60, 70, 72, 75, 80, 86, 87, 89, 90, 100, 103, 110, 120, 121};
   for (size_t i = 0; i < sizeof caps / sizeof caps[0]; i++)
@@ -378,6 +410,28 @@ int main(int argc, char **argv) {
     check_plan((int64_t)(1 + tk_rng_next(&r) % 3000), heads, hpi, k_quant, qcache,
                (int64_t)(1 + tk_rng_next(&r) % 1400), 0);
   }
+  /* the decode form's largest T by size on the H200's 660 slots: groups of
+     16 (token, head) pairs for D = 128 and 96 (8 lanes), 8 for D = 256 */
+  static const struct {
+    const char *name;
+    int64_t heads[3], gpb, want;
+  } limits[] = {
+      {"Llama-3-8B split", {32, 8, 8}, 16, 220},  /* 2T + 2 ceil(T/2) */
+      {"Llama-3-8B in place", {32, 8, 0}, 16, 264}, /* 2T + ceil(T/2) */
+      {"GLM-4-9B split", {32, 2, 2}, 16, 293},    /* 2T + 2 ceil(T/8) */
+      {"GLM-4-9B in place", {32, 2, 0}, 16, 310}, /* 2T + ceil(T/8) */
+      {"Phi-3-mini split", {32, 32, 32}, 16, 110}, /* 6T */
+      {"Phi-3-mini in place", {32, 32, 0}, 16, 165}, /* 4T */
+      {"Gemma-2-9B split", {16, 8, 8}, 8, 165},   /* 4T */
+      {"Gemma-2-9B in place", {16, 8, 0}, 8, 220}, /* 3T */
+  };
+  for (size_t i = 0; i < sizeof limits / sizeof limits[0]; i++)
+    check_decode_limit(limits[i].name, limits[i].heads, limits[i].gpb, 660, limits[i].want);
+  for (int i = 0; i < cases; i++) {
+    const int64_t heads[3] = {(int64_t)(1 + tk_rng_next(&r) % 128), (int64_t)(tk_rng_next(&r) % 33),
+                              (int64_t)(tk_rng_next(&r) % 33)};
+    check_decode_grid((int64_t)(tk_rng_next(&r) % 100000), heads, (int64_t)1 << (int)(tk_rng_next(&r) % 7));
+  }
   /* the tail of bench shapes on the H200's 660 slots (items at the heads
      per item that fill the device), then random ones */
   static const struct {
@@ -429,9 +483,10 @@ int main(int argc, char **argv) {
                 (int64_t)(1 + tk_rng_next(&r) % 1400), (int)(tk_rng_next(&r) % 2), &r);
   }
   printf("test_cuda_plan: %d prefill schedules decoded, ", cases);
-  printf("divisors, %d + %d block counts, %d + %d prefill plans, %d + %d tails and %d + %d general "
-         "tiles checked, %d failed\n",
+  printf("divisors, %d + %d block counts, %d + %d prefill plans, %d + %d decode grids, %d + %d tails and %d + %d "
+         "general tiles checked, %d failed\n",
          (int)(sizeof fixed / sizeof fixed[0]), cases, (int)(sizeof presets / sizeof presets[0]), cases,
-         (int)(sizeof tails / sizeof tails[0]), cases, (int)(sizeof tiles / sizeof tiles[0]), cases, failed);
+         (int)(sizeof limits / sizeof limits[0]), cases, (int)(sizeof tails / sizeof tails[0]), cases,
+         (int)(sizeof tiles / sizeof tiles[0]), cases, failed);
   return failed ? TK_FAIL : TK_PASS;
 }

@@ -50,7 +50,7 @@ static const char *streaming_schedule(const qf_cuda_state &state, const qf_probl
   const int D = (int)p->D;
   const bool i32 = p->in[0].dtype == QKVFUSE_DTYPE_INT32; /* prefill form: two heads per item */
   const int64_t gpb = qf::prefill_groups_per_block(qf::prefill_lanes(D)), runs = (p->T + gpb - 1) / gpb;
-  const int64_t groups_q = p->T * p->Nq, groups_kv = p->T * p->Nkv;
+  const int64_t groups_q = p->T * p->Nq;
   const int64_t kind_heads[3] = {p->Nq, k_work ? p->Nkv : 0, v_work ? p->Nkv : 0}; /* 0: no work */
   const int64_t heads = kind_heads[0] + kind_heads[1] + kind_heads[2];
   const int narrow_lanes = qf::decode_lanes(D, 1);
@@ -73,9 +73,8 @@ static const char *streaming_schedule(const qf_cuda_state &state, const qf_probl
     units = runs * (P.items[0] + P.items[1] + P.items[2]);
     if (units * qf::kStreamingBlock >= sms * 1024) break;
   }
-  const int64_t decode_blocks_q = (groups_q + decode_gpb - 1) / decode_gpb;
-  const int64_t decode_blocks_kv = (groups_kv + decode_gpb - 1) / decode_gpb;
-  const int64_t decode_blocks = decode_blocks_q + (k_work ? decode_blocks_kv : 0) + (v_work ? decode_blocks_kv : 0);
+  int64_t decode_kind_blocks[3];
+  const int64_t decode_blocks = qf_cuda_schedule_decode_grid(p->T, kind_heads, decode_gpb, decode_kind_blocks);
   if (form == QF_CUDA_FORM_BY_SIZE &&
       (i32 ? units * qf::kStreamingBlock >= sms * 320
            : decode_blocks > sms * qf::decode_blocks_per_sm(v->engine)))
@@ -90,8 +89,8 @@ static const char *streaming_schedule(const qf_cuda_state &state, const qf_probl
     qf_cu_decode_params &Q = K->decode;
     Q = {};
     Q.problem = problem;
-    Q.decode_blocks_q = (int32_t)decode_blocks_q; /* decode: groups_q < 2^31 */
-    Q.decode_blocks_k = k_work ? (int32_t)decode_blocks_kv : 0;
+    Q.decode_blocks_q = (int32_t)decode_kind_blocks[0]; /* decode: groups_q < 2^31 */
+    Q.decode_blocks_k = (int32_t)decode_kind_blocks[1];
     Q.div_q_heads = qf_cuda_divisor((uint32_t)p->Nq);
     Q.div_kv_heads = qf_cuda_divisor((uint32_t)p->Nkv);
     Q.page_div = divisor_or_none(p->k_cache.data ? p->k_cache.block_size : 0);

@@ -282,6 +282,17 @@ QF_SCHEDULE_HD qf_prefill_item qf_cuda_schedule_block(const qf_cu_prefill_params
 extern "C" {
 #endif
 
+/* The decode form's grid (decode.cuh): for kind k (q, k, v) the blocks of
+ * gpb (token, head) groups that cover its T x heads[k] groups (heads[k] = 0:
+ * the kind has no work), in blocks[k], q's first; returns their sum. By
+ * size, a 16-bit call runs the decode form while the sum fits one wave of
+ * resident blocks (choose.cu). */
+static inline int64_t qf_cuda_schedule_decode_grid(int64_t T, const int64_t *heads, int64_t gpb, int64_t *blocks) {
+  int64_t sum = 0;
+  for (int k = 0; k < 3; k++) sum += blocks[k] = (T * heads[k] + gpb - 1) / gpb;
+  return sum;
+}
+
 /* The general kernel's tile (general.cuh) for T tokens of `heads` heads,
  * groups_per_block groups per block, R rotary dims and `resident` blocks in
  * flight: either *tile_tokens tokens with all heads (*tile_heads = heads; as

@@ -416,14 +416,14 @@ int main(int argc, char **argv) {
     const char *name;
     int64_t heads[3], gpb, want;
   } limits[] = {
-      {"Llama-3-8B split", {32, 8, 8}, 16, 220},  /* 2T + 2 ceil(T/2) */
-      {"Llama-3-8B in place", {32, 8, 0}, 16, 264}, /* 2T + ceil(T/2) */
-      {"GLM-4-9B split", {32, 2, 2}, 16, 293},    /* 2T + 2 ceil(T/8) */
-      {"GLM-4-9B in place", {32, 2, 0}, 16, 310}, /* 2T + ceil(T/8) */
-      {"Phi-3-mini split", {32, 32, 32}, 16, 110}, /* 6T */
+      {"Llama-3-8B split", {32, 8, 8}, 16, 220},     /* 2T + 2 ceil(T/2) blocks */
+      {"Llama-3-8B in place", {32, 8, 0}, 16, 264},  /* 2T + ceil(T/2) */
+      {"GLM-4-9B split", {32, 2, 2}, 16, 293},       /* 2T + 2 ceil(T/8) */
+      {"GLM-4-9B in place", {32, 2, 0}, 16, 310},    /* 2T + ceil(T/8) */
+      {"Phi-3-mini split", {32, 32, 32}, 16, 110},   /* 6T */
       {"Phi-3-mini in place", {32, 32, 0}, 16, 165}, /* 4T */
-      {"Gemma-2-9B split", {16, 8, 8}, 8, 165},   /* 4T */
-      {"Gemma-2-9B in place", {16, 8, 0}, 8, 220}, /* 3T */
+      {"Gemma-2-9B split", {16, 8, 8}, 8, 165},      /* 4T */
+      {"Gemma-2-9B in place", {16, 8, 0}, 8, 220},   /* 3T */
   };
   for (size_t i = 0; i < sizeof limits / sizeof limits[0]; i++)
     check_decode_limit(limits[i].name, limits[i].heads, limits[i].gpb, 660, limits[i].want);

@@ -34,10 +34,10 @@ static int64_t plan_sms(const qf_cuda_state &state) { return state.sm_count > 0 
 // threads per multiprocessor (the prefill form may halve it:
 // qf_cuda_schedule_heads_per_item). It runs on the resident blocks
 // (prefill_blocks_per_sm per multiprocessor), each keeping one item for the
-// launch and walking its token runs (schedule.h). Shared memory holds the row stages, for int32 input the
-// item's weight scales and for a quantized cache its reciprocal scales.
-// The plan's form may force one form (the prefill form then goes down to
-// one head per item).
+// launch and walking its token runs (schedule.h). Shared memory holds the
+// row stages, for int32 input the item's weight scales and for a quantized
+// cache its reciprocal scales. The plan's form may force one form (the
+// prefill form then goes down to one head per item).
 static const char *streaming_schedule(const qf_cuda_state &state, const qf_problem *p, const qf_cu_problem &problem,
                                       qf_cu_kernel_params *K, qf_cuda_variant *v) {
   const int64_t sms = plan_sms(state);
@@ -50,7 +50,7 @@ static const char *streaming_schedule(const qf_cuda_state &state, const qf_probl
   const int D = (int)p->D;
   const bool i32 = p->in[0].dtype == QKVFUSE_DTYPE_INT32; /* prefill form: two heads per item */
   const int64_t gpb = qf::prefill_groups_per_block(qf::prefill_lanes(D)), runs = (p->T + gpb - 1) / gpb;
-  const int64_t groups_q = p->T * p->Nq;
+  const int64_t groups = p->T * (p->Nq > p->Nkv ? p->Nq : p->Nkv); /* of the kind with most heads */
   const int64_t kind_heads[3] = {p->Nq, k_work ? p->Nkv : 0, v_work ? p->Nkv : 0}; /* 0: no work */
   const int64_t heads = kind_heads[0] + kind_heads[1] + kind_heads[2];
   const int narrow_lanes = qf::decode_lanes(D, 1);
@@ -67,7 +67,7 @@ static const char *streaming_schedule(const qf_cuda_state &state, const qf_probl
     for (int k = 0; k < 3; k++) P.items[k] = (int32_t)((kind_heads[k] + heads_per_item - 1) / heads_per_item);
   };
   /* div_fixed: indices below 2^31 */
-  bool decode = form != QF_CUDA_FORM_PREFILL && groups_q < 0x7fffffffLL - decode_gpb;
+  bool decode = form != QF_CUDA_FORM_PREFILL && groups < 0x7fffffffLL - decode_gpb;
   for (int h = qf::max_heads_per_item(v->cos_sin_rows || i32); h >= (form == QF_CUDA_FORM_PREFILL ? 1 : 2); h >>= 1) {
     set_items(h);
     units = runs * (P.items[0] + P.items[1] + P.items[2]);
@@ -89,7 +89,7 @@ static const char *streaming_schedule(const qf_cuda_state &state, const qf_probl
     qf_cu_decode_params &Q = K->decode;
     Q = {};
     Q.problem = problem;
-    Q.decode_blocks_q = (int32_t)decode_kind_blocks[0]; /* decode: groups_q < 2^31 */
+    Q.decode_blocks_q = (int32_t)decode_kind_blocks[0]; /* decode: groups < 2^31 */
     Q.decode_blocks_k = (int32_t)decode_kind_blocks[1];
     Q.div_q_heads = qf_cuda_divisor((uint32_t)p->Nq);
     Q.div_kv_heads = qf_cuda_divisor((uint32_t)p->Nkv);

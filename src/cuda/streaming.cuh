@@ -93,8 +93,8 @@ __host__ __device__ constexpr int prefill_blocks_per_sm(bool hot) { return hot ?
 // The two-vector decode form's resident blocks per multiprocessor, as its
 // registers on sm_90 allow (ptxas: 86 for the engine call's kernels, 111-126
 // for the other 16-bit ones): how many of its blocks one wave holds
-// (choose.cu). A guide for the form's choice, not a launch bound: a bound
-// changes the kernels' code.
+// (choose.cu). It guides the form's choice and is not a launch bound (one
+// would change the kernels' code).
 __host__ __device__ constexpr int decode_blocks_per_sm(bool engine) { return engine ? 5 : 4; }
 constexpr int kMaxHeadsPerItem = 4; /* most heads per item (2 with per-token cos/sin: registers) */
 __host__ __device__ constexpr int max_heads_per_item(bool sep) { return sep ? 2 : kMaxHeadsPerItem; }

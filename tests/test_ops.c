@@ -3,7 +3,7 @@
  *
  *   test_ops [--backend reference,auto,cpu] [--seed S] [--cases N] [--only I]
  *            [--max-elems E] [--engine] [--rounding MODE] [--wide] [--strided vectors|all]
- *            [--verbose]
+ *            [--page-table] [--verbose]
  *   test_ops --preset NAME|all [--tokens 1,7,33] [--backend ...] [--seed S]
  * --preset: instead of random cases, a preset's named list of cases (the
  * cases `qkvfuse bench --preset NAME` times: every operator variant at each
@@ -12,6 +12,8 @@
  * --engine: every case the call an inference engine makes (tk_spec_engine),
  * which the CUDA backend's decode form serves with its dtypes and cache
  * geometry as constants (the engine call: src/cuda/variant.h).
+ * --page-table: every case with a cache in pages (paged, paged_hnd or nz; a
+ * case drawn without one gets a paged cache) addressed through a page table.
  * --rounding: every case in that rounding mode (fused, unfused_parity,
  * ascend_triton, cann), against the oracle's model of it.
  * --wide: every case with a head dim above 512 (528, 640, 1024 or any even
@@ -129,6 +131,7 @@ int main(int argc, char **argv) {
   if (only != UINT64_MAX && ncases <= only) ncases = only + 1;
   tk_limits lim = {(int64_t)tk_arg_u64(argc, argv, "--max-elems", NULL, 250000), tk_arg_has(argc, argv, "--wide")};
   int verbose = tk_arg_has(argc, argv, "--verbose"), engine = tk_arg_has(argc, argv, "--engine");
+  const int page_table = tk_arg_has(argc, argv, "--page-table");
   /* --rounding MODE: every case in that rounding mode (the random cases draw fused or unfused_parity) */
   const char *rounding = arg_str(argc, argv, "--rounding");
   int rounding_mode = -1;
@@ -168,6 +171,11 @@ int main(int argc, char **argv) {
       tk_spec_random(&sp, &r, &lim);
       if (engine) tk_spec_engine(&sp, &r);
       if (rounding_mode >= 0) sp.rounding = (qkvfuse_rounding)rounding_mode;
+      if (page_table) {
+        if (sp.layout == QKVFUSE_CACHE_NONE || sp.layout == QKVFUSE_CACHE_CONTIGUOUS) sp.layout = QKVFUSE_CACHE_PAGED;
+        sp.addressing = QKVFUSE_ADDRESS_PAGE_TABLE;
+        tk_spec_fixup(&sp);
+      }
       if (strided) strided_views(&sp, cs, !strcmp(strided, "all"));
       tk_case c;
       char desc[1024];

@@ -346,7 +346,7 @@ __global__ void __launch_bounds__(kStreamingBlock, prefill_blocks_per_sm(ENGINE 
   }
   grid_dependency_wait();
   issue(c, 0);
-  token_ix next = load_token_ix<false, ENGINE>(P, nullptr, (int64_t)c * GPB + grp);
+  token_ix next = load_token_ix<false, ENGINE, I32>(P, nullptr, (int64_t)c * GPB + grp);
   // I32: the token's act_scale, loaded with its position and slot
   auto load_act_scale = [&](int64_t t) { return I32 && P.act_scale && t < P.T ? __ldg(P.act_scale + t) : 1.0f; };
   float as_next = load_act_scale((int64_t)c * GPB + grp);
@@ -384,15 +384,40 @@ __global__ void __launch_bounds__(kStreamingBlock, prefill_blocks_per_sm(ENGINE 
   };
   cs_bits csb = {};
   if constexpr (ENGINE) csb = fetch_cs(c, next);
+  // not ENGINE, from a cos_sin_cache: the next run's cos/sin lines into L2,
+  // its position loaded at the top of this run (COS_SIN_ROWS: registers)
+  auto prefetch_cs = [&](unsigned cc, const token_ix &x) {
+    if (kind < 2 && R > 0 && !idle && lane < data_lanes && cc < end && (int64_t)cc * GPB + grp < P.T &&
+        P.rope_source == QKVFUSE_ROPE_COS_SIN_CACHE && x.pos >= 0 && x.pos < P.max_pos)
+      prefetch_cos_sin<INTERLEAVED>(P, x.pos, lv);
+  };
+  // under a page table (not ENGINE): the slots of the group's token in the
+  // block's runs n .. n + L - 1, lane j holding run n + j's, resolved every L
+  // runs (page_table_slot), so that its chain of dependent loads stalls the
+  // thread once per L runs, not every run; a run takes its slot by a
+  // shuffle. I32: each run's own, loaded a run ahead with its position
+  // (load_token_ix WALK: the batch's registers would spill)
+  const bool pt = !ENGINE && !I32 && P.page_table;
+  const int group_base = (int)(threadIdx.x & 31) - lane; /* the group's first lane in the warp */
+  int64_t pt_slot = -1;
+  unsigned n = 0; /* the block's runs done */
 
-  for (int st = 0; c < end; c += stride, st ^= 1) {
+  for (int st = 0; c < end; c += stride, st ^= 1, n++) {
     const unsigned cn = c + stride;
     issue(cn, st ^ 1);
-    const token_ix ix = next;
+    token_ix ix = next;
     const float as = as_next;
     if (cn < end) {
-      next = load_token_ix<false, ENGINE>(P, nullptr, (int64_t)cn * GPB + grp);
+      next = load_token_ix<false, ENGINE, I32>(P, nullptr, (int64_t)cn * GPB + grp);
       if constexpr (I32) as_next = load_act_scale((int64_t)cn * GPB + grp);
+    }
+    if (pt) {
+      if (n % L == 0) {
+        const uint64_t r = (uint64_t)c + (uint64_t)lane * stride; /* the lane's run */
+        const int64_t tl = (int64_t)r * GPB + grp;
+        pt_slot = !idle && r < end && tl < P.T ? page_table_slot(P.pt, tl) : -1;
+      }
+      ix.slot = __shfl_sync(0xffffffffu, pt_slot, group_base + (int)(n % L));
     }
 
     const int64_t t = (int64_t)c * GPB + grp;
@@ -452,8 +477,11 @@ __global__ void __launch_bounds__(kStreamingBlock, prefill_blocks_per_sm(ENGINE 
                                              table_scales{qtab, qtab + nh * D, i * D + 4 * lr, 4 * data_lanes,
                                                           (bad >> i & 1u) != 0, offsets},
                                              v_adjacent, oq);
-      if constexpr (ENGINE) { /* the next run's cos/sin, its position loaded at the top of this one */
-        if (i == 0) csb = fetch_cs(cn, next);
+      if (i == 0) { /* the next run's cos/sin, its position loaded at the top of this one */
+        if constexpr (ENGINE)
+          csb = fetch_cs(cn, next);
+        else if constexpr (!COS_SIN_ROWS)
+          prefetch_cs(cn, next);
       }
     }
     if (I32 || v_adjacent) __syncwarp(); /* read before the next copy into the stage */

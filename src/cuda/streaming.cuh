@@ -23,9 +23,10 @@
 // starts as resident blocks end, so the multiprocessors that move bytes
 // faster take more (schedule.h). The rows of the next run are copied into
 // shared memory by cp.async while the current run is normalized, rotated and
-// stored head by head; its position and slot are loaded a run ahead, and
-// (the engine call's kernels, ENGINE) its cos/sin once the current run's
-// first head is stored (cs_fetch).
+// stored head by head; its position and slot are loaded a run ahead (under a
+// page table the slots of L runs at once, one per lane), and once the
+// current run's first head is stored its cos/sin (the engine call's kernels,
+// ENGINE: cs_fetch) or, from a cos_sin_cache, its cos/sin lines into L2.
 // Decode form (decode_kernel), for calls too small to fill the device with
 // two heads per item: one (token, head) per group, one pass, every
 // independent load (row, position, slot, norm weights, cache scales) issued
@@ -138,19 +139,22 @@ __device__ __forceinline__ void dequant(const uint4 (&raw)[n / 4], const float (
 // A token's raw position and slot (or contiguous start index): what the
 // next work unit needs first, loaded one unit ahead. FIXED (the decode
 // form): a contiguous token's batch by batch_div (div_by), which is
-// otherwise not read (may be null).
+// otherwise not read (may be null). Under a page table (never ENGINE:
+// eligible.cu, qf_cuda_engine_call) the slot is page_table_slot's, a chain
+// of three dependent loads: WALK, here; otherwise the caller's (x.slot -1
+// until then: the prefill form resolves several runs' at once).
 struct token_ix {
   int64_t pos, slot;
 };
 
-template <bool FIXED, int ENGINE = 0>
+template <bool FIXED, int ENGINE = 0, bool WALK = true>
 __device__ __forceinline__ token_ix load_token_ix(const qf_cu_problem &P, const qf_cu_div *batch_div, int64_t t) {
   token_ix x = {0, -1};
   if (t >= P.T) return x;
   if (ENGINE || P.positions.data)
     x.pos = ld_index(P.positions.data, ENGINE ? QKVFUSE_DTYPE_INT64 : P.positions.dtype, t);
-  if (!ENGINE && P.page_table) { /* the slot from the page table (never ENGINE: eligible.cu, qf_cuda_engine_call) */
-    x.slot = page_table_slot(P.pt, t);
+  if (!ENGINE && P.page_table) {
+    if (WALK) x.slot = page_table_slot(P.pt, t);
   } else if ((ENGINE & kEngineCache) || P.layout != QKVFUSE_CACHE_NONE) {
     const int64_t at = !ENGINE && P.layout == QKVFUSE_CACHE_CONTIGUOUS ? div_by<FIXED>(t, P.S, batch_div) : t;
     x.slot = ld_index(P.slot_mapping.data, ENGINE ? QKVFUSE_DTYPE_INT64 : P.slot_mapping.dtype, at);
@@ -302,6 +306,21 @@ __device__ __forceinline__ int64_t cos_at(const qf_cu_mat &csc, int64_t pos, int
 __device__ __forceinline__ void prefetch_cos_sin_rows(const qf_cu_problem &P, int64_t t, int w) {
   prefetch_l2(elem_at(P.cos.data, P.cos.dtype, t * P.cos.ld + 8 * w));
   prefetch_l2(elem_at(P.sin.data, P.sin.dtype, t * P.sin.ld + 8 * w));
+}
+
+// The lines of the cos_sin_cache row at position pos that load_cos_sin
+// reads for the lane's rotated vectors, into L2: the prefill form's kernels
+// that load them as a run starts (not ENGINE) prefetch the next run's.
+template <bool INTERLEAVED>
+__device__ __forceinline__ void prefetch_cos_sin(const qf_cu_problem &P, int64_t pos, const lane_vecs &lv) {
+  const qf_cu_mat &csc = P.cos_sin_cache;
+#pragma unroll
+  for (int v = 0; v < (INTERLEAVED ? 2 : 1); v++) { /* neox: one row serves both vectors */
+    if (!(v ? lv.rot_b : lv.rot_a)) continue;
+    const int64_t e = cos_at<INTERLEAVED>(csc, pos, v ? lv.b : lv.a);
+    prefetch_l2(elem_at(csc.data, csc.dtype, e));
+    prefetch_l2(elem_at(csc.data, csc.dtype, e + (P.R >> 1)));
+  }
 }
 
 // cos/sin of the lane's rotated elements for token t at position pos (when

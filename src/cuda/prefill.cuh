@@ -346,7 +346,11 @@ __global__ void __launch_bounds__(kStreamingBlock, prefill_blocks_per_sm(ENGINE 
   }
   grid_dependency_wait();
   issue(c, 0);
-  token_ix next = load_token_ix<false, ENGINE, I32>(P, nullptr, (int64_t)c * GPB + grp);
+  // PT_RUNS: under a page table the loop walks the slots L runs at a time
+  // (pt, below); the int32 kernels' load_token_ix walks each run's, a run
+  // ahead (the lanes' slots would spill their registers)
+  constexpr bool PT_RUNS = !ENGINE && !I32;
+  token_ix next = load_token_ix<false, ENGINE, !PT_RUNS>(P, nullptr, (int64_t)c * GPB + grp);
   // I32: the token's act_scale, loaded with its position and slot
   auto load_act_scale = [&](int64_t t) { return I32 && P.act_scale && t < P.T ? __ldg(P.act_scale + t) : 1.0f; };
   float as_next = load_act_scale((int64_t)c * GPB + grp);
@@ -391,13 +395,12 @@ __global__ void __launch_bounds__(kStreamingBlock, prefill_blocks_per_sm(ENGINE 
         P.rope_source == QKVFUSE_ROPE_COS_SIN_CACHE && x.pos >= 0 && x.pos < P.max_pos)
       prefetch_cos_sin<INTERLEAVED>(P, x.pos, lv);
   };
-  // under a page table (not ENGINE): the slots of the group's token in the
+  // under a page table (PT_RUNS): the slots of the group's token in the
   // block's runs n .. n + L - 1, lane j holding run n + j's, resolved every L
   // runs (page_table_slot), so that its chain of dependent loads stalls the
   // thread once per L runs, not every run; a run takes its slot by a
-  // shuffle. I32: each run's own, loaded a run ahead with its position
-  // (load_token_ix WALK: the batch's registers would spill)
-  const bool pt = !ENGINE && !I32 && P.page_table;
+  // shuffle
+  const bool pt = PT_RUNS && P.page_table;
   const int group_base = (int)(threadIdx.x & 31) - lane; /* the group's first lane in the warp */
   int64_t pt_slot = -1;
   unsigned n = 0; /* the block's runs done */
@@ -408,7 +411,7 @@ __global__ void __launch_bounds__(kStreamingBlock, prefill_blocks_per_sm(ENGINE 
     token_ix ix = next;
     const float as = as_next;
     if (cn < end) {
-      next = load_token_ix<false, ENGINE, I32>(P, nullptr, (int64_t)cn * GPB + grp);
+      next = load_token_ix<false, ENGINE, !PT_RUNS>(P, nullptr, (int64_t)cn * GPB + grp);
       if constexpr (I32) as_next = load_act_scale((int64_t)cn * GPB + grp);
     }
     if (pt) {

@@ -108,6 +108,15 @@ void tk_spec_random(tk_spec *s, tk_rng *r, const tk_limits *lim);
  * of 16, rows of whole 16-byte vectors. The rest (shapes, T, pairs, scale
  * kinds, skipped slots) stays as drawn. */
 void tk_spec_engine(tk_spec *s, tk_rng *r);
+/* Turns a random spec into FlashInfer's append call
+ * (rope_quantize_fp8_append_paged_kv_cache): 16-bit input, RoPE from a
+ * float32 cos_sin_cache by int32 positions, q written as fp8 e4m3, k and v
+ * through a page table into paged (NHD or HND) e4m3 caches, norm weights
+ * (where drawn) of the input's dtype and no beta, fused rounding; D, R
+ * multiples of 16 (D up to 512), rows of whole 16-byte vectors. The rest
+ * (shapes, T, pairs, scale kinds, the page table, cache order and padding,
+ * k and v outputs) stays as drawn. */
+void tk_spec_append(tk_spec *s, tk_rng *r);
 /* Make derived fields consistent (cache sizes, in-place legality...). Tests
  * call it after editing a spec. */
 void tk_spec_fixup(tk_spec *s);

@@ -303,6 +303,33 @@ void tk_spec_engine(tk_spec *s, tk_rng *r) {
   tk_spec_fixup(s);
 }
 
+void tk_spec_append(tk_spec *s, tk_rng *r) {
+  static const int64_t Ds[] = {32, 64, 96, 128, 192, 256, 512};
+  if (s->D % 16 || s->D > 512) s->D = TK_PICK(r, Ds);
+  s->qkv_dt = tk_rng_chance(r, 0.5) ? BF16 : F16;
+  s->q_quant = QKVFUSE_QUANT_FP8_E4M3;
+  s->k_out_dt = s->k_out_dt != NONE ? s->qkv_dt : NONE;
+  s->v_out_dt = s->v_out_dt != NONE ? s->qkv_dt : NONE;
+  s->rope_source = QKVFUSE_ROPE_COS_SIN_CACHE;
+  s->rope_dt = F32;
+  s->R = tk_rng_chance(r, 0.6) ? s->D : 16 * tk_rng_range(r, 1, s->D / 16);
+  s->pos_dt = I32;
+  s->pos_lo = 0;
+  s->pos_hi = s->max_pos - 1;
+  s->q_gamma_dt = s->k_gamma_dt = s->qkv_dt;
+  s->q_beta_dt = s->k_beta_dt = NONE;
+  s->rounding = QKVFUSE_ROUNDING_FUSED;
+  s->layout = tk_rng_chance(r, 0.5) ? QKVFUSE_CACHE_PAGED : QKVFUSE_CACHE_PAGED_HND;
+  s->addressing = QKVFUSE_ADDRESS_PAGE_TABLE;
+  s->k_quant = s->v_quant = QKVFUSE_QUANT_FP8_E4M3;
+  s->cache_pad -= s->cache_pad % 16; /* rows of whole 16-byte vectors */
+  s->in3d = 0;
+  s->qkv_pad -= s->qkv_pad % 8;
+  s->out_pad -= s->out_pad % 16;
+  s->rope_pad -= s->rope_pad % 8;
+  tk_spec_fixup(s);
+}
+
 static int64_t nz_c(qkvfuse_dtype dt) { return 32 / (int64_t)tk_size(dt); }
 
 void tk_spec_fixup(tk_spec *s) {

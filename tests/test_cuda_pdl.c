@@ -18,7 +18,8 @@
  * (symmetric, asymmetric) and fp8 caches, per-channel and per-tensor scales,
  * float32 and bfloat16 norm weights, neox and interleaved pairs, full and
  * partial RoPE, int32 and int64 positions and slots, an engine's call (bf16
- * tables, int64 indices: the constant-geometry kernel), and a position outside the table
+ * tables, int64 indices: the constant-geometry kernel), FlashInfer's append
+ * call (float32 table, fp8 q, a page table), and a position outside the table
  * (its stale value inside: the hint is good, the position read after the
  * wait is not).
  *   test_cuda_pdl   (exit 77 without a GPU) */
@@ -41,6 +42,7 @@ typedef struct variant {
   qkvfuse_rope_style style;
   qkvfuse_dtype pos_dt;
   int bad_pos; /* the last token's position outside the table */
+  int append;  /* FlashInfer's append call: float32 cos/sin, fp8 q, e4m3 caches through a page table */
 } variant;
 
 #define BF16 QKVFUSE_DTYPE_BFLOAT16
@@ -55,21 +57,25 @@ typedef struct variant {
 #define NEOX QKVFUSE_ROPE_NEOX
 #define INTER QKVFUSE_ROPE_INTERLEAVED
 static const variant variants[] = {
-    /* Nq, Nkv, D, R, T, qkv, gamma, 1 + g, k and v quant, k and v scale kinds, pairs, positions, bad */
-    {32, 8, 128, 0, 1, BF16, F32, 0, I8S, I8S, 2, 2, NEOX, I32, 0},
-    {8, 2, 64, 0, 3, F16, BF16, 1, I8A, FP8, 2, 0, NEOX, I64, 0},
-    {4, 4, 96, 0, 2, BF16, BF16, 0, FP8, I8S, 0, 2, NEOX, I32, 0},
-    {16, 8, 256, 0, 1, BF16, F32, 1, I8S, I8A, 2, 2, NEOX, I32, 0},
-    {32, 2, 128, 64, 2, BF16, F32, 0, I8S, I8S, 2, 2, INTER, I32, 0}, /* GLM-4's pairs */
-    {32, 8, 128, 0, 1, BF16, F32, 0, NOQ, NOQ, 0, 0, NEOX, I32, 0},   /* split */
-    {16, 2, 128, 64, 3, BF16, BF16, 0, NOQ, NOQ, 0, 0, INTER, I64, 0},
-    {8, 4, 64, 32, 4, F16, F32, 0, NOQ, NOQ, 0, 0, NEOX, I32, 1},
-    {8, 4, 128, 0, 2, BF16, F32, 0, I8S, FP8, 2, 0, INTER, I32, 1},
-    {32, 8, 128, 0, 48, BF16, F32, 0, I8S, I8S, 2, 2, NEOX, I32, 0},   /* the two-vector decode form */
-    {32, 8, 128, 0, 600, BF16, BF16, 0, I8A, I8S, 2, 0, NEOX, I64, 0}, /* the prefill form */
+    /* Nq, Nkv, D, R, T, qkv, gamma, 1 + g, k and v quant, k and v scale kinds, pairs, positions, bad, append */
+    {32, 8, 128, 0, 1, BF16, F32, 0, I8S, I8S, 2, 2, NEOX, I32, 0, 0},
+    {8, 2, 64, 0, 3, F16, BF16, 1, I8A, FP8, 2, 0, NEOX, I64, 0, 0},
+    {4, 4, 96, 0, 2, BF16, BF16, 0, FP8, I8S, 0, 2, NEOX, I32, 0, 0},
+    {16, 8, 256, 0, 1, BF16, F32, 1, I8S, I8A, 2, 2, NEOX, I32, 0, 0},
+    {32, 2, 128, 64, 2, BF16, F32, 0, I8S, I8S, 2, 2, INTER, I32, 0, 0}, /* GLM-4's pairs */
+    {32, 8, 128, 0, 1, BF16, F32, 0, NOQ, NOQ, 0, 0, NEOX, I32, 0, 0},   /* split */
+    {16, 2, 128, 64, 3, BF16, BF16, 0, NOQ, NOQ, 0, 0, INTER, I64, 0, 0},
+    {8, 4, 64, 32, 4, F16, F32, 0, NOQ, NOQ, 0, 0, NEOX, I32, 1, 0},
+    {8, 4, 128, 0, 2, BF16, F32, 0, I8S, FP8, 2, 0, INTER, I32, 1, 0},
+    {32, 8, 128, 0, 48, BF16, F32, 0, I8S, I8S, 2, 2, NEOX, I32, 0, 0},   /* the two-vector decode form */
+    {32, 8, 128, 0, 600, BF16, BF16, 0, I8A, I8S, 2, 0, NEOX, I64, 0, 0}, /* the prefill form */
     /* an engine's calls: the preloading form with constant dtypes and geometry (the engine call) */
-    {32, 8, 128, 0, 1, BF16, BF16, 0, I8S, I8S, 2, 2, NEOX, I64, 0},
-    {32, 2, 128, 64, 3, BF16, BF16, 0, FP8, I8S, 0, 2, INTER, I64, 1},
+    {32, 8, 128, 0, 1, BF16, BF16, 0, I8S, I8S, 2, 2, NEOX, I64, 0, 0},
+    {32, 2, 128, 64, 3, BF16, BF16, 0, FP8, I8S, 0, 2, INTER, I64, 1, 0},
+    /* FlashInfer's append call (pos I32; kq, vq as e4m3): decode and prefill forms */
+    {32, 8, 128, 0, 1, BF16, BF16, 0, FP8, FP8, 0, 0, NEOX, I32, 0, 1},
+    {32, 8, 128, 64, 5, F16, F16, 0, FP8, FP8, 2, 0, INTER, I32, 1, 1},
+    {32, 8, 128, 0, 600, BF16, BF16, 0, FP8, FP8, 0, 2, NEOX, I32, 0, 1},
 };
 
 static const int late_slots[] = {TK_Q_GAMMA,  TK_K_GAMMA,  TK_K_SCALE,  TK_V_SCALE,
@@ -88,6 +94,11 @@ static void make_spec(const variant *v, tk_spec *s) {
     s->layout = QKVFUSE_CACHE_PAGED, s->block_size = 16, s->blocks = (v->T + 15) / 16 + 2;
     s->slot_dt = v->pos_dt; /* int64 slots with int64 positions, as engines pass them */
     s->k_quant = v->kq, s->v_quant = v->vq, s->k_scale_kind = v->k_scale_kind, s->v_scale_kind = v->v_scale_kind;
+    if (v->append) {
+      s->rope_dt = F32, s->q_quant = FP8;
+      s->addressing = QKVFUSE_ADDRESS_PAGE_TABLE, s->pt_batch = 2, s->pt_prefix = 20;
+      for (int i = 0; i < 4; i++) s->pt_dt[i] = I32;
+    }
   } else {
     s->k_out_dt = s->v_out_dt = v->dt; /* split: q, k and v out */
   }

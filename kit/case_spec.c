@@ -271,24 +271,37 @@ int64_t tk_pt_pages(const tk_spec *s) {
   return s->pt_batch * ((s->pt_prefix + bs - 1) / bs + 2) + (s->T + bs - 1) / bs;
 }
 
-void tk_spec_engine(tk_spec *s, tk_rng *r) {
-  static const int64_t Ds[] = {32, 64, 96, 128, 192, 256};
-  static const qkvfuse_quant_mode qms[] = {QKVFUSE_QUANT_INT8_SYM, QKVFUSE_QUANT_FP8_E4M3, QKVFUSE_QUANT_FP8_E5M2};
-  if (s->D % 16 || s->D > 256) s->D = TK_PICK(r, Ds);
+/* What the engine and append calls share: 16-bit input (k and v outputs of
+ * its dtype where drawn), D a multiple of 16 up to Dmax (else one of the
+ * usual head dims), R full or a multiple of 16, RoPE from a cos_sin_cache
+ * at any of its positions, norm weights of the input's dtype and no beta,
+ * fused rounding, 2-D input, input and table rows of whole 16-byte vectors.
+ * Draws D (where needed), the dtype and R, in that order. */
+static void streaming_call(tk_spec *s, tk_rng *r, int64_t Dmax) {
+  static const int64_t Ds[] = {32, 64, 96, 128, 192, 256, 512};
+  if (s->D % 16 || s->D > Dmax) s->D = Ds[tk_rng_range(r, 0, Dmax >= 512 ? 6 : 5)];
   s->qkv_dt = tk_rng_chance(r, 0.5) ? BF16 : F16;
-  s->q_out_dt = s->qkv_dt;
-  s->q_quant = QKVFUSE_QUANT_NONE;
   s->k_out_dt = s->k_out_dt != NONE ? s->qkv_dt : NONE;
   s->v_out_dt = s->v_out_dt != NONE ? s->qkv_dt : NONE;
   s->rope_source = QKVFUSE_ROPE_COS_SIN_CACHE;
-  s->rope_dt = s->qkv_dt;
   s->R = tk_rng_chance(r, 0.6) ? s->D : 16 * tk_rng_range(r, 1, s->D / 16);
-  s->pos_dt = s->slot_dt = I64;
   s->pos_lo = 0;
   s->pos_hi = s->max_pos - 1;
   s->q_gamma_dt = s->k_gamma_dt = s->qkv_dt;
   s->q_beta_dt = s->k_beta_dt = NONE;
   s->rounding = QKVFUSE_ROUNDING_FUSED;
+  s->in3d = 0;
+  s->qkv_pad -= s->qkv_pad % 8;
+  s->rope_pad -= s->rope_pad % 8;
+}
+
+void tk_spec_engine(tk_spec *s, tk_rng *r) {
+  static const qkvfuse_quant_mode qms[] = {QKVFUSE_QUANT_INT8_SYM, QKVFUSE_QUANT_FP8_E4M3, QKVFUSE_QUANT_FP8_E5M2};
+  streaming_call(s, r, 256);
+  s->q_out_dt = s->qkv_dt;
+  s->q_quant = QKVFUSE_QUANT_NONE;
+  s->rope_dt = s->qkv_dt;
+  s->pos_dt = s->slot_dt = I64;
   s->layout = QKVFUSE_CACHE_PAGED;
   s->addressing = QKVFUSE_ADDRESS_SLOTS;
   s->k_quant = TK_PICK(r, qms);
@@ -296,37 +309,20 @@ void tk_spec_engine(tk_spec *s, tk_rng *r) {
   s->cache_perm = 0;
   s->cache_pad = 0;
   s->kv_interleaved = 0;
-  s->in3d = 0;
-  s->qkv_pad -= s->qkv_pad % 8; /* rows of whole 16-byte vectors */
-  s->out_pad -= s->out_pad % 8;
-  s->rope_pad -= s->rope_pad % 8;
+  s->out_pad -= s->out_pad % 8; /* rows of whole 16-byte vectors */
   tk_spec_fixup(s);
 }
 
 void tk_spec_append(tk_spec *s, tk_rng *r) {
-  static const int64_t Ds[] = {32, 64, 96, 128, 192, 256, 512};
-  if (s->D % 16 || s->D > 512) s->D = TK_PICK(r, Ds);
-  s->qkv_dt = tk_rng_chance(r, 0.5) ? BF16 : F16;
+  streaming_call(s, r, 512);
   s->q_quant = QKVFUSE_QUANT_FP8_E4M3;
-  s->k_out_dt = s->k_out_dt != NONE ? s->qkv_dt : NONE;
-  s->v_out_dt = s->v_out_dt != NONE ? s->qkv_dt : NONE;
-  s->rope_source = QKVFUSE_ROPE_COS_SIN_CACHE;
   s->rope_dt = F32;
-  s->R = tk_rng_chance(r, 0.6) ? s->D : 16 * tk_rng_range(r, 1, s->D / 16);
   s->pos_dt = I32;
-  s->pos_lo = 0;
-  s->pos_hi = s->max_pos - 1;
-  s->q_gamma_dt = s->k_gamma_dt = s->qkv_dt;
-  s->q_beta_dt = s->k_beta_dt = NONE;
-  s->rounding = QKVFUSE_ROUNDING_FUSED;
   s->layout = tk_rng_chance(r, 0.5) ? QKVFUSE_CACHE_PAGED : QKVFUSE_CACHE_PAGED_HND;
   s->addressing = QKVFUSE_ADDRESS_PAGE_TABLE;
   s->k_quant = s->v_quant = QKVFUSE_QUANT_FP8_E4M3;
-  s->cache_pad -= s->cache_pad % 16; /* rows of whole 16-byte vectors */
-  s->in3d = 0;
-  s->qkv_pad -= s->qkv_pad % 8;
+  s->cache_pad -= s->cache_pad % 16; /* rows of whole 16-byte vectors: fp8 q out, e4m3 caches */
   s->out_pad -= s->out_pad % 16;
-  s->rope_pad -= s->rope_pad % 8;
   tk_spec_fixup(s);
 }
 

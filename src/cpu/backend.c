@@ -107,6 +107,23 @@ static void claim(cpu_job *j, int64_t *c0, int64_t *c1) {
   *c1 = *c0 + j->run < T ? *c0 + j->run : T;
 }
 
+/* A thread's first tokens [c0, c1), which the software prefetch (run
+ * QF_CPU_PREFETCH_TOKENS ahead) does not reach: their input rows read
+ * once, a load per cache line in address order, so that the hardware
+ * prefetcher streams them in. The kernels read 16 or more head rows in
+ * lockstep, which it does not follow: without this, a decode call's rows
+ * arrive a few misses at a time. */
+static void touch_input_rows(const qf_problem *p, int64_t c0, int64_t c1) {
+  for (int64_t t = c0; t < c1; t++)
+    for (int k = 0; k < 3; k++) {
+      const qf_mat *m = &p->in[k];
+      if (!m->data) continue;
+      const size_t es = qkvfuse_dtype_size(m->dtype);
+      const volatile char *row = (const char *)m->data + (size_t)(t * m->ld) * es;
+      for (size_t b = 0; b < (size_t)m->cols * es; b += 64) (void)row[b];
+    }
+}
+
 /* The dynamic part: token runs claimed from a shared counter, so a
  * thread that runs slower (a busy core) takes fewer. Every head of each
  * token, or with by_slot only the q heads (and k/v of skipped tokens). */
@@ -116,6 +133,7 @@ static void run_claimed(cpu_job *j, int by_slot) {
   float cos_r[QF_MAX_HEAD_DIM], sin_r[QF_MAX_HEAD_DIM];
   int64_t c0, c1, n0, n1;
   claim(j, &c0, &c1);
+  touch_input_rows(p, c0, c1 - c0 < QF_CPU_PREFETCH_TOKENS ? c1 : c0 + QF_CPU_PREFETCH_TOKENS);
   while (c0 < c1) {
     claim(j, &n0, &n1); /* one run ahead, so the prefetch crosses run boundaries */
     for (int64_t t = c0; t < c1; t++) {

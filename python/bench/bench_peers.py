@@ -5,9 +5,12 @@ for, in one run on a CUDA GPU, on the same inputs.
 
 For each installed peer (FlashInfer; vLLM's custom ops when vllm is
 importable) and each token count T it prints one row per call: microseconds
-per call of the peer and of qkvfuse.compat, and the peer's time over
-qkvfuse's (> 1: qkvfuse is faster). A peer that is not importable is named
-and skipped; nothing else is needed from it.
+per call of the peer and of qkvfuse.compat, the peer's time over qkvfuse's
+(> 1: qkvfuse is faster), the bytes the call must move (inputs read once,
+outputs written once) and the time of a copy of as many bytes over
+qkvfuse's (%copy; of half the bytes, the faster of torch's copy_ and an
+elementwise kernel). A peer that is not importable is named and
+skipped; nothing else is needed from it.
 
 Calls cycle through enough copies of the per-call tensors to stream past the
 L2 cache. --mode graph (default) replays a CUDA graph of the calls (the
@@ -65,6 +68,22 @@ def timed(call, inst, mode, min_time):
     return time_calls(run, inst, mode, min_time)
 
 
+def copy_us(nbytes, mode, min_time, rotate):
+    """The best copy of nbytes (read nbytes / 2, write nbytes / 2), timed as
+    the calls are: the faster of torch's copy_ (cudaMemcpyAsync) and an
+    elementwise kernel over int32 (torch.add of 0)."""
+    half = (max(int(nbytes) // 2, 1) + 15) // 16 * 16
+    inst = Instances(0, lambda _: (torch.empty(half // 4, dtype=torch.int32, device="cuda"),
+                                   torch.empty(half // 4, dtype=torch.int32, device="cuda")), 2 * half, rotate)
+
+    def memcpy(x):
+        return x[1].copy_(x[0])
+
+    def kernel(x):
+        return torch.add(x[0], 0, out=x[1])
+    return min(timed(memcpy, inst, mode, min_time), timed(kernel, inst, mode, min_time))
+
+
 def cos_sin_cache(max_pos, R, dtype, device):
     inv = 1.0 / (1e6 ** (torch.arange(0, R, 2, dtype=torch.float64, device=device) / R))
     ang = torch.arange(max_pos, dtype=torch.float64, device=device)[:, None] * inv[None, :]
@@ -104,6 +123,7 @@ def flashinfer_rows(fi, preset, T, dtype, mode, min_time, rotate):
                     query=torch.randn(T, Nq * D, generator=gen).to(dev, dtype),
                     key=torch.randn(T, Nkv * D, generator=gen).to(dev, dtype))
     inst = Instances(T, rope_copy, T * (Nq + Nkv) * D * es * 2, rotate)
+    rope_bytes = T * (2 * (Nq + Nkv) * D * es + D * 4 + 8)  # q, k in and out; a float32 cos/sin row, a position
     for name, peer, ours in (
             ("rope", fi.rope.apply_rope_with_cos_sin_cache, compat.flashinfer.apply_rope_with_cos_sin_cache),
             ("rope_inplace", fi.rope.apply_rope_with_cos_sin_cache_inplace,
@@ -113,7 +133,7 @@ def flashinfer_rows(fi, preset, T, dtype, mode, min_time, rotate):
 
         def call_ours(x, f=ours):
             return f(x["positions"], x["query"], x["key"], D, csc, True)
-        rows.append((name, timed(call, inst, mode, min_time), timed(call_ours, inst, mode, min_time)))
+        rows.append((name, timed(call, inst, mode, min_time), timed(call_ours, inst, mode, min_time), rope_bytes))
 
     for layout in ("NHD", "HND"):
         def fp8_copy(_):
@@ -126,6 +146,8 @@ def flashinfer_rows(fi, preset, T, dtype, mode, min_time, rotate):
                                                      torch.zeros(shape, dtype=torch.float8_e4m3fn, device=dev)),
                         kv_indices=kv_indices, kv_indptr=kv_indptr, batch=batch, pos=pos)
         inst = Instances(T, fp8_copy, T * (Nq + 2 * Nkv) * D * (es + 1), rotate)
+        # q, k, v in, q and the k/v cache rows out as fp8; a float32 cos/sin row, a position, batch index and slot
+        fp8_bytes = T * ((Nq + 2 * Nkv) * D * (es + 1) + D * 4 + 16)
 
         def fp8_call(x, f):
             return f(x["q"], x["k"], None, None, x["v"], csc, x["pos_ids"], x["caches"], x["kv_indices"],
@@ -134,7 +156,7 @@ def flashinfer_rows(fi, preset, T, dtype, mode, min_time, rotate):
         peer_fn = fi.rope.rope_quantize_fp8_append_paged_kv_cache
         ours_fn = compat.flashinfer.rope_quantize_fp8_append_paged_kv_cache
         rows.append(("rope_fp8_paged_" + layout, timed(lambda x: fp8_call(x, peer_fn), inst, mode, min_time),
-                     timed(lambda x: fp8_call(x, ours_fn), inst, mode, min_time)))
+                     timed(lambda x: fp8_call(x, ours_fn), inst, mode, min_time), fp8_bytes))
     return rows
 
 
@@ -156,7 +178,9 @@ def vllm_rows(ops, preset, T, dtype, mode, min_time, rotate):
 
     def ours(x):
         compat.vllm.fused_qk_norm_rope(x["qkv"], Nq, Nkv, Nkv, D, 1e-6, w, w, csc, True, x["pos"])
-    return [("fused_qk_norm_rope", timed(peer, inst, mode, min_time), timed(ours, inst, mode, min_time))]
+    # q and k in and out (v untouched), a cos/sin row in the table's dtype, a position
+    nbytes = T * (2 * (Nq + Nkv) * D * es + D * es + 8)
+    return [("fused_qk_norm_rope", timed(peer, inst, mode, min_time), timed(ours, inst, mode, min_time), nbytes)]
 
 
 def main():
@@ -182,7 +206,8 @@ def main():
           % (torch.cuda.get_device_name(0), a.preset, a.mode, qkvfuse.version(),
              getattr(fi, "__version__", "absent (%s)" % why_fi),
              "present" if vllm_ops is not None else "absent (%s)" % why_vl))
-    print("%-24s %7s %12s %12s %8s" % ("call", "tokens", "peer us", "qkvfuse us", "peer/qkv"))
+    print("%-24s %7s %12s %12s %8s %9s %9s %6s"
+          % ("call", "tokens", "peer us", "qkvfuse us", "peer/qkv", "MB", "copy us", "%copy"))
     out = []
     for T in [int(t) for t in a.tokens.split(",")]:
         rows = []
@@ -190,10 +215,15 @@ def main():
             rows += flashinfer_rows(fi, a.preset, T, dtype, a.mode, a.min_time, a.rotate_mb * 1e6)
         if vllm_ops is not None:
             rows += vllm_rows(vllm_ops, a.preset, T, dtype, a.mode, a.min_time, a.rotate_mb * 1e6)
-        for name, peer_us, ours_us in rows:
-            print("%-24s %7d %12.2f %12.2f %7.2fx" % (name, T, peer_us, ours_us, peer_us / ours_us))
-            out.append(dict(call=name, tokens=T, peer_us=peer_us, qkvfuse_us=ours_us, preset=a.preset,
-                            dtype=a.dtype, mode=a.mode))
+        copies = {}
+        for name, peer_us, ours_us, nbytes in rows:
+            if nbytes not in copies:
+                copies[nbytes] = copy_us(nbytes, a.mode, a.min_time, a.rotate_mb * 1e6)
+            c_us = copies[nbytes]
+            print("%-24s %7d %12.2f %12.2f %7.2fx %9.3f %9.2f %5.0f%%"
+                  % (name, T, peer_us, ours_us, peer_us / ours_us, nbytes / 1e6, c_us, 100 * c_us / ours_us))
+            out.append(dict(call=name, tokens=T, peer_us=peer_us, qkvfuse_us=ours_us, bytes=nbytes, copy_us=c_us,
+                            pct_of_copy=100 * c_us / ours_us, preset=a.preset, dtype=a.dtype, mode=a.mode))
         sys.stdout.flush()
     if a.json:
         with open(a.json, "w") as f:

@@ -25,7 +25,7 @@
  * --engine: every case the call an inference engine makes (tk_spec_engine),
  * which the CUDA backend serves with its dtypes and cache geometry compiled
  * in (the engine call: src/cuda/variant.h; random valid cases rarely are one);
- * --append: every case FlashInfer's append call (tk_spec_append). */
+ * --append: every case FlashInfer's append call (tk_spec_append), likewise. */
 #include <cuda_runtime_api.h>
 #include <math.h>
 #include <stdio.h>

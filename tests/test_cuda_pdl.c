@@ -19,7 +19,7 @@
  * float32 and bfloat16 norm weights, neox and interleaved pairs, full and
  * partial RoPE, int32 and int64 positions and slots, an engine's call (bf16
  * tables, int64 indices: the constant-geometry kernel), FlashInfer's append
- * call (float32 table, fp8 q, a page table), and a position outside the table
+ * call (its own kernels), and a position outside the table
  * (its stale value inside: the hint is good, the position read after the
  * wait is not).
  *   test_cuda_pdl   (exit 77 without a GPU) */
@@ -72,7 +72,7 @@ static const variant variants[] = {
     /* an engine's calls: the preloading form with constant dtypes and geometry (the engine call) */
     {32, 8, 128, 0, 1, BF16, BF16, 0, I8S, I8S, 2, 2, NEOX, I64, 0, 0},
     {32, 2, 128, 64, 3, BF16, BF16, 0, FP8, I8S, 0, 2, INTER, I64, 1, 0},
-    /* FlashInfer's append call (pos I32; kq, vq as e4m3): decode and prefill forms */
+    /* FlashInfer's append call (pos I32; kq, vq as e4m3): its own kernels, decode and prefill forms */
     {32, 8, 128, 0, 1, BF16, BF16, 0, FP8, FP8, 0, 0, NEOX, I32, 0, 1},
     {32, 8, 128, 64, 5, F16, F16, 0, FP8, FP8, 2, 0, INTER, I32, 1, 1},
     {32, 8, 128, 0, 600, BF16, BF16, 0, FP8, FP8, 0, 2, NEOX, I32, 0, 1},

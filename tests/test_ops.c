@@ -12,8 +12,8 @@
  * --engine: every case the call an inference engine makes (tk_spec_engine),
  * which the CUDA backend's decode form serves with its dtypes and cache
  * geometry as constants (the engine call: src/cuda/variant.h).
- * --append: every case FlashInfer's append call (tk_spec_append: what
- * qkvfuse.compat's rope_quantize_fp8_append_paged_kv_cache passes).
+ * --append: every case FlashInfer's append call (tk_spec_append), which the
+ * CUDA backend's prefill form serves with its dtypes as constants.
  * --page-table: every case with a cache in pages (paged, paged_hnd or nz; a
  * case drawn without one gets a paged cache) addressed through a page table.
  * --rounding: every case in that rounding mode (fused, unfused_parity,

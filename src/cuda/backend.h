@@ -30,14 +30,24 @@ qkvfuse_dtype qf_cuda_streaming_type(const qf_problem *p);
  * readable as aligned vectors. */
 const char *qf_cuda_streaming_refusal(const qf_problem *p, const qf_cu_problem *P);
 
-/* Is the call the engine call, which the streaming kernel serves with its
- * dtypes and cache geometry compiled in (streaming.cuh: kEngine): the one
- * vLLM and SGLang make? cos/sin from a cos_sin_cache of the input's dtype by
- * int64 positions, norm weights of the input's dtype, and a cache, if any,
- * that is paged with whole rows (slot_lin: vLLM's [blocks, block_size, Nkv,
- * D]) and a head's D channels contiguous, int64 slots, no int8 offsets, a
- * quantized cache of int8 or fp8 e4m3 (not e5m2). A page table is not that
- * call: the engine kernels read slot_mapping. */
-bool qf_cuda_engine_call(const qf_problem *p, const qf_cu_problem *P);
+/* The calls whose dtypes and cache geometry the streaming kernel has
+ * compiled in (streaming.cuh: kEngine), or none. */
+typedef enum qf_cuda_engine {
+  QF_CUDA_ENGINE_NONE,   /* every dtype and layout read from the parameters */
+  QF_CUDA_ENGINE_CALL,   /* the engine call (kEngine): vLLM's and SGLang's */
+  QF_CUDA_ENGINE_APPEND  /* FlashInfer's fp8 append through a page table (kEngine | kEngineAppend) */
+} qf_cuda_engine;
+
+/* Which of those calls this is. The engine call: cos/sin from a
+ * cos_sin_cache of the input's dtype by int64 positions, q of the input's
+ * dtype, norm weights of that dtype, and a cache, if any, that is paged with
+ * whole rows (slot_lin: vLLM's [blocks, block_size, Nkv, D]) and a head's D
+ * channels contiguous, int64 slots, no int8 offsets, a quantized cache of
+ * int8 or fp8 e4m3 (not e5m2). The append call (FlashInfer's
+ * rope_quantize_fp8_append_paged_kv_cache): cos/sin from a float32
+ * cos_sin_cache by int32 positions, q written as fp8 e4m3, norm weights (if
+ * any) of the input's dtype, k and v through a page table into paged e4m3
+ * caches (NHD or HND) with a head's D channels contiguous. */
+qf_cuda_engine qf_cuda_engine_call(const qf_problem *p, const qf_cu_problem *P);
 
 #endif /* QKVFUSE_CUDA_BACKEND_H */

@@ -77,7 +77,7 @@ static const char *streaming_schedule(const qf_cuda_state &state, const qf_probl
   const int64_t decode_blocks = qf_cuda_schedule_decode_grid(p->T, kind_heads, decode_gpb, decode_kind_blocks);
   if (form == QF_CUDA_FORM_BY_SIZE &&
       (i32 ? units * qf::kStreamingBlock >= sms * 320
-           : decode_blocks > sms * qf::decode_blocks_per_sm(v->engine)))
+           : decode_blocks > sms * qf::decode_blocks_per_sm(v->engine != QF_CUDA_ENGINE_NONE)))
     decode = false;
   if (decode) {
     v->kernel = narrow ? QF_CUDA_KERNEL_DECODE_NARROW : QF_CUDA_KERNEL_DECODE;
@@ -101,7 +101,7 @@ static const char *streaming_schedule(const qf_cuda_state &state, const qf_probl
   }
   v->kernel = QF_CUDA_KERNEL_PREFILL;
   v->lanes = qf::prefill_lanes(D);
-  v->quantized_cache = v->engine && quantized_cache; /* its own kernel (kEngineQuant) */
+  v->quantized_cache = v->engine != QF_CUDA_ENGINE_NONE && quantized_cache; /* its own kernel (kEngineQuant) */
   if (runs >= 0x7fffffffLL) return "more token runs than 32-bit indices reach"; /* a run (+ a stride) < 2^32 */
   /* the late blocks, then the resident blocks per item of the other runs;
      the forced prefill form takes three (at most one per run), so that on
@@ -112,7 +112,7 @@ static const char *streaming_schedule(const qf_cuda_state &state, const qf_probl
      12 to 47) */
   const int64_t items = P.items[0] + P.items[1] + P.items[2];
   const int64_t resident =
-      form == QF_CUDA_FORM_PREFILL ? 3 * items : sms * qf::prefill_blocks_per_sm(v->engine);
+      form == QF_CUDA_FORM_PREFILL ? 3 * items : sms * qf::prefill_blocks_per_sm(v->engine == QF_CUDA_ENGINE_CALL);
   int64_t piece = 1, late_runs = 0;
   qf_cuda_schedule_late_blocks(runs, items, resident, quantized_cache, &late_runs, &piece);
   const int64_t resident_runs = runs - late_runs;

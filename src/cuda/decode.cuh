@@ -100,7 +100,7 @@ __device__ __forceinline__ void vec_cs_get(const qf_cu_problem &P, const vec_cs_
 // prefetch into L2; the position used is read again after the wait.
 template <int ENGINE>
 __device__ __forceinline__ int64_t position_hint(const qf_cu_problem &P, int64_t t) {
-  if (ENGINE || P.positions.dtype == QKVFUSE_DTYPE_INT64) {
+  if ((ENGINE ? engine_pos_dtype(ENGINE) : P.positions.dtype) == QKVFUSE_DTYPE_INT64) {
     long long v;
     asm volatile("ld.relaxed.gpu.global.s64 %0, [%1];"
                  : "=l"(v)
@@ -237,7 +237,9 @@ __global__ void __launch_bounds__(kStreamingBlock) decode_kernel(const __grid_co
   static_assert(!I32 || (!ENGINE && !PRELOAD), "I32: neither the engine call nor PRELOAD");
   using TIn = typename input_elem<T, I32>::type;
   constexpr int VP = I32 ? 2 : 1; /* 16-byte pieces of a vector */
-  constexpr int TABLE_DTYPE = ENGINE ? h16<T>::dtype : 0; /* ENGINE: the tables' dtype (the input's) */
+  constexpr int TABLE_DTYPE = ENGINE ? h16<T>::dtype : 0; /* ENGINE: the norm weights' dtype (the input's) */
+  constexpr int CS_DTYPE = engine_table_dtype<T>(ENGINE); /* ENGINE: the cos_sin_cache's dtype */
+  constexpr bool APPEND = (ENGINE & kEngineAppend) != 0; /* FlashInfer's append call */
   const int D = P.D, R = P.R, data_lanes = D >> (NV == 1 ? 3 : 4); /* lanes with data */
   const int lane = threadIdx.x & (L - 1), grp = threadIdx.x / L;
   lane_vecs lv = {0, 0, false, false};
@@ -280,8 +282,8 @@ __global__ void __launch_bounds__(kStreamingBlock) decode_kernel(const __grid_co
   if (live && lane == 0) {
     if (I32 && P.act_scale) prefetch_l2(P.act_scale + t);
     if (ENGINE || P.positions.data)
-      prefetch_l2(index_at(P.positions.data, ENGINE ? QKVFUSE_DTYPE_INT64 : P.positions.dtype, t));
-    if (!ENGINE && P.page_table) { /* the token's own entries; the rest of the table depends on them */
+      prefetch_l2(index_at(P.positions.data, ENGINE ? engine_pos_dtype(ENGINE) : P.positions.dtype, t));
+    if (page_table_of(ENGINE, P)) { /* the token's own entries; the rest of the table depends on them */
       prefetch_l2(index_at(P.pt.batch, P.pt.batch_dtype, t));
       prefetch_l2(index_at(P.pt.pos, P.pt.pos_dtype, t));
     } else if ((ENGINE & kEngineCache) || P.layout != QKVFUSE_CACHE_NONE) {
@@ -301,7 +303,7 @@ __global__ void __launch_bounds__(kStreamingBlock) decode_kernel(const __grid_co
     if (hp >= 0 && hp < P.max_pos) {
       const qf_cu_mat &csc = P.cos_sin_cache;
       const int64_t e = vec_cos_at<INTERLEAVED>(csc, hp, wv[0], R);
-      const int es = !ENGINE && csc.dtype == QKVFUSE_DTYPE_FLOAT32 ? 4 : 2;
+      const int es = (ENGINE ? CS_DTYPE : csc.dtype) == QKVFUSE_DTYPE_FLOAT32 ? 4 : 2;
       prefetch_l2(static_cast<const char *>(csc.data) + e * es);
       prefetch_l2(static_cast<const char *>(csc.data) + (e + (R >> 1)) * es);
     }
@@ -375,7 +377,7 @@ __global__ void __launch_bounds__(kStreamingBlock) decode_kernel(const __grid_co
     }
     if (live && P.act_scale) as = __ldg(P.act_scale + t);
   }
-  const bool qq = !ENGINE && kind == 0 && P.q_quant && act; /* a quantized q: its scale */
+  const bool qq = (!ENGINE || APPEND) && kind == 0 && (APPEND || P.q_quant) && act; /* a quantized q: its scale */
   const float q_scale = qq ? __ldg(P.q_scale) : 1.0f;
   const weights_raw<NV> wraw =
       PRELOAD ? load_weights<NV, false, TABLE_DTYPE>(gws, sc, ENGINE ? nullptr : so, pc, wnorm, wquant, h * D, wv)
@@ -413,9 +415,9 @@ __global__ void __launch_bounds__(kStreamingBlock) decode_kernel(const __grid_co
   float cs[COS_SIN_VECS][8];
   vec_cs_raw csraw = {};
   if constexpr (NV == 1)
-    csraw = vec_cs_load<INTERLEAVED, COS_SIN_ROWS, TABLE_DTYPE>(P, t, pos, wv[0], rope);
+    csraw = vec_cs_load<INTERLEAVED, COS_SIN_ROWS, CS_DTYPE>(P, t, pos, wv[0], rope);
   else
-    load_cos_sin<INTERLEAVED, COS_SIN_ROWS, TABLE_DTYPE>(P, t, pos, lv, rope, cs);
+    load_cos_sin<INTERLEAVED, COS_SIN_ROWS, CS_DTYPE>(P, t, pos, lv, rope, cs);
 
   // 3. the token: position and cache destination checked; the norm weights,
   // the scales
@@ -484,7 +486,7 @@ __global__ void __launch_bounds__(kStreamingBlock) decode_kernel(const __grid_co
       for (int k = 0; k < 8; k++) x[k] = x[k] * inv * gk[k];
     }
     float c[8], s[8];
-    vec_cs_get<INTERLEAVED, COS_SIN_ROWS, TABLE_DTYPE>(P, csraw, pos, wv[0], rope, c, s);
+    vec_cs_get<INTERLEAVED, COS_SIN_ROWS, CS_DTYPE>(P, csraw, pos, wv[0], rope, c, s);
     if (!INTERLEAVED && kind < 2 && R > 0) { /* uniform per block: the partners' values by shuffles */
       const int hv = R >> 4, src = rot && act ? (wv[0] < hv ? lane + hv : lane - hv) : lane;
       float xp[8];
@@ -512,7 +514,8 @@ __global__ void __launch_bounds__(kStreamingBlock) decode_kernel(const __grid_co
   const qf_cu_mat &out = kind == 0 ? P.q_out : (kind == 1 ? P.k_out : P.v_out);
   store_head<T, NV, ENGINE>(out, C, C.quant != QKVFUSE_QUANT_NONE, true, kind > 0 && td.dest && C.data, t, td.row0, h,
                             D, wv, x, lane_scales<NV>{rk, ofk, gbad}, false,
-                            out_quant{qq ? P.q_quant : 0, qq ? rcp_approx(q_scale) : 0.0f});
+                            out_quant{qq ? (APPEND ? (int)QKVFUSE_QUANT_FP8_E4M3 : P.q_quant) : 0,
+                                      qq ? rcp_approx(q_scale) : 0.0f});
 #else
   __trap();
 #endif

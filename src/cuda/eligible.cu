@@ -76,20 +76,31 @@ const char *qf_cuda_streaming_refusal(const qf_problem *p, const qf_cu_problem *
   return nullptr;
 }
 
-bool qf_cuda_engine_call(const qf_problem *p, const qf_cu_problem *P) {
+qf_cuda_engine qf_cuda_engine_call(const qf_problem *p, const qf_cu_problem *P) {
+  const qkvfuse_desc *d = p->desc;
   const qkvfuse_dtype in = p->in[0].dtype;
-  if (in == QKVFUSE_DTYPE_INT32) return false; /* the engine kernels read 16-bit input */
-  const bool cache = p->desc->cache_layout != QKVFUSE_CACHE_NONE;
-  if (p->desc->q_quant != QKVFUSE_QUANT_NONE) return false; /* the engine kernels store q of the input's dtype */
-  /* the engine kernels' caches: int8 or fp8 e4m3 (e5m2 would add a third quantizer to every store) */
-  if (p->desc->k_quant == QKVFUSE_QUANT_FP8_E5M2 || p->desc->v_quant == QKVFUSE_QUANT_FP8_E5M2) return false;
-  if (cache && p->desc->cache_addressing != QKVFUSE_ADDRESS_SLOTS) return false;
+  if (in == QKVFUSE_DTYPE_INT32) return QF_CUDA_ENGINE_NONE; /* the engine kernels read 16-bit input */
+  if (d->rope_source != QKVFUSE_ROPE_COS_SIN_CACHE || (p->q_gamma.data && p->q_gamma.dtype != in) ||
+      (p->k_gamma.data && p->k_gamma.dtype != in))
+    return QF_CUDA_ENGINE_NONE;
   const qf_cache *caches[] = {&p->k_cache, &p->v_cache};
   for (const qf_cache *c : caches)
-    if (c->data && c->chunk != p->D) return false;
-  return p->desc->rope_source == QKVFUSE_ROPE_COS_SIN_CACHE && p->positions.dtype == QKVFUSE_DTYPE_INT64 &&
-         p->cos_sin_cache.dtype == in && (!p->q_gamma.data || p->q_gamma.dtype == in) &&
-         (!p->k_gamma.data || p->k_gamma.dtype == in) &&
-         (!cache || (p->desc->cache_layout != QKVFUSE_CACHE_CONTIGUOUS && P->slot_lin &&
-                     p->slot_mapping.dtype == QKVFUSE_DTYPE_INT64 && !p->k_offset.data && !p->v_offset.data));
+    if (c->data && c->chunk != p->D) return QF_CUDA_ENGINE_NONE;
+  const bool cache = d->cache_layout != QKVFUSE_CACHE_NONE;
+  if (d->q_quant == QKVFUSE_QUANT_FP8_E4M3) /* the append call: every quantizer e4m3 */
+    return p->k_cache.data && p->v_cache.data && d->cache_addressing == QKVFUSE_ADDRESS_PAGE_TABLE &&
+                   d->k_quant == QKVFUSE_QUANT_FP8_E4M3 &&
+                   d->v_quant == QKVFUSE_QUANT_FP8_E4M3 && p->positions.dtype == QKVFUSE_DTYPE_INT32 &&
+                   p->cos_sin_cache.dtype == QKVFUSE_DTYPE_FLOAT32
+               ? QF_CUDA_ENGINE_APPEND
+               : QF_CUDA_ENGINE_NONE;
+  if (d->q_quant != QKVFUSE_QUANT_NONE) return QF_CUDA_ENGINE_NONE; /* the engine call stores q of the input's dtype */
+  /* the engine call's caches: int8 or fp8 e4m3 (e5m2 would add a third quantizer to every store) */
+  if (d->k_quant == QKVFUSE_QUANT_FP8_E5M2 || d->v_quant == QKVFUSE_QUANT_FP8_E5M2) return QF_CUDA_ENGINE_NONE;
+  if (cache && d->cache_addressing != QKVFUSE_ADDRESS_SLOTS) return QF_CUDA_ENGINE_NONE;
+  return p->positions.dtype == QKVFUSE_DTYPE_INT64 && p->cos_sin_cache.dtype == in &&
+                 (!cache || (d->cache_layout != QKVFUSE_CACHE_CONTIGUOUS && P->slot_lin &&
+                             p->slot_mapping.dtype == QKVFUSE_DTYPE_INT64 && !p->k_offset.data && !p->v_offset.data))
+             ? QF_CUDA_ENGINE_CALL
+             : QF_CUDA_ENGINE_NONE;
 }

@@ -154,54 +154,82 @@ __device__ __forceinline__ void ld_shared8(const float *p, int qs, float *o) {
 }
 
 // The ENGINE prefill kernels' cos/sin of a lane for one token, as loaded from
-// the 16-bit cos_sin_cache (cs_fetch, a run ahead: the run's first
-// heads cover the round trip) and converted when the run starts
-// (cs_ready), to the values load_cos_sin gives. neox: the cos and the sin of
-// the lane's 8 pairs; interleaved: of vector A's 4 pairs (x, y) and of B's
-// (z, w).
+// the cos_sin_cache (of dtype TDT: the input's type T or float32; cs_fetch,
+// a run ahead: the run's first heads cover the round trip) and converted
+// when the run starts (cs_ready), to the values load_cos_sin gives. neox:
+// the cos and the sin of the lane's 8 pairs; interleaved: of vector A's 4
+// pairs and of B's (16-bit: the halves x, y and z, w of c; float32: c.a and
+// c.b).
+template <int TDT>
 struct cs_bits {
   uint4 c, s;
+};
+template <>
+struct cs_bits<QKVFUSE_DTYPE_FLOAT32> {
+  table_raw c, s;
 };
 
 // LATE: the position at is read only here (the empty asm keeps the compiler
 // from moving that read ahead), clamped into the table; its range is checked
 // with the token (check_token), so a bad position still writes nothing.
 // Otherwise at is in the table (checked by the caller in rope).
-template <typename T, bool INTERLEAVED, bool LATE>
-__device__ __forceinline__ cs_bits cs_fetch(const qf_cu_problem &P, int64_t at, const lane_vecs &lv, bool rope) {
-  cs_bits r = {make_uint4(0, 0, 0, 0), make_uint4(0, 0, 0, 0)};
+template <int TDT, bool INTERLEAVED, bool LATE>
+__device__ __forceinline__ cs_bits<TDT> cs_fetch(const qf_cu_problem &P, int64_t at, const lane_vecs &lv, bool rope) {
+  constexpr bool F32 = TDT == QKVFUSE_DTYPE_FLOAT32;
+  cs_bits<TDT> r = {};
   if (!rope) return r;
   if constexpr (LATE) asm volatile("" : "+l"(at));
   const int pos = (int)(!LATE || (uint64_t)at < (uint64_t)P.max_pos ? at : P.max_pos - 1);
   const qf_cu_mat &csc = P.cos_sin_cache;
-  const int R = P.R, dt = h16<T>::dtype;
+  const int R = P.R;
   if constexpr (!INTERLEAVED) {
     const int64_t base = cos_at<false>(csc, pos, lv.a);
-    r.c = ld_table<8>(csc.data, dt, base).a;
-    r.s = ld_table<8>(csc.data, dt, base + (R >> 1)).a;
+    if constexpr (F32) {
+      r.c = ld_table<8>(csc.data, TDT, base);
+      r.s = ld_table<8>(csc.data, TDT, base + (R >> 1));
+    } else {
+      r.c = ld_table<8>(csc.data, TDT, base).a;
+      r.s = ld_table<8>(csc.data, TDT, base + (R >> 1)).a;
+    }
   } else {
 #pragma unroll
     for (int v = 0; v < 2; v++) {
       const int w = v ? lv.b : lv.a;
       if (8 * w >= R) continue;
       const int64_t base = cos_at<true>(csc, pos, w);
-      const uint4 c = ld_table<4>(csc.data, dt, base).a, sn = ld_table<4>(csc.data, dt, base + (R >> 1)).a;
-      if (v) r.c.z = c.x, r.c.w = c.y, r.s.z = sn.x, r.s.w = sn.y;
-      else r.c.x = c.x, r.c.y = c.y, r.s.x = sn.x, r.s.y = sn.y;
+      const uint4 c = ld_table<4>(csc.data, TDT, base).a, sn = ld_table<4>(csc.data, TDT, base + (R >> 1)).a;
+      if constexpr (F32) {
+        if (v) r.c.b = c, r.s.b = sn;
+        else r.c.a = c, r.s.a = sn;
+      } else if (v) {
+        r.c.z = c.x, r.c.w = c.y, r.s.z = sn.x, r.s.w = sn.y;
+      } else {
+        r.c.x = c.x, r.c.y = c.y, r.s.x = sn.x, r.s.y = sn.y;
+      }
     }
   }
   return r;
 }
 
-template <typename T, bool INTERLEAVED, int COS_SIN_VECS>
-__device__ __forceinline__ void cs_ready(const cs_bits &r, float (&cs)[COS_SIN_VECS][8]) {
+template <typename T, int TDT, bool INTERLEAVED, int COS_SIN_VECS>
+__device__ __forceinline__ void cs_ready(const cs_bits<TDT> &r, float (&cs)[COS_SIN_VECS][8]) {
   if constexpr (!INTERLEAVED) {
-    unpack8<T>(r.c, cs[0]);
-    unpack8<T>(r.s, cs[1]);
+    if constexpr (TDT == QKVFUSE_DTYPE_FLOAT32) {
+      cvt_table<8>(r.c, TDT, cs[0]);
+      cvt_table<8>(r.s, TDT, cs[1]);
+    } else {
+      unpack8<T>(r.c, cs[0]);
+      unpack8<T>(r.s, cs[1]);
+    }
   } else {
     float c[8], sn[8];
-    unpack8<T>(r.c, c);
-    unpack8<T>(r.s, sn);
+    if constexpr (TDT == QKVFUSE_DTYPE_FLOAT32) {
+      cvt_table<8>(r.c, TDT, c);
+      cvt_table<8>(r.s, TDT, sn);
+    } else {
+      unpack8<T>(r.c, c);
+      unpack8<T>(r.s, sn);
+    }
 #pragma unroll
     for (int v = 0; v < 2; v++)
 #pragma unroll
@@ -230,13 +258,13 @@ struct table_scales {
 // run are copied into shared memory (cp.async) while the current run is
 // computed, and the next run's position and slot are loaded ahead. COS_SIN_ROWS:
 // cos/sin given per token at full length (COS_SIN source). ENGINE: kEngine (|
-// kEngineQuant) or 0 (what the kernel knows of its call). I32: int32 input
+// kEngineQuant, | kEngineAppend) or 0 (what the kernel knows of its call). I32: int32 input
 // (T: the outputs' type), dequantized as it leaves the stage: times the
 // block's weight scales (fill_wtable) and the token's act_scale, loaded a run
 // ahead; a token whose act_scale is not finite writes nothing, and neither
 // does a head whose weight scales are not all finite.
 template <typename T, int L, bool INTERLEAVED, bool COS_SIN_ROWS, int ENGINE, bool I32 = false>
-__global__ void __launch_bounds__(kStreamingBlock, prefill_blocks_per_sm(ENGINE != 0))
+__global__ void __launch_bounds__(kStreamingBlock, prefill_blocks_per_sm(ENGINE != 0 && !(ENGINE & kEngineAppend)))
     prefill_kernel(const qf_cu_prefill_params params) {
 #if QF_STREAMING_DEVICE_CODE
   const qf_cu_problem &P = params.problem;
@@ -246,8 +274,11 @@ __global__ void __launch_bounds__(kStreamingBlock, prefill_blocks_per_sm(ENGINE 
   static_assert(!ENGINE || !I32, "ENGINE: 16-bit input");
   using TIn = typename input_elem<T, I32>::type;
   constexpr int VP = I32 ? 4 : 2; /* 16-byte pieces of a lane's two vectors */
-  constexpr int TABLE_DTYPE = ENGINE ? h16<T>::dtype : 0; /* ENGINE: the tables' dtype (the input's) */
+  constexpr int GAMMA_DTYPE = ENGINE ? h16<T>::dtype : 0; /* ENGINE: the norm weights' dtype (the input's) */
+  constexpr int TABLE_DTYPE = engine_table_dtype<T>(ENGINE); /* ENGINE: the cos_sin_cache's dtype */
   constexpr bool QUANT = (ENGINE & kEngineQuant) != 0; /* the kernel of a call with a quantized cache */
+  constexpr bool APPEND = (ENGINE & kEngineAppend) != 0; /* FlashInfer's append call */
+  static_assert(!APPEND || QUANT, "kEngineAppend: a quantized cache");
   // shared memory: the row stages [kPrefillStages][heads_per_item][VP][kStreamingBlock] (a
   // warp's vectors consecutive: no bank conflicts), then (I32) the item's
   // dequantization table, then its quantization table
@@ -349,7 +380,7 @@ __global__ void __launch_bounds__(kStreamingBlock, prefill_blocks_per_sm(ENGINE 
   // PT_RUNS: under a page table the loop walks the slots L runs at a time
   // (pt, below); the int32 kernels' load_token_ix walks each run's, a run
   // ahead (the lanes' slots would spill their registers)
-  constexpr bool PT_RUNS = !ENGINE && !I32;
+  constexpr bool PT_RUNS = (!ENGINE || APPEND) && !I32;
   token_ix next = load_token_ix<false, ENGINE, !PT_RUNS>(P, nullptr, (int64_t)c * GPB + grp);
   // I32: the token's act_scale, loaded with its position and slot
   auto load_act_scale = [&](int64_t t) { return I32 && P.act_scale && t < P.T ? __ldg(P.act_scale + t) : 1.0f; };
@@ -357,7 +388,7 @@ __global__ void __launch_bounds__(kStreamingBlock, prefill_blocks_per_sm(ENGINE 
 
   // per block: norm weights, quantization table
   float g[16];
-  if (norm) load_gamma<TABLE_DTYPE>(P, kind == 0 ? P.q_gamma : P.k_gamma, lv, g);
+  if (norm) load_gamma<GAMMA_DTYPE>(P, kind == 0 ? P.q_gamma : P.k_gamma, lv, g);
   wtable_raw wraw = {};
   if constexpr (I32) wraw = load_wtable(P, kind, h0, nh);
   const unsigned bad = quant ? fill_qtable<ENGINE, INTERLEAVED>(P, qtab, kind, h0, nh, v_adjacent) : 0u;
@@ -366,10 +397,10 @@ __global__ void __launch_bounds__(kStreamingBlock, prefill_blocks_per_sm(ENGINE 
   // block's first lane) leaves the block's q heads unwritten
   out_quant oq = {0, 0.0f};
   bool q_bad = false;
-  if (!ENGINE && kind == 0 && P.q_quant) {
+  if ((!ENGINE || APPEND) && kind == 0 && (APPEND || P.q_quant)) {
     const float qs = __ldg(P.q_scale);
     q_bad = !scale_ok(qs);
-    oq = {P.q_quant, rcp_approx(qs)};
+    oq = {APPEND ? (int)QKVFUSE_QUANT_FP8_E4M3 : P.q_quant, rcp_approx(qs)};
     if (q_bad && threadIdx.x == 0) report(P, QKVFUSE_DATA_ERROR_SCALE);
   }
   // ENGINE: the cos/sin of the lane's token in run cc, fetched a run ahead
@@ -384,9 +415,9 @@ __global__ void __launch_bounds__(kStreamingBlock, prefill_blocks_per_sm(ENGINE 
   auto fetch_cs = [&](unsigned cc, const token_ix &x) {
     const bool r = kind < 2 && R > 0 && !idle && lane < data_lanes && (lv.rot_a || lv.rot_b) && cc < end &&
                    (int64_t)cc * GPB + grp < P.T && (QUANT || (x.pos >= 0 && x.pos < P.max_pos));
-    return cs_fetch<T, INTERLEAVED, QUANT>(P, x.pos, lv, r);
+    return cs_fetch<TABLE_DTYPE, INTERLEAVED, QUANT>(P, x.pos, lv, r);
   };
-  cs_bits csb = {};
+  cs_bits<TABLE_DTYPE> csb = {};
   if constexpr (ENGINE) csb = fetch_cs(c, next);
   // not ENGINE, from a cos_sin_cache: the next run's cos/sin lines into L2,
   // its position loaded at the top of this run (COS_SIN_ROWS: registers)
@@ -400,7 +431,7 @@ __global__ void __launch_bounds__(kStreamingBlock, prefill_blocks_per_sm(ENGINE 
   // runs (page_table_slot), so that its chain of dependent loads stalls the
   // thread once per L runs, not every run; a run takes its slot by a
   // shuffle
-  const bool pt = PT_RUNS && P.page_table;
+  const bool pt = PT_RUNS && page_table_of(ENGINE, P);
   const int group_base = (int)(threadIdx.x & 31) - lane; /* the group's first lane in the warp */
   int64_t pt_slot = -1;
   unsigned n = 0; /* the block's runs done */
@@ -442,7 +473,7 @@ __global__ void __launch_bounds__(kStreamingBlock, prefill_blocks_per_sm(ENGINE 
     const bool rope = kind < 2 && R > 0 && td.ok && act && (lv.rot_a || lv.rot_b);
     float cs[COS_SIN_VECS][8];
     if constexpr (ENGINE)
-      cs_ready<T, INTERLEAVED, COS_SIN_VECS>(csb, cs);
+      cs_ready<T, TABLE_DTYPE, INTERLEAVED, COS_SIN_VECS>(csb, cs);
     else
       load_cos_sin<INTERLEAVED, COS_SIN_ROWS, TABLE_DTYPE>(P, t, (int)ix.pos /* < max_pos <= 2^31 when used */, lv,
                                                            rope, cs);

@@ -84,18 +84,36 @@ constexpr int kStreamingBlock = 128;
 // cache, if any, that is paged with whole rows (slot_lin, a head's D
 // channels contiguous), int64 slots, no int8 offsets and no e5m2; | kEngineCache: and
 // the call has a cache; | kEngineQuant (prefill form): and the call writes a
-// quantized cache. Their branches on dtypes and layouts fold away.
-constexpr int kEngine = 1, kEngineCache = 2, kEngineQuant = 4;
+// quantized cache; | kEngineAppend: the call is FlashInfer's append instead
+// (rope_quantize_fp8_append_paged_kv_cache): int32 positions into a float32
+// cos_sin_cache, q written as fp8 e4m3, k and v through a page table into
+// e4m3 caches (any paged layout) whose heads' D channels are contiguous.
+// Their branches on dtypes and layouts fold away.
+constexpr int kEngine = 1, kEngineCache = 2, kEngineQuant = 4, kEngineAppend = 8;
+// What an ENGINE kernel knows (0: read from the call): the positions' dtype,
+// the cos_sin_cache's (T: the input's element) and whether a page table
+// places the cache rows.
+__host__ __device__ constexpr int engine_pos_dtype(int e) {
+  return !e ? 0 : (e & kEngineAppend) ? QKVFUSE_DTYPE_INT32 : QKVFUSE_DTYPE_INT64;
+}
+template <typename T>
+__host__ __device__ constexpr int engine_table_dtype(int e) {
+  return !e ? 0 : (e & kEngineAppend) ? QKVFUSE_DTYPE_FLOAT32 : h16<T>::dtype;
+}
+__device__ __forceinline__ bool page_table_of(int e, const qf_cu_problem &P) {
+  return e ? (e & kEngineAppend) != 0 : P.page_table != 0;
+}
 // The prefill form's resident blocks per multiprocessor: its launch bound
-// and its grid. Its kernels that know their call (ENGINE, below) fit five
-// blocks in their registers without spills; the others spill at five, so
-// run four.
+// and its grid. Its kernels that know the engine call (kEngine, below) fit
+// five blocks in their registers without spills; the others (the append
+// call's too: its float32 cos/sin held a run ahead) spill at five, so run
+// four.
 __host__ __device__ constexpr int prefill_blocks_per_sm(bool hot) { return hot ? 5 : 4; }
 // The two-vector decode form's resident blocks per multiprocessor, as its
-// registers on sm_90 allow (ptxas: 86 for the engine call's kernels, 111-126
-// for the other 16-bit ones): how many of its blocks one wave holds
-// (choose.cu). It guides the form's choice and is not a launch bound (one
-// would change the kernels' code).
+// registers on sm_90 allow (ptxas: 86 for the engine call's kernels, 79-94
+// for the append call's, 111-126 for the other 16-bit ones): how many of its
+// blocks one wave holds (choose.cu). It guides the form's choice and is not a
+// launch bound (one would change the kernels' code).
 __host__ __device__ constexpr int decode_blocks_per_sm(bool engine) { return engine ? 5 : 4; }
 constexpr int kMaxHeadsPerItem = 4; /* most heads per item (2 with per-token cos/sin: registers) */
 __host__ __device__ constexpr int max_heads_per_item(bool sep) { return sep ? 2 : kMaxHeadsPerItem; }
@@ -139,8 +157,8 @@ __device__ __forceinline__ void dequant(const uint4 (&raw)[n / 4], const float (
 // A token's raw position and slot (or contiguous start index): what the
 // next work unit needs first, loaded one unit ahead. FIXED (the decode
 // form): a contiguous token's batch by batch_div (div_by), which is
-// otherwise not read (may be null). Under a page table (never ENGINE:
-// eligible.cu, qf_cuda_engine_call) the slot is page_table_slot's, a chain
+// otherwise not read (may be null). Under a page table (of the ENGINE
+// kernels, kEngineAppend's only) the slot is page_table_slot's, a chain
 // of three dependent loads: WALK, here; otherwise the caller's (x.slot -1
 // until then: the prefill form resolves several runs' at once).
 struct token_ix {
@@ -152,8 +170,8 @@ __device__ __forceinline__ token_ix load_token_ix(const qf_cu_problem &P, const 
   token_ix x = {0, -1};
   if (t >= P.T) return x;
   if (ENGINE || P.positions.data)
-    x.pos = ld_index(P.positions.data, ENGINE ? QKVFUSE_DTYPE_INT64 : P.positions.dtype, t);
-  if (!ENGINE && P.page_table) {
+    x.pos = ld_index(P.positions.data, ENGINE ? engine_pos_dtype(ENGINE) : P.positions.dtype, t);
+  if (page_table_of(ENGINE, P)) {
     if (WALK) x.slot = page_table_slot(P.pt, t);
   } else if ((ENGINE & kEngineCache) || P.layout != QKVFUSE_CACHE_NONE) {
     const int64_t at = !ENGINE && P.layout == QKVFUSE_CACHE_CONTIGUOUS ? div_by<FIXED>(t, P.S, batch_div) : t;
@@ -196,7 +214,7 @@ __device__ __forceinline__ token_dest check_token(const qf_cu_problem &P, const 
     } else if (kind > 0) {
       const qf_cu_cache &CC = kind == 1 ? P.k_cache : P.v_cache;
       int64_t blk, row;
-      if (ENGINE || P.slot_lin) {
+      if ((ENGINE && !(ENGINE & kEngineAppend)) || P.slot_lin) {
         blk = 0, row = ix.slot;
       } else if (!ENGINE && P.layout == QKVFUSE_CACHE_CONTIGUOUS) {
         blk = div_by<FIXED>(t, P.S, batch_div), row = ix.slot + (t - blk * P.S);
@@ -432,9 +450,9 @@ __device__ __forceinline__ void norm_rope(const uint4 &ra, const uint4 &rb, bool
   norm_rope_values<L, INTERLEAVED, COS_SIN_VECS>(norm, g, rD, eps, rope, cs, lv, x);
 }
 
-// A quantized q output (not ENGINE: the engine call has none): q_out =
-// fp8(q * r), r the reciprocal of *q_scale; mode 0: q_out of the input's
-// dtype, or a k or v head.
+// A quantized q output (of the ENGINE kernels, kEngineAppend's only: e4m3):
+// q_out = fp8(q * r), r the reciprocal of *q_scale; mode 0: q_out of the
+// input's dtype, or a k or v head.
 struct out_quant {
   int mode;
   float r;
@@ -457,14 +475,15 @@ __device__ __forceinline__ void store_head(const qf_cu_mat &out, const qf_cu_cac
                                            bool to_cache, int64_t t, int64_t row0, int kvh, int D,
                                            const int (&w)[NV], const float (&x)[8 * NV], const Scales &scales,
                                            bool run = false, out_quant oq = {0, 0.0f}) {
-  if (!ENGINE && write && out.data && oq.mode) {
+  constexpr bool append = (ENGINE & kEngineAppend) != 0;
+  if ((!ENGINE || append) && write && out.data && oq.mode) {
     uint8_t *o = static_cast<uint8_t *>(out.data) + t * out.ld + kvh * D;
     float r[8];
 #pragma unroll
     for (int k = 0; k < 8; k++) r[k] = oq.r;
 #pragma unroll
     for (int v = 0; v < NV; v++) /* fp8 reads no offsets: r stands in */
-      st_stream(o + 8 * w[v], quantize_bytes8(oq.mode, x + 8 * v, r, r));
+      st_stream(o + 8 * w[v], quantize_bytes8(append ? QKVFUSE_QUANT_FP8_E4M3 : oq.mode, x + 8 * v, r, r));
   } else if (write && out.data) {
     T *o = reinterpret_cast<T *>(out.data) + t * out.ld + kvh * D;
 #pragma unroll
@@ -479,14 +498,16 @@ __device__ __forceinline__ void store_head(const qf_cu_mat &out, const qf_cu_cac
   }
   if (!scales.ok()) return;
   uint8_t *c = static_cast<uint8_t *>(C.data);
-  /* ENGINE: int8 (no offsets: symmetric) or e4m3 (qm: computed in each loop) */
+  /* ENGINE: int8 (no offsets: symmetric) or e4m3 (kEngineAppend: e4m3; qm: computed in each loop) */
   if constexpr (RUNS) {
     uint2 q[NV];
 #pragma unroll
     for (int v = 0; v < NV; v++) {
       float r[8], of[8];
       scales.get(v, r, of);
-      const int qm = !ENGINE ? C.quant : C.quant == QKVFUSE_QUANT_FP8_E4M3 ? C.quant : QKVFUSE_QUANT_INT8_SYM;
+      const int qm = !ENGINE   ? C.quant
+                     : append ? QKVFUSE_QUANT_FP8_E4M3
+                              : C.quant == QKVFUSE_QUANT_FP8_E4M3 ? C.quant : QKVFUSE_QUANT_INT8_SYM;
       q[v] = quantize_bytes8(qm, x + 8 * v, r, of);
     }
     if (NV == 2 && run) { /* w[1] = w[0] + 1 */
@@ -500,7 +521,9 @@ __device__ __forceinline__ void store_head(const qf_cu_mat &out, const qf_cu_cac
     for (int v = 0; v < NV; v++) {
       float r[8], of[8];
       scales.get(v, r, of);
-      const int qm = !ENGINE ? C.quant : C.quant == QKVFUSE_QUANT_FP8_E4M3 ? C.quant : QKVFUSE_QUANT_INT8_SYM;
+      const int qm = !ENGINE   ? C.quant
+                     : append ? QKVFUSE_QUANT_FP8_E4M3
+                              : C.quant == QKVFUSE_QUANT_FP8_E4M3 ? C.quant : QKVFUSE_QUANT_INT8_SYM;
       st_stream(c + cache_at<ENGINE>(C, row0, kvh, 8 * w[v], D), quantize_bytes8(qm, x + 8 * v, r, of));
     }
   }

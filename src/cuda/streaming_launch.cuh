@@ -5,8 +5,10 @@
 // form for L = prefill_lanes(D) (2 .. 32 and 6; D = 32 .. 512), the decode
 // form with two vectors per lane for L = 2 .. 32 and the narrow one for L =
 // 4 .. 32 (decode_lanes); each also as the engine call's (ENGINE), cos/sin
-// per pair. I32: int32 input with outputs of type T, in both forms (not as
-// the engine call's).
+// per pair, and as the append call's (kEngineAppend: its cache is quantized,
+// so the prefill form's kEngineQuant kernel and the narrow form's preloading
+// one). I32: int32 input with outputs of type T, in both forms (not as the
+// engine call's).
 #ifndef QKVFUSE_CUDA_STREAMING_LAUNCH_CUH
 #define QKVFUSE_CUDA_STREAMING_LAUNCH_CUH
 
@@ -23,21 +25,24 @@ namespace qf {
 template <typename T, int L, bool INTERLEAVED, bool COS_SIN_ROWS, int ENGINE, bool I32>
 static const void *streaming_instance(const qf_cuda_variant &v) {
   constexpr bool pow2 = (L & (L - 1)) == 0;
+  constexpr bool append = (ENGINE & kEngineAppend) != 0; /* always a quantized cache: preload, kEngineQuant */
   if (v.kernel == QF_CUDA_KERNEL_PREFILL) {
     if constexpr (ENGINE != 0) {
-      if (v.quantized_cache)
+      if (append || v.quantized_cache)
         return reinterpret_cast<const void *>(prefill_kernel<T, L, INTERLEAVED, COS_SIN_ROWS, ENGINE | kEngineQuant>);
     }
-    return reinterpret_cast<const void *>(prefill_kernel<T, L, INTERLEAVED, COS_SIN_ROWS, ENGINE, I32>);
+    if constexpr (!append)
+      return reinterpret_cast<const void *>(prefill_kernel<T, L, INTERLEAVED, COS_SIN_ROWS, ENGINE, I32>);
   }
   if constexpr (pow2 && L >= 4) {
     if (v.kernel == QF_CUDA_KERNEL_DECODE_NARROW) {
       if constexpr (!I32) {
-        if (v.preload)
+        if (append || v.preload)
           return reinterpret_cast<const void *>(
               decode_kernel<T, L, 1, INTERLEAVED, COS_SIN_ROWS, true, ENGINE ? ENGINE | kEngineCache : 0>);
       }
-      return reinterpret_cast<const void *>(decode_kernel<T, L, 1, INTERLEAVED, COS_SIN_ROWS, false, ENGINE, I32>);
+      if constexpr (!append)
+        return reinterpret_cast<const void *>(decode_kernel<T, L, 1, INTERLEAVED, COS_SIN_ROWS, false, ENGINE, I32>);
     }
   }
   if constexpr (pow2) {
@@ -48,11 +53,13 @@ static const void *streaming_instance(const qf_cuda_variant &v) {
 }
 
 // The engine call's kernels (kEngine: cos/sin from a cache, so not
-// COS_SIN_ROWS; never I32) or the others.
+// COS_SIN_ROWS; never I32), the append call's (likewise) or the others.
 template <typename T, int L, bool INTERLEAVED, bool COS_SIN_ROWS, bool I32>
 static const void *streaming_form(const qf_cuda_variant &v) {
   if constexpr (!COS_SIN_ROWS && !I32) {
-    if (v.engine) return streaming_instance<T, L, INTERLEAVED, COS_SIN_ROWS, kEngine, false>(v);
+    if (v.engine == QF_CUDA_ENGINE_CALL) return streaming_instance<T, L, INTERLEAVED, COS_SIN_ROWS, kEngine, false>(v);
+    if (v.engine == QF_CUDA_ENGINE_APPEND)
+      return streaming_instance<T, L, INTERLEAVED, COS_SIN_ROWS, kEngine | kEngineAppend, false>(v);
   }
   return streaming_instance<T, L, INTERLEAVED, COS_SIN_ROWS, 0, I32>(v);
 }

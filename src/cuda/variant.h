@@ -7,6 +7,7 @@
 #include <stddef.h>
 
 #include "core/plan.h"
+#include "cuda/backend.h"
 #include "cuda/params.h"
 #include "cuda/state.h"
 #include "qkvfuse.h"
@@ -33,8 +34,8 @@ typedef struct qf_cuda_variant {
   int lanes;             /* streaming: lanes per head */
   bool interleaved;      /* streaming: RoPE pairs (2i, 2i+1), else neox */
   bool cos_sin_rows;     /* streaming: per-token cos/sin (rope_source COS_SIN) */
-  bool engine;           /* streaming: the engine call, its dtypes and cache geometry compiled in (kEngine) */
-  bool quantized_cache;  /* engine call, prefill form: the call writes a quantized cache (kEngineQuant) */
+  qf_cuda_engine engine; /* streaming: the call whose dtypes and cache geometry the kernel has compiled in */
+  bool quantized_cache;  /* engine or append call, prefill form: the call writes a quantized cache (kEngineQuant) */
   bool preload;          /* narrow decode form: norm weights and cache scales loaded before the grid wait */
   bool pdl;              /* a programmatic dependent launch (launch.h: qf_cuda_start) */
   unsigned blocks;       /* the grid */

@@ -101,8 +101,8 @@ void tk_spec_default(tk_spec *s);
  * its own, so that the other specs of a seed are as they would be without it. */
 void tk_spec_random(tk_spec *s, tk_rng *r, const tk_limits *lim);
 /* Turns a random spec into the call an inference engine makes (vLLM, SGLang):
- * 16-bit input and outputs, RoPE from a cos_sin_cache of the input's dtype by
- * int64 positions, norm weights of that dtype and no beta, fused rounding,
+ * 16-bit input and outputs, RoPE from a cos_sin_cache of the input's dtype
+ * (in three cases of ten float32) by int64 positions, norm weights of that dtype and no beta, fused rounding,
  * and a paged cache of whole rows (NHD, unpadded) with int8-symmetric, fp8
  * e4m3 or fp8 e5m2 k and v and int64 slots; an unquantized q; D, R multiples
  * of 16, rows of whole 16-byte vectors. The rest (shapes, T, pairs, scale

@@ -310,6 +310,7 @@ void tk_spec_engine(tk_spec *s, tk_rng *r) {
   s->cache_pad = 0;
   s->kv_interleaved = 0;
   s->out_pad -= s->out_pad % 8; /* rows of whole 16-byte vectors */
+  if (tk_rng_chance(r, 0.3)) s->rope_dt = F32; /* drawn last: the other fields are a seed's as before */
   tk_spec_fixup(s);
 }
 

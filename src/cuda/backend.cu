@@ -59,9 +59,10 @@ static void qf_cuda_explain(const qkvfuse_plan *plan, const qf_problem *p, char 
   const char *form = v.kernel == QF_CUDA_KERNEL_PREFILL  ? "prefill form"
                      : v.kernel == QF_CUDA_KERNEL_DECODE ? "decode form"
                                                          : "narrow decode form";
-  const char *call = v.engine == QF_CUDA_ENGINE_CALL     ? " (engine call)"
-                     : v.engine == QF_CUDA_ENGINE_APPEND ? " (append call)"
-                                                         : "";
+  const char *call = v.engine == QF_CUDA_ENGINE_CALL       ? " (engine call)"
+                     : v.engine == QF_CUDA_ENGINE_CALL_F32 ? " (engine call, float32 cos/sin)"
+                     : v.engine == QF_CUDA_ENGINE_APPEND   ? " (append call)"
+                                                           : "";
   if (v.kernel == QF_CUDA_KERNEL_GENERAL)
     snprintf(buf, n, "%s: general kernel, %d-element vectors, %d per lane, %u blocks (not the streaming kernel: %s)",
              plan->backend_name, v.vec, v.vecs_per_lane, v.blocks, v.refused ? v.refused : "-");

@@ -98,9 +98,11 @@ qf_cuda_engine qf_cuda_engine_call(const qf_problem *p, const qf_cu_problem *P) 
   /* the engine call's caches: int8 or fp8 e4m3 (e5m2 would add a third quantizer to every store) */
   if (d->k_quant == QKVFUSE_QUANT_FP8_E5M2 || d->v_quant == QKVFUSE_QUANT_FP8_E5M2) return QF_CUDA_ENGINE_NONE;
   if (cache && d->cache_addressing != QKVFUSE_ADDRESS_SLOTS) return QF_CUDA_ENGINE_NONE;
-  return p->positions.dtype == QKVFUSE_DTYPE_INT64 && p->cos_sin_cache.dtype == in &&
-                 (!cache || (d->cache_layout != QKVFUSE_CACHE_CONTIGUOUS && P->slot_lin &&
-                             p->slot_mapping.dtype == QKVFUSE_DTYPE_INT64 && !p->k_offset.data && !p->v_offset.data))
-             ? QF_CUDA_ENGINE_CALL
-             : QF_CUDA_ENGINE_NONE;
+  if (p->positions.dtype != QKVFUSE_DTYPE_INT64 ||
+      (cache && (d->cache_layout == QKVFUSE_CACHE_CONTIGUOUS || !P->slot_lin ||
+                 p->slot_mapping.dtype != QKVFUSE_DTYPE_INT64 || p->k_offset.data || p->v_offset.data)))
+    return QF_CUDA_ENGINE_NONE;
+  return p->cos_sin_cache.dtype == in                     ? QF_CUDA_ENGINE_CALL
+         : p->cos_sin_cache.dtype == QKVFUSE_DTYPE_FLOAT32 ? QF_CUDA_ENGINE_CALL_F32
+                                                           : QF_CUDA_ENGINE_NONE;
 }

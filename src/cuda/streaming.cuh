@@ -84,12 +84,14 @@ constexpr int kStreamingBlock = 128;
 // cache, if any, that is paged with whole rows (slot_lin, a head's D
 // channels contiguous), int64 slots, no int8 offsets and no e5m2; | kEngineCache: and
 // the call has a cache; | kEngineQuant (prefill form): and the call writes a
-// quantized cache; | kEngineAppend: the call is FlashInfer's append instead
-// (rope_quantize_fp8_append_paged_kv_cache): int32 positions into a float32
-// cos_sin_cache, q written as fp8 e4m3, k and v through a page table into
-// e4m3 caches (any paged layout) whose heads' D channels are contiguous.
-// Their branches on dtypes and layouts fold away.
-constexpr int kEngine = 1, kEngineCache = 2, kEngineQuant = 4, kEngineAppend = 8;
+// quantized cache; | kEngineF32: the cos_sin_cache is float32 (vLLM takes
+// one; FlashInfer's and SGLang's RoPE take nothing else); | kEngineAppend
+// (with kEngineF32): the call is FlashInfer's append instead
+// (rope_quantize_fp8_append_paged_kv_cache): int32 positions, q written as
+// fp8 e4m3, k and v through a page table into e4m3 caches (any paged
+// layout) whose heads' D channels are contiguous. Their branches on dtypes
+// and layouts fold away.
+constexpr int kEngine = 1, kEngineCache = 2, kEngineQuant = 4, kEngineAppend = 8, kEngineF32 = 16;
 // What an ENGINE kernel knows (0: read from the call): the positions' dtype,
 // the cos_sin_cache's (T: the input's element) and whether a page table
 // places the cache rows.
@@ -98,16 +100,16 @@ __host__ __device__ constexpr int engine_pos_dtype(int e) {
 }
 template <typename T>
 __host__ __device__ constexpr int engine_table_dtype(int e) {
-  return !e ? 0 : (e & kEngineAppend) ? QKVFUSE_DTYPE_FLOAT32 : h16<T>::dtype;
+  return !e ? 0 : (e & kEngineF32) ? QKVFUSE_DTYPE_FLOAT32 : h16<T>::dtype;
 }
 __device__ __forceinline__ bool page_table_of(int e, const qf_cu_problem &P) {
   return e ? (e & kEngineAppend) != 0 : P.page_table != 0;
 }
 // The prefill form's resident blocks per multiprocessor: its launch bound
-// and its grid. Its kernels that know the engine call (kEngine, below) fit
-// five blocks in their registers without spills; the others (the append
-// call's too: its float32 cos/sin held a run ahead) spill at five, so run
-// four.
+// and its grid. Its kernels that know the engine call with a 16-bit table
+// (kEngine, below) fit five blocks in their registers without spills; the
+// others (kEngineF32's too: float32 cos/sin held a run ahead) spill at five,
+// so run four.
 __host__ __device__ constexpr int prefill_blocks_per_sm(bool hot) { return hot ? 5 : 4; }
 // The two-vector decode form's resident blocks per multiprocessor, as its
 // registers on sm_90 allow (ptxas: 86 for the engine call's kernels, 79-94

@@ -5,7 +5,7 @@
 // form for L = prefill_lanes(D) (2 .. 32 and 6; D = 32 .. 512), the decode
 // form with two vectors per lane for L = 2 .. 32 and the narrow one for L =
 // 4 .. 32 (decode_lanes); each also as the engine call's (ENGINE), cos/sin
-// per pair, and as the append call's (kEngineAppend: its cache is quantized,
+// per pair from a 16-bit or a float32 table, and as the append call's (kEngineAppend: its cache is quantized,
 // so the prefill form's kEngineQuant kernel and the narrow form's preloading
 // one). I32: int32 input with outputs of type T, in both forms (not as the
 // engine call's).
@@ -53,13 +53,19 @@ static const void *streaming_instance(const qf_cuda_variant &v) {
 }
 
 // The engine call's kernels (kEngine: cos/sin from a cache, so not
-// COS_SIN_ROWS; never I32), the append call's (likewise) or the others.
+// COS_SIN_ROWS; never I32; with a 16-bit or a float32 table), the append
+// call's (likewise) or the others.
 template <typename T, int L, bool INTERLEAVED, bool COS_SIN_ROWS, bool I32>
 static const void *streaming_form(const qf_cuda_variant &v) {
   if constexpr (!COS_SIN_ROWS && !I32) {
-    if (v.engine == QF_CUDA_ENGINE_CALL) return streaming_instance<T, L, INTERLEAVED, COS_SIN_ROWS, kEngine, false>(v);
-    if (v.engine == QF_CUDA_ENGINE_APPEND)
-      return streaming_instance<T, L, INTERLEAVED, COS_SIN_ROWS, kEngine | kEngineAppend, false>(v);
+    switch (v.engine) {
+      case QF_CUDA_ENGINE_CALL: return streaming_instance<T, L, INTERLEAVED, COS_SIN_ROWS, kEngine, false>(v);
+      case QF_CUDA_ENGINE_CALL_F32:
+        return streaming_instance<T, L, INTERLEAVED, COS_SIN_ROWS, kEngine | kEngineF32, false>(v);
+      case QF_CUDA_ENGINE_APPEND:
+        return streaming_instance<T, L, INTERLEAVED, COS_SIN_ROWS, kEngine | kEngineF32 | kEngineAppend, false>(v);
+      default: break;
+    }
   }
   return streaming_instance<T, L, INTERLEAVED, COS_SIN_ROWS, 0, I32>(v);
 }

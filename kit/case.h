@@ -102,11 +102,12 @@ void tk_spec_default(tk_spec *s);
 void tk_spec_random(tk_spec *s, tk_rng *r, const tk_limits *lim);
 /* Turns a random spec into the call an inference engine makes (vLLM, SGLang):
  * 16-bit input and outputs, RoPE from a cos_sin_cache of the input's dtype
- * (in three cases of ten float32) by int64 positions, norm weights of that dtype and no beta, fused rounding,
- * and a paged cache of whole rows (NHD, unpadded) with int8-symmetric, fp8
- * e4m3 or fp8 e5m2 k and v and int64 slots; an unquantized q; D, R multiples
- * of 16, rows of whole 16-byte vectors. The rest (shapes, T, pairs, scale
- * kinds, skipped slots) stays as drawn. */
+ * (in three cases of ten float32) by int64 positions, norm weights of the
+ * input's dtype and no beta, fused rounding, and a paged cache of whole rows
+ * (NHD, unpadded) with int8-symmetric, fp8 e4m3 or fp8 e5m2 k and v and
+ * int64 slots; an unquantized q; D, R multiples of 16, rows of whole 16-byte
+ * vectors. The rest (shapes, T, pairs, scale kinds, skipped slots) stays as
+ * drawn. */
 void tk_spec_engine(tk_spec *s, tk_rng *r);
 /* Turns a random spec into FlashInfer's append call
  * (rope_quantize_fp8_append_paged_kv_cache): 16-bit input, RoPE from a

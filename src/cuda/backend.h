@@ -33,22 +33,23 @@ const char *qf_cuda_streaming_refusal(const qf_problem *p, const qf_cu_problem *
 /* The calls whose dtypes and cache geometry the streaming kernel has
  * compiled in (streaming.cuh: kEngine), or none. */
 typedef enum qf_cuda_engine {
-  QF_CUDA_ENGINE_NONE,   /* every dtype and layout read from the parameters */
+  QF_CUDA_ENGINE_NONE,     /* every dtype and layout read from the parameters */
   QF_CUDA_ENGINE_CALL,     /* the engine call (kEngine): vLLM's and SGLang's */
   QF_CUDA_ENGINE_CALL_F32, /* the same with a float32 cos_sin_cache (kEngine | kEngineF32): FlashInfer's RoPE */
   QF_CUDA_ENGINE_APPEND    /* FlashInfer's fp8 append through a page table (kEngine | kEngineF32 | kEngineAppend) */
 } qf_cuda_engine;
 
 /* Which of those calls this is. The engine call: cos/sin from a
- * cos_sin_cache of the input's dtype (or float32: CALL_F32) by int64 positions, q of the input's
- * dtype, norm weights of that dtype, and a cache, if any, that is paged with
- * whole rows (slot_lin: vLLM's [blocks, block_size, Nkv, D]) and a head's D
- * channels contiguous, int64 slots, no int8 offsets, a quantized cache of
- * int8 or fp8 e4m3 (not e5m2). The append call (FlashInfer's
- * rope_quantize_fp8_append_paged_kv_cache): cos/sin from a float32
- * cos_sin_cache by int32 positions, q written as fp8 e4m3, norm weights (if
- * any) of the input's dtype, k and v through a page table into paged e4m3
- * caches (NHD or HND) with a head's D channels contiguous. */
+ * cos_sin_cache of the input's dtype (or float32: CALL_F32) by int64
+ * positions, q of the input's dtype, norm weights of that dtype, and a
+ * cache, if any, that is paged with whole rows (slot_lin: vLLM's [blocks,
+ * block_size, Nkv, D]) and a head's D channels contiguous, int64 slots, no
+ * int8 offsets, a quantized cache of int8 or fp8 e4m3 (not e5m2). The
+ * append call (FlashInfer's rope_quantize_fp8_append_paged_kv_cache):
+ * cos/sin from a float32 cos_sin_cache by int32 positions, q written as
+ * fp8 e4m3, norm weights (if any) of the input's dtype, k and v through a
+ * page table into paged e4m3 caches (NHD or HND) with a head's D channels
+ * contiguous. */
 qf_cuda_engine qf_cuda_engine_call(const qf_problem *p, const qf_cu_problem *P);
 
 #endif /* QKVFUSE_CUDA_BACKEND_H */

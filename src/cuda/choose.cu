@@ -112,7 +112,7 @@ static const char *streaming_schedule(const qf_cuda_state &state, const qf_probl
      12 to 47) */
   const int64_t items = P.items[0] + P.items[1] + P.items[2];
   const int64_t resident =
-      form == QF_CUDA_FORM_PREFILL ? 3 * items : sms * qf::prefill_blocks_per_sm(v->engine == QF_CUDA_ENGINE_CALL); /* kEngineF32: four */
+      form == QF_CUDA_FORM_PREFILL ? 3 * items : sms * qf::prefill_blocks_per_sm(qf::engine_bits(v->engine));
   int64_t piece = 1, late_runs = 0;
   qf_cuda_schedule_late_blocks(runs, items, resident, quantized_cache, &late_runs, &piece);
   const int64_t resident_runs = runs - late_runs;

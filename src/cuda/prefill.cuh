@@ -259,12 +259,13 @@ struct table_scales {
 // computed, and the next run's position and slot are loaded ahead. COS_SIN_ROWS:
 // cos/sin given per token at full length (COS_SIN source). ENGINE: kEngine (|
 // kEngineQuant, | kEngineF32, | kEngineAppend) or 0 (what the kernel knows of
-// its call). I32: int32 input (T: the outputs' type), dequantized as it leaves the stage: times the
-// block's weight scales (fill_wtable) and the token's act_scale, loaded a run
-// ahead; a token whose act_scale is not finite writes nothing, and neither
-// does a head whose weight scales are not all finite.
+// its call). I32: int32 input (T: the outputs' type), dequantized as it
+// leaves the stage: times the block's weight scales (fill_wtable) and the
+// token's act_scale, loaded a run ahead; a token whose act_scale is not
+// finite writes nothing, and neither does a head whose weight scales are
+// not all finite.
 template <typename T, int L, bool INTERLEAVED, bool COS_SIN_ROWS, int ENGINE, bool I32 = false>
-__global__ void __launch_bounds__(kStreamingBlock, prefill_blocks_per_sm(ENGINE != 0 && !(ENGINE & kEngineF32)))
+__global__ void __launch_bounds__(kStreamingBlock, prefill_blocks_per_sm(ENGINE))
     prefill_kernel(const qf_cu_prefill_params params) {
 #if QF_STREAMING_DEVICE_CODE
   const qf_cu_problem &P = params.problem;

@@ -53,6 +53,7 @@
 #ifndef QKVFUSE_CUDA_STREAMING_CUH
 #define QKVFUSE_CUDA_STREAMING_CUH
 
+#include "cuda/backend.h"
 #include "cuda/device/address.cuh"
 #include "cuda/device/divide.cuh"
 #include "cuda/device/elem.cuh"
@@ -105,12 +106,30 @@ __host__ __device__ constexpr int engine_table_dtype(int e) {
 __device__ __forceinline__ bool page_table_of(int e, const qf_cu_problem &P) {
   return e ? (e & kEngineAppend) != 0 : P.page_table != 0;
 }
-// The prefill form's resident blocks per multiprocessor: its launch bound
-// and its grid. Its kernels that know the engine call with a 16-bit table
-// (kEngine, below) fit five blocks in their registers without spills; the
-// others (kEngineF32's too: float32 cos/sin held a run ahead) spill at five,
-// so run four.
-__host__ __device__ constexpr int prefill_blocks_per_sm(bool hot) { return hot ? 5 : 4; }
+// The cache's quantizer an ENGINE kernel knows (0: the call's, `call`):
+// int8 symmetric or e4m3; kEngineAppend: e4m3.
+template <int E>
+__device__ __forceinline__ int engine_cache_quant(int call) {
+  return !E                               ? call
+         : (E & kEngineAppend)            ? QKVFUSE_QUANT_FP8_E4M3
+         : call == QKVFUSE_QUANT_FP8_E4M3 ? call
+                                          : QKVFUSE_QUANT_INT8_SYM;
+}
+// The kernel bits of each call qf_cuda_engine_call names (backend.h).
+__host__ __device__ constexpr int engine_bits(qf_cuda_engine e) {
+  return e == QF_CUDA_ENGINE_CALL       ? kEngine
+         : e == QF_CUDA_ENGINE_CALL_F32 ? kEngine | kEngineF32
+         : e == QF_CUDA_ENGINE_APPEND   ? kEngine | kEngineF32 | kEngineAppend
+                                        : 0;
+}
+// The prefill form's resident blocks per multiprocessor (ENGINE: the
+// kernel's bits): its launch bound and its grid. Its kernels that know the
+// engine call with a 16-bit table fit five blocks in their registers
+// without spills; the others (kEngineF32's too: float32 cos/sin held a run
+// ahead) spill at five, so run four.
+__host__ __device__ constexpr int prefill_blocks_per_sm(int engine) {
+  return engine && !(engine & kEngineF32) ? 5 : 4;
+}
 // The two-vector decode form's resident blocks per multiprocessor, as its
 // registers on sm_90 allow (ptxas: 86 for the engine call's kernels, 79-94
 // for the append call's, 111-126 for the other 16-bit ones): how many of its
@@ -500,16 +519,14 @@ __device__ __forceinline__ void store_head(const qf_cu_mat &out, const qf_cu_cac
   }
   if (!scales.ok()) return;
   uint8_t *c = static_cast<uint8_t *>(C.data);
-  /* ENGINE: int8 (no offsets: symmetric) or e4m3 (kEngineAppend: e4m3; qm: computed in each loop) */
+  /* ENGINE: no offsets (int8 symmetric or e4m3: engine_cache_quant; qm: computed in each loop) */
   if constexpr (RUNS) {
     uint2 q[NV];
 #pragma unroll
     for (int v = 0; v < NV; v++) {
       float r[8], of[8];
       scales.get(v, r, of);
-      const int qm = !ENGINE   ? C.quant
-                     : append ? QKVFUSE_QUANT_FP8_E4M3
-                              : C.quant == QKVFUSE_QUANT_FP8_E4M3 ? C.quant : QKVFUSE_QUANT_INT8_SYM;
+      const int qm = engine_cache_quant<ENGINE>(C.quant);
       q[v] = quantize_bytes8(qm, x + 8 * v, r, of);
     }
     if (NV == 2 && run) { /* w[1] = w[0] + 1 */
@@ -523,9 +540,7 @@ __device__ __forceinline__ void store_head(const qf_cu_mat &out, const qf_cu_cac
     for (int v = 0; v < NV; v++) {
       float r[8], of[8];
       scales.get(v, r, of);
-      const int qm = !ENGINE   ? C.quant
-                     : append ? QKVFUSE_QUANT_FP8_E4M3
-                              : C.quant == QKVFUSE_QUANT_FP8_E4M3 ? C.quant : QKVFUSE_QUANT_INT8_SYM;
+      const int qm = engine_cache_quant<ENGINE>(C.quant);
       st_stream(c + cache_at<ENGINE>(C, row0, kvh, 8 * w[v], D), quantize_bytes8(qm, x + 8 * v, r, of));
     }
   }

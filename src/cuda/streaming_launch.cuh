@@ -5,10 +5,10 @@
 // form for L = prefill_lanes(D) (2 .. 32 and 6; D = 32 .. 512), the decode
 // form with two vectors per lane for L = 2 .. 32 and the narrow one for L =
 // 4 .. 32 (decode_lanes); each also as the engine call's (ENGINE), cos/sin
-// per pair from a 16-bit or a float32 table, and as the append call's (kEngineAppend: its cache is quantized,
-// so the prefill form's kEngineQuant kernel and the narrow form's preloading
-// one). I32: int32 input with outputs of type T, in both forms (not as the
-// engine call's).
+// per pair from a 16-bit or a float32 table, and as the append call's
+// (kEngineAppend: its cache is quantized, so the prefill form's kEngineQuant
+// kernel and the narrow form's preloading one). I32: int32 input with
+// outputs of type T, in both forms (not as the engine call's).
 #ifndef QKVFUSE_CUDA_STREAMING_LAUNCH_CUH
 #define QKVFUSE_CUDA_STREAMING_LAUNCH_CUH
 
@@ -59,11 +59,12 @@ template <typename T, int L, bool INTERLEAVED, bool COS_SIN_ROWS, bool I32>
 static const void *streaming_form(const qf_cuda_variant &v) {
   if constexpr (!COS_SIN_ROWS && !I32) {
     switch (v.engine) {
-      case QF_CUDA_ENGINE_CALL: return streaming_instance<T, L, INTERLEAVED, COS_SIN_ROWS, kEngine, false>(v);
+      case QF_CUDA_ENGINE_CALL:
+        return streaming_instance<T, L, INTERLEAVED, COS_SIN_ROWS, engine_bits(QF_CUDA_ENGINE_CALL), false>(v);
       case QF_CUDA_ENGINE_CALL_F32:
-        return streaming_instance<T, L, INTERLEAVED, COS_SIN_ROWS, kEngine | kEngineF32, false>(v);
+        return streaming_instance<T, L, INTERLEAVED, COS_SIN_ROWS, engine_bits(QF_CUDA_ENGINE_CALL_F32), false>(v);
       case QF_CUDA_ENGINE_APPEND:
-        return streaming_instance<T, L, INTERLEAVED, COS_SIN_ROWS, kEngine | kEngineF32 | kEngineAppend, false>(v);
+        return streaming_instance<T, L, INTERLEAVED, COS_SIN_ROWS, engine_bits(QF_CUDA_ENGINE_APPEND), false>(v);
       default: break;
     }
   }

@@ -415,11 +415,11 @@ static void explain(void) {
         "explain of a bad row width on cpu-scalar: %s", qkvfuse_last_error());
   CHECK(explain_case("cpu.isa=scalar", QKVFUSE_BACKEND_CPU, 64, 64, 0, text, sizeof text) == QKVFUSE_SUCCESS &&
             !strcmp(text, "cpu-scalar: buffered path (not the direct path: the scalar kernels have no direct path), "
-                          "1 thread"),
+                          "2 threads"),
         "explain on cpu-scalar: \"%s\"", text);
   if (!cpu_backend("cpu.isa=avx2")[0]) return;
   CHECK(explain_case("cpu.isa=avx2", QKVFUSE_BACKEND_CPU, 64, 64, 0, text, sizeof text) == QKVFUSE_SUCCESS &&
-            !strcmp(text, "cpu-avx2: direct path, 1 thread"),
+            !strcmp(text, "cpu-avx2: direct path, 2 threads"),
         "explain on cpu-avx2, D = R = 64: \"%s\"", text);
   CHECK(explain_case("cpu.isa=avx2", QKVFUSE_BACKEND_CPU, 72, 72, 0, text, sizeof text) == QKVFUSE_SUCCESS &&
             strstr(text, "cpu-avx2: buffered path (not the direct path: rotary_dim / 2 is not a multiple"),
@@ -438,7 +438,24 @@ static void explain(void) {
           "explain with %s slot_mapping[100] outside the cache: %s, text \"%s\"", strided ? "strided" : "contiguous",
           qkvfuse_last_error(), text);
   }
-  CHECK(explain_slots(40, 0, -1, text, sizeof text) == QKVFUSE_SUCCESS && strstr(text, ", 1 thread") &&
+  /* below one thread's share of work (T H = 20480 < 32768 elements), two
+     threads still: k/v by slot owner beside the q heads; below 4096 one */
+  CHECK(explain_slots(40, 0, -1, text, sizeof text) == QKVFUSE_SUCCESS &&
+            strstr(text, ", 2 threads, k/v heads by cache-slot owner"),
+        "explain with a small paged-cache call: \"%s\"", text);
+  { /* a decode call of Llama-3-8B's shape: one token, its q heads in two pieces and its k/v heads */
+    tk_spec s;
+    tk_spec_default(&s);
+    s.Nq = 32, s.Nkv = 8, s.D = 128, s.R = 128, s.T = 1;
+    s.rope_source = QKVFUSE_ROPE_COS_SIN_CACHE, s.rope_style = QKVFUSE_ROPE_NEOX;
+    s.layout = QKVFUSE_CACHE_PAGED, s.block_size = 16, s.blocks = 2, s.skip_prob = 0;
+    tk_spec_fixup(&s);
+    CHECK(explain_spec(&s, NULL, QKVFUSE_BACKEND_CPU, 0, text, sizeof text) == QKVFUSE_SUCCESS &&
+              strstr(text, ", 2 threads, each token in 3 pieces (q heads in 2, k and v heads), k/v heads by "
+                           "cache-slot owner"),
+          "explain of a one-token call: \"%s\"", text);
+  }
+  CHECK(explain_slots(7, 0, -1, text, sizeof text) == QKVFUSE_SUCCESS && strstr(text, ", 1 thread") &&
             !strstr(text, "owner"),
         "explain with a paged cache on one thread: \"%s\"", text);
 }

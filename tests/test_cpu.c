@@ -30,7 +30,8 @@
 #include "tview.h"
 
 #define ISA_ENV "QKVFUSE_CPU_ISA"
-#define MIN_ELEMS_PER_THREAD 32768 /* docs/CPU.md: a thread per 32768 input elements at most */
+#define MIN_ELEMS_PER_THREAD 32768 /* docs/CPU.md: a thread per 32768 input elements at most, */
+#define MIN_ELEMS_SPLIT 4096       /* but two from 4096 */
 
 static const char *const isas[] = {"avx512bf16", "avx512", "avx2", "scalar"};
 static const int thread_counts[] = {1, 2, 3, 7};
@@ -326,7 +327,7 @@ int main(int argc, char **argv) {
   printf("\n");
 
   int failures = check_env_errors() + check_e5m2_codec();
-  int64_t runs = 0, multi = 0, dup_multi = 0, raw = 0, bytes = 0, nans = 0;
+  int64_t runs = 0, multi = 0, dup_multi = 0, cut = 0, raw = 0, bytes = 0, nans = 0;
   int forked = 0;
   tk_limits lim = {1 << 20, 0};
   for (uint64_t i = 0; i < ncases; i++) {
@@ -339,6 +340,14 @@ int main(int argc, char **argv) {
     if (tk_rng_chance(&r, 0.6) && sp.layout != QKVFUSE_CACHE_CONTIGUOUS) { /* enough tokens for several threads */
       const int64_t H = (sp.Nq + 2 * sp.Nkv) * sp.D;
       sp.T = lim.max_elems / H < 1500 ? lim.max_elems / H : 1500;
+      sp.B = sp.T, sp.S = 1, sp.in3d = 0;
+      tk_spec_fixup(&sp);
+    } else if (tk_rng_chance(&r, 0.4) && sp.layout != QKVFUSE_CACHE_CONTIGUOUS) {
+      /* a decode call: 1 to 3 tokens, heads enough for two threads, so that
+         with more threads than tokens each token's heads are cut in pieces */
+      const int64_t heads = (MIN_ELEMS_SPLIT + sp.D - 1) / sp.D - 2 * sp.Nkv;
+      if (sp.Nq < heads) sp.Nq = (heads + sp.Nkv - 1) / sp.Nkv * sp.Nkv;
+      sp.T = tk_rng_range(&r, 1, 3);
       sp.B = sp.T, sp.S = 1, sp.in3d = 0;
       tk_spec_fixup(&sp);
     }
@@ -378,8 +387,10 @@ int main(int argc, char **argv) {
         s = run_case(&c, QKVFUSE_BACKEND_CPU, threads, name, sizeof name);
         runs++;
         int64_t effective = sp.T * H / MIN_ELEMS_PER_THREAD;
+        if (effective < 2 && sp.T * H >= MIN_ELEMS_SPLIT) effective = 2;
         if (effective > threads) effective = threads;
         multi += effective > 1;
+        cut += effective > sp.T; /* fewer tokens than threads: each token cut in pieces */
         dup_multi += effective > 1 && dups;
         int bad = s != QKVFUSE_SUCCESS;
         if (bad)
@@ -412,17 +423,17 @@ int main(int argc, char **argv) {
     tk_case_free(&c);
   }
   /* the test must have exercised what it claims */
-  if (only == UINT64_MAX && (multi == 0 || dup_multi == 0 || raw == 0 || !forked)) {
+  if (only == UINT64_MAX && (multi == 0 || dup_multi == 0 || cut == 0 || raw == 0 || !forked)) {
     printf(
-        "FAIL: coverage: %lld multi-threaded runs, %lld of them with duplicate slots, %lld cases with raw bits, "
-        "fork checked: %d\n",
-        (long long)multi, (long long)dup_multi, (long long)raw, forked);
+        "FAIL: coverage: %lld multi-threaded runs, %lld of them with duplicate slots, %lld with tokens cut in "
+        "pieces, %lld cases with raw bits, fork checked: %d\n",
+        (long long)multi, (long long)dup_multi, (long long)cut, (long long)raw, forked);
     failures++;
   }
   printf(
-      "test_cpu: %llu cases x %d ISAs x %d thread counts: %lld runs (%lld multi-threaded, %lld with duplicate slots), "
-      "%lld bytes compared (%lld NaN elements with other NaN bits), %d failures\n",
+      "test_cpu: %llu cases x %d ISAs x %d thread counts: %lld runs (%lld multi-threaded, %lld with duplicate slots, "
+      "%lld with tokens cut in pieces), %lld bytes compared (%lld NaN elements with other NaN bits), %d failures\n",
       (unsigned long long)(only == UINT64_MAX ? ncases : 1), nusable, NTHR, (long long)runs, (long long)multi,
-      (long long)dup_multi, (long long)bytes, (long long)nans, failures);
+      (long long)dup_multi, (long long)cut, (long long)bytes, (long long)nans, failures);
   return failures ? 1 : 0;
 }

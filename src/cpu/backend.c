@@ -3,7 +3,9 @@
  * threads). The kernels (kernels.h) do the math.
  *
  * Threads over tokens, dynamically: threads claim token runs from a shared
- * counter and do every head of each, so a slower core takes fewer.
+ * counter and do every head of each, so a slower core takes fewer. A call
+ * of fewer tokens than threads cuts each token instead: its q heads in
+ * pieces, its k and v heads one more, each piece claimed alone.
  * With a paged, paged_hnd or nz cache, the k and v heads (k_out, v_out and
  * the cache rows) of a token go instead to the thread that owns the token's
  * cache slot (a hash of the slot's group: the slots whose rows may share a
@@ -30,6 +32,8 @@
 
 /* Below this many input elements per thread, a thread costs more than it saves. */
 #define QF_CPU_MIN_ELEMS_PER_THREAD (1 << 15)
+/* From this many input elements a call runs on two threads (call_threads). */
+#define QF_CPU_MIN_ELEMS_SPLIT (1 << 12)
 /* Tokens per claim of the dynamic schedule (fewer when T is small). */
 #define QF_CPU_RUN_TOKENS 16
 
@@ -63,8 +67,12 @@ typedef struct cpu_job {
   qf_cpu_call call;
   int by_slot;        /* with several threads, k/v of tokens with a paged/nz slot go to the slot's owner */
   int slot_shift;     /* slot >> slot_shift: the slots whose rows may share a cache line (slot_group_shift) */
-  int64_t run;        /* tokens per claim of the dynamic schedule */
-  atomic_llong claim; /* the first token not yet claimed */
+  int cut;            /* a unit is a piece of a token (q pieces, then its k/v heads), not a token */
+  int64_t pieces;     /* q pieces per token (cut) */
+  int64_t q_step;     /* q heads per piece */
+  int64_t units;      /* T units, or T * (pieces + 1) when cut */
+  int64_t run;        /* units per claim of the dynamic schedule */
+  atomic_llong claim; /* the first unit not yet claimed */
 } cpu_job;
 
 /* log2 of the slots that share an owner: those whose cache rows may share a
@@ -99,12 +107,32 @@ static int by_slot_owner(const qf_problem *p, int64_t n) {
   return n > 1 && p->k_cache.data && p->desc->cache_layout != QKVFUSE_CACHE_CONTIGUOUS;
 }
 
-/* Claim the next token run: [*c0, *c1), empty at the end. */
+/* Claim the next run of units: [*c0, *c1), empty at the end. */
 static void claim(cpu_job *j, int64_t *c0, int64_t *c1) {
-  const int64_t T = j->call.p->T;
+  const int64_t U = j->units;
   *c0 = (int64_t)atomic_fetch_add(&j->claim, (long long)j->run);
-  if (*c0 > T) *c0 = T;
-  *c1 = *c0 + j->run < T ? *c0 + j->run : T;
+  if (*c0 > U) *c0 = U;
+  *c1 = *c0 + j->run < U ? *c0 + j->run : U;
+}
+
+/* Unit u of a call whose tokens are cut: its token *t, its
+ * q heads [*q0, *q1) and whether it is the token's k/v unit. */
+static int piece_of(const cpu_job *j, int64_t u, int64_t *t, int64_t *q0, int64_t *q1) {
+  const int64_t per = j->pieces + 1, k = u % per, Nq = j->call.p->Nq;
+  *t = u / per;
+  *q0 = k < j->pieces ? k * j->q_step : 0;
+  *q1 = k < j->pieces ? (*q0 + j->q_step < Nq ? *q0 + j->q_step : Nq) : 0;
+  return k == j->pieces;
+}
+
+/* Columns [c0, c1) of input part k of token t read once, a load per cache
+ * line in address order (touch_input_rows). */
+static void touch_cols(const qf_problem *p, int k, int64_t t, int64_t c0, int64_t c1) {
+  const qf_mat *m = &p->in[k];
+  if (!m->data) return;
+  const size_t es = qkvfuse_dtype_size(m->dtype);
+  const volatile char *row = (const char *)m->data + (size_t)(t * m->ld + c0) * es;
+  for (size_t b = 0; b < (size_t)(c1 - c0) * es; b += 64) (void)row[b];
 }
 
 /* A thread's first tokens [c0, c1), which the software prefetch (run
@@ -115,12 +143,32 @@ static void claim(cpu_job *j, int64_t *c0, int64_t *c1) {
  * arrive a few misses at a time. */
 static void touch_input_rows(const qf_problem *p, int64_t c0, int64_t c1) {
   for (int64_t t = c0; t < c1; t++)
-    for (int k = 0; k < 3; k++) {
-      const qf_mat *m = &p->in[k];
-      if (!m->data) continue;
-      const size_t es = qkvfuse_dtype_size(m->dtype);
-      const volatile char *row = (const char *)m->data + (size_t)(t * m->ld) * es;
-      for (size_t b = 0; b < (size_t)m->cols * es; b += 64) (void)row[b];
+    for (int k = 0; k < 3; k++) touch_cols(p, k, t, 0, p->in[k].cols);
+}
+
+/* The units of a call whose tokens are cut, each read as it
+ * starts (touch_cols: no unit is prefetched ahead): q pieces, or the
+ * token's k and v heads (with by_slot, those of a token without a cache
+ * slot only). */
+static void run_pieces(cpu_job *j, int by_slot) {
+  const qf_cpu_call *c = &j->call;
+  const qf_problem *p = c->p;
+  float cos_r[QF_MAX_HEAD_DIM], sin_r[QF_MAX_HEAD_DIM];
+  int64_t c0, c1;
+  for (claim(j, &c0, &c1); c0 < c1; claim(j, &c0, &c1))
+    for (int64_t u = c0; u < c1; u++) {
+      int64_t t, q0, q1, block = 0, row = 0;
+      const int kv = piece_of(j, u, &t, &q0, &q1);
+      const int dest = kv && p->k_cache.data && qf_token_dest(p, t, &block, &row);
+      if (kv && by_slot && dest) continue;
+      if (kv) {
+        touch_cols(p, 1, t, 0, p->in[1].cols);
+        touch_cols(p, 2, t, 0, p->in[2].cols);
+      } else {
+        touch_cols(p, 0, t, q0 * p->D, q1 * p->D);
+      }
+      if (p->R > 0) j->k->cos_sin(p, t, cos_r, sin_r);
+      j->k->token(c, t, cos_r, sin_r, q0, q1, -1, kv, -1, dest, block, row);
     }
 }
 
@@ -143,7 +191,7 @@ static void run_claimed(cpu_job *j, int by_slot) {
       const int dest = p->k_cache.data && qf_token_dest(p, t, &block, &row);
       const int do_kv = !by_slot || !dest;
       if (p->R > 0) j->k->cos_sin(p, t, cos_r, sin_r);
-      j->k->token(c, t, cos_r, sin_r, 1, ahead, do_kv, do_kv ? ahead : -1, dest, block, row);
+      j->k->token(c, t, cos_r, sin_r, 0, p->Nq, ahead, do_kv, do_kv ? ahead : -1, dest, block, row);
     }
     c0 = n0, c1 = n1;
   }
@@ -166,7 +214,7 @@ static void run_owned(const cpu_job *j, int i, int n) {
     int64_t next = t + 1;
     QF_NEXT_OWNED(next, &nb, &nr);
     if (p->R > 0) j->k->cos_sin(p, t, cos_r, sin_r);
-    j->k->token(c, t, cos_r, sin_r, 0, -1, 1, next < p->T ? next : -1, 1, block, row);
+    j->k->token(c, t, cos_r, sin_r, 0, 0, -1, 1, next < p->T ? next : -1, 1, block, row);
     t = next, block = nb, row = nr;
   }
 #undef QF_NEXT_OWNED
@@ -180,15 +228,34 @@ static void cpu_worker(void *ctx, int i, int n) {
   cpu_job *j = ctx;
   const int by_slot = j->by_slot && n > 1;
   if (by_slot) run_owned(j, i, n);
-  run_claimed(j, by_slot);
+  if (j->cut)
+    run_pieces(j, by_slot);
+  else
+    run_claimed(j, by_slot);
 }
 
-/* The threads a call runs on: the plan's, fewer for a small call. */
+/* The threads a call runs on: the plan's, fewer for a small call, but two
+ * from QF_CPU_MIN_ELEMS_SPLIT input elements (a decode call: its tokens cut
+ * into pieces, cut_tokens). */
 static int64_t call_threads(const qkvfuse_plan *plan, const qf_problem *p) {
   int64_t n = plan->num_threads;
-  const int64_t by_work = p->T * p->H / QF_CPU_MIN_ELEMS_PER_THREAD;
+  int64_t by_work = p->T * p->H / QF_CPU_MIN_ELEMS_PER_THREAD;
+  if (by_work < 2 && p->T * p->H >= QF_CPU_MIN_ELEMS_SPLIT) by_work = 2;
   if (n > by_work) n = by_work > 1 ? by_work : 1;
   return n;
+}
+
+/* Whether a call on n threads cuts its tokens (fewer tokens than threads),
+ * and into how many q pieces each (*pieces; *step q heads each): n / T
+ * rounded up, of whole vectors of `lanes` heads (the kernels compute a
+ * vector of heads at a time, so a part-filled one costs a full one). */
+static int cut_tokens(const qf_problem *p, int64_t n, int lanes, int64_t *pieces, int64_t *step) {
+  *pieces = 1, *step = p->Nq;
+  if (p->T >= n || p->T < 1) return 0;
+  const int64_t want = (n + p->T - 1) / p->T;
+  const int64_t s = ((p->Nq + want - 1) / want + lanes - 1) / lanes * lanes;
+  if (s < p->Nq) *step = s, *pieces = (p->Nq + s - 1) / s;
+  return 1;
 }
 
 static qkvfuse_status cpu_run(const qkvfuse_plan *plan, const qf_problem *p, void *stream) {
@@ -199,6 +266,8 @@ static qkvfuse_status cpu_run(const qkvfuse_plan *plan, const qf_problem *p, voi
   const int64_t n = call_threads(plan, p);
   j.by_slot = by_slot_owner(p, n);
   j.slot_shift = j.by_slot ? slot_group_shift(p) : 0;
+  j.cut = cut_tokens(p, n, j.k->lanes, &j.pieces, &j.q_step);
+  j.units = j.cut ? p->T * (j.pieces + 1) : p->T;
   j.run = p->T / (4 * n);
   if (j.run > QF_CPU_RUN_TOKENS) j.run = QF_CPU_RUN_TOKENS;
   if (j.run < 1) j.run = 1;
@@ -211,11 +280,16 @@ static void cpu_explain(const qkvfuse_plan *plan, const qf_problem *p, char *buf
   const char *why = qf_cpu_direct_refusal(p, qf_cpu_kernels_for((qf_cpu_isa)plan->isa)->lanes);
   const long long threads = (long long)call_threads(plan, p);
   const char *owners = by_slot_owner(p, threads) ? ", k/v heads by cache-slot owner" : "";
+  int64_t pieces, step;
+  char cut[96] = "";
+  if (cut_tokens(p, threads, qf_cpu_kernels_for((qf_cpu_isa)plan->isa)->lanes, &pieces, &step))
+    snprintf(cut, sizeof cut, ", each token in %lld pieces (q heads in %lld, k and v heads)", (long long)pieces + 1,
+             (long long)pieces);
   if (why)
-    snprintf(buf, n, "%s: buffered path (not the direct path: %s), %lld thread%s%s", plan->backend_name, why, threads,
-             threads == 1 ? "" : "s", owners);
+    snprintf(buf, n, "%s: buffered path (not the direct path: %s), %lld thread%s%s%s", plan->backend_name, why,
+             threads, threads == 1 ? "" : "s", cut, owners);
   else
-    snprintf(buf, n, "%s: direct path, %lld thread%s%s", plan->backend_name, threads, threads == 1 ? "" : "s",
+    snprintf(buf, n, "%s: direct path, %lld thread%s%s%s", plan->backend_name, threads, threads == 1 ? "" : "s", cut,
              owners);
 }
 

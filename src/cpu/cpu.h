@@ -88,14 +88,14 @@ typedef struct qf_cpu_kernels {
   void (*norm_weights)(const qf_problem *p, const qf_vec *gamma, const qf_vec *beta, float *g, float *b);
   /* The full-length (R) cos and sin of token t (qf_stage_cos_sin). */
   void (*cos_sin)(const qf_problem *p, int64_t t, float *cos_r, float *sin_r);
-  /* Token t: when do_q, its q heads (load or dequant, RMSNorm, RoPE, store to
-   * q_out); when do_kv, its k heads the same way to k_out, and its v heads
-   * (load or dequant) to v_out, both into the caches at (block, row) when
-   * have_dest. cos_r/sin_r: the token's full-length cos and sin (R values;
-   * unused without RoPE). q_ahead / kv_ahead: the next token whose q / kv
-   * heads this thread does, for prefetching (-1: none). */
-  void (*token)(const qf_cpu_call *c, int64_t t, const float *cos_r, const float *sin_r, int do_q, int64_t q_ahead,
-                int do_kv, int64_t kv_ahead, int have_dest, int64_t block, int64_t row);
+  /* Token t: its q heads [q0, q1) (load or dequant, RMSNorm, RoPE, store
+   * to q_out; none where q0 == q1); when do_kv, its k heads the same way to
+   * k_out, and its v heads (load or dequant) to v_out, both into the caches
+   * at (block, row) when have_dest. cos_r/sin_r: the token's full-length cos
+   * and sin (R values; unused without RoPE). q_ahead / kv_ahead: the next
+   * token whose q / kv heads this thread does, for prefetching (-1: none). */
+  void (*token)(const qf_cpu_call *c, int64_t t, const float *cos_r, const float *sin_r, int64_t q0, int64_t q1,
+                int64_t q_ahead, int do_kv, int64_t kv_ahead, int have_dest, int64_t block, int64_t row);
   /* The same stage math, stage by stage, for the benchmark's unfused chain (unfused_stages.h). */
   qf_unfused_kernels unfused;
 } qf_cpu_kernels;

@@ -8,9 +8,9 @@
 
 /* ---- the fused chain, buffered path --------------------------------------------------- */
 
-/* Heads [first, first + count) of token t (all q heads, or all k heads):
+/* Heads [hb, he) of token t among its q heads, or (is_k) its k heads:
  * load, RMSNorm (norm != 0), RoPE, store to `out` and, for k, the cache. */
-static void rotated_heads(const qf_cpu_call *c, int64_t t, int64_t ahead, int64_t first, int64_t count, int norm,
+static void rotated_heads(const qf_cpu_call *c, int64_t t, int64_t ahead, int64_t hb, int64_t he, int norm,
                           const float *gamma, const float *beta, const float *cos_r, const float *sin_r,
                           const qf_mat *out, size_t es_out, int is_k, int have_dest, int64_t block, int64_t row) {
   const qf_problem *p = c->p;
@@ -19,8 +19,9 @@ static void rotated_heads(const qf_cpu_call *c, int64_t t, int64_t ahead, int64_
   int64_t nb = 0, nr = 0;
   const int next_dest = is_k && dest_ahead(p, ahead, &nb, &nr);
   float xg[QV_W * HEAD_MAX], y[HEAD_MAX], o[HEAD_MAX], inv[QV_W];
-  for (int64_t h0 = 0; h0 < count; h0 += QV_W) {
-    const int n = count - h0 < QV_W ? (int)(count - h0) : QV_W;
+  const int64_t first = is_k ? p->Nq : 0; /* the kind's first head in [q | k | v] */
+  for (int64_t h0 = hb; h0 < he; h0 += QV_W) {
+    const int n = he - h0 < QV_W ? (int)(he - h0) : QV_W;
     for (int g = 0; g < n; g++) {
       prefetch_ahead(&p->in[is_k], c->es_in, ahead, (h0 + g) * D, D, 0);
       prefetch_ahead(out, es_out, ahead, (h0 + g) * D, D, 1);
@@ -55,9 +56,10 @@ static void rotated_heads(const qf_cpu_call *c, int64_t t, int64_t ahead, int64_
   }
 }
 
-static void q_heads(const qf_cpu_call *c, int64_t t, int64_t ahead, const float *cos_r, const float *sin_r) {
+static void q_heads(const qf_cpu_call *c, int64_t t, int64_t q0, int64_t q1, int64_t ahead, const float *cos_r,
+                    const float *sin_r) {
   const qf_problem *p = c->p;
-  rotated_heads(c, t, ahead, 0, p->Nq, p->desc->q_norm, c->q_gamma, c->q_beta, cos_r, sin_r, &p->q_out, c->es_q_out, 0,
+  rotated_heads(c, t, ahead, q0, q1, p->desc->q_norm, c->q_gamma, c->q_beta, cos_r, sin_r, &p->q_out, c->es_q_out, 0,
                 0, 0, 0);
 }
 
@@ -65,7 +67,7 @@ static void kv_heads(const qf_cpu_call *c, int64_t t, int64_t ahead, const float
                      int have_dest, int64_t block, int64_t row) {
   const qf_problem *p = c->p;
   const int64_t D = p->D;
-  rotated_heads(c, t, ahead, p->Nq, p->Nkv, p->desc->k_norm, c->k_gamma, c->k_beta, cos_r, sin_r, &p->k_out,
+  rotated_heads(c, t, ahead, 0, p->Nkv, p->desc->k_norm, c->k_gamma, c->k_beta, cos_r, sin_r, &p->k_out,
                 c->es_k_out, 1, have_dest, block, row);
   if (!p->v_out.data && !have_dest) return;
   int64_t nb = 0, nr = 0;

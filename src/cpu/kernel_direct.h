@@ -270,15 +270,16 @@ static void group_heads_direct(const qf_cpu_call *c, const head_group *gr, const
 
 static void v_heads_direct(const qf_cpu_call *c, int64_t t, int64_t ahead, int have_dest, int64_t block, int64_t row);
 
-/* Token t on the direct path: the q heads (do_q) and/or the k and v heads
+/* Token t on the direct path: the q heads [q0, q1) and/or the k and v heads
  * (do_kv), GROUPS_MAX groups of heads at a time: first their RMSNorm sums,
  * interleaved, then each head in one pass. */
-static void token_direct(const qf_cpu_call *c, int64_t t, const float *cos_r, const float *sin_r, int do_q,
-                         int64_t q_ahead, int do_kv, int64_t kv_ahead, int have_dest, int64_t block, int64_t row) {
+static void token_direct(const qf_cpu_call *c, int64_t t, const float *cos_r, const float *sin_r, int64_t q0,
+                         int64_t q1, int64_t q_ahead, int do_kv, int64_t kv_ahead, int have_dest, int64_t block,
+                         int64_t row) {
   const qf_problem *p = c->p;
   const int64_t D = p->D;
   const char *rows[2] = {input_at(p, t, 0, c->es_in), input_at(p, t, p->Nq * D, c->es_in)}; /* q, k */
-  const int64_t nq = do_q ? (p->Nq + QV_W - 1) / QV_W : 0, nk = do_kv ? (p->Nkv + QV_W - 1) / QV_W : 0;
+  const int64_t nq = (q1 - q0 + QV_W - 1) / QV_W, nk = do_kv ? (p->Nkv + QV_W - 1) / QV_W : 0;
   head_group groups[GROUPS_MAX];
   dequant_terms dq;
   dequant_terms_init(c, t, &dq);
@@ -290,8 +291,8 @@ static void token_direct(const qf_cpu_call *c, int64_t t, const float *cos_r, co
       head_group *gr = &groups[k];
       const int64_t gi = g0 + k;
       gr->is_k = gi >= nq;
-      gr->h0 = (gr->is_k ? gi - nq : gi) * QV_W;
-      const int64_t count = gr->is_k ? p->Nkv : p->Nq;
+      gr->h0 = gr->is_k ? (gi - nq) * QV_W : q0 + gi * QV_W;
+      const int64_t count = gr->is_k ? p->Nkv : q1;
       gr->n = count - gr->h0 < QV_W ? (int)(count - gr->h0) : QV_W;
       for (int g = 0; g < QV_W; g++) {
         const int64_t h = gr->h0 + (g < gr->n ? g : gr->n - 1);

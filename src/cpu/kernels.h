@@ -48,18 +48,18 @@
 #include "cpu/kernel_buffered.h" /* the fused chain through float32 buffers, one loop per stage */
 #include "cpu/kernel_unfused.h"  /* the unfused path's stages */
 
-/* Token t: its q heads (do_q; next such token q_ahead, for prefetching) and/or
- * its k and v heads (do_kv; kv_ahead), into the cache at (block, row) when
- * have_dest. */
-static void token(const qf_cpu_call *c, int64_t t, const float *cos_r, const float *sin_r, int do_q, int64_t q_ahead,
-                  int do_kv, int64_t kv_ahead, int have_dest, int64_t block, int64_t row) {
+/* Token t: its q heads [q0, q1) (next such token q_ahead, for prefetching)
+ * and/or its k and v heads (do_kv; kv_ahead), into the cache at (block, row)
+ * when have_dest. */
+static void token(const qf_cpu_call *c, int64_t t, const float *cos_r, const float *sin_r, int64_t q0, int64_t q1,
+                  int64_t q_ahead, int do_kv, int64_t kv_ahead, int have_dest, int64_t block, int64_t row) {
 #if QV_W > 1
   if (direct_ok(c->p)) {
-    token_direct(c, t, cos_r, sin_r, do_q, q_ahead, do_kv, kv_ahead, have_dest, block, row);
+    token_direct(c, t, cos_r, sin_r, q0, q1, q_ahead, do_kv, kv_ahead, have_dest, block, row);
     return;
   }
 #endif
-  if (do_q) q_heads(c, t, q_ahead, cos_r, sin_r);
+  if (q0 < q1) q_heads(c, t, q0, q1, q_ahead, cos_r, sin_r);
   if (do_kv) kv_heads(c, t, kv_ahead, cos_r, sin_r, have_dest, block, row);
 }
 

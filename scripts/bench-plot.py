@@ -2,14 +2,16 @@
 # SPDX-License-Identifier: Apache-2.0
 """Plot and tabulate `qkvfuse bench` rows (JSON lines), standard library only.
 
-    scripts/bench-plot.py ROWS.jsonl [--svg OUT.svg] [--markdown] [--target OP=PCT[@MIN_T] ...]
+    scripts/bench-plot.py ROWS.jsonl [--tag NAME] [--svg OUT.svg] [--markdown] [--target OP=PCT[@MIN_T] ...]
 
 ROWS.jsonl holds the objects `qkvfuse bench --json` (or `--json-out FILE`)
 writes, one per line; lines without an "op" key (a {"meta": {...}} line giving
 the device, commit and command) are not rows, and the first meta line titles
 the plot. A row needs op, preset, tokens, us, pct_of_copy and
 speedup_vs_unfused; several rows of one (op, preset, tokens) are repeated
-runs (their order is the run number).
+runs (their order is the run number). --tag NAME reads a device's raw-data
+file that holds several runs instead: the rows are the lines {NAME: row},
+and the meta line the one whose object has "tag": NAME.
 
 --svg draws one panel per op: % of copy against the token count (evenly
 spaced), a line per preset through the median of its runs and a dot per run;
@@ -36,7 +38,7 @@ OP_TITLE = {
 COLORS = ["#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd", "#8c564b", "#17becf", "#7f7f7f"]
 
 
-def load(path):
+def load(path, tag=None):
     rows, meta = [], None
     with open(path, encoding="utf-8") as f:
         for n, line in enumerate(f, 1):
@@ -46,12 +48,15 @@ def load(path):
                 obj = json.loads(line)
             except json.JSONDecodeError as e:
                 sys.exit("%s:%d: not JSON: %s" % (path, n, e))
+            is_meta = isinstance(obj.get("meta"), dict) and obj["meta"].get("tag") == tag
+            if tag is not None and not is_meta:
+                obj = obj.get(tag) if isinstance(obj.get(tag), dict) else {}
             if "op" in obj:
                 for key in ("preset", "tokens", "us", "pct_of_copy", "speedup_vs_unfused"):
                     if key not in obj:
                         sys.exit("%s:%d: row without %r" % (path, n, key))
                 rows.append(obj)
-            elif meta is None and isinstance(obj.get("meta"), dict):
+            elif meta is None and is_meta:
                 meta = obj["meta"]
     if not rows:
         sys.exit("%s: no rows" % path)
@@ -212,13 +217,14 @@ def markdown(rows):
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("rows", help="qkvfuse bench JSON lines")
+    ap.add_argument("--tag", help="the rows are the lines {TAG: row} (a raw-data file of several runs)")
     ap.add_argument("--svg", help="write the plot here")
     ap.add_argument("--markdown", action="store_true", help="print the tables (Markdown) on stdout")
     ap.add_argument("--target", action="append", default=[], metavar="OP=PCT[@MIN_T]",
                     help="an op's target in %% of copy, from token count MIN_T on")
     a = ap.parse_args()
     targets = parse_targets(a.target)
-    rows, meta = load(a.rows)
+    rows, meta = load(a.rows, a.tag)
     if a.svg:
         with open(a.svg, "w", encoding="utf-8") as f:
             f.write(svg(rows, meta, targets))

@@ -230,6 +230,48 @@ static void compare_cache(demo_result *r, const char *what, qkvfuse_cache_layout
   free(written);
 }
 
+/* The int8 k and v caches of the cache operators: their bytes before the
+ * call (random: k0, v0), the copies the named call and the reference write
+ * (k, v, k_ref, v_ref), and per-channel [Nkv, D] scales, k symmetric and v
+ * asymmetric (v_offset). */
+typedef struct int8_caches {
+  cli_tensor *k0, *v0, *k, *v, *k_ref, *v_ref, *k_scale, *v_scale, *v_offset;
+} int8_caches;
+
+static int8_caches int8_caches_make(cli_pool *pool, cli_rng *rng, const int64_t shape[4], int64_t Nkv, int64_t D) {
+  int8_caches c;
+  c.k0 = cli_pool_tensor(pool, QKVFUSE_DTYPE_INT8, 4, shape);
+  c.v0 = cli_pool_tensor(pool, QKVFUSE_DTYPE_INT8, 4, shape);
+  cli_fill_bytes(c.k0, rng);
+  cli_fill_bytes(c.v0, rng);
+  c.k = cli_pool_clone(pool, c.k0), c.v = cli_pool_clone(pool, c.v0);
+  c.k_ref = cli_pool_clone(pool, c.k0), c.v_ref = cli_pool_clone(pool, c.v0);
+  const int64_t sshape[2] = {Nkv, D};
+  c.k_scale = cli_pool_tensor(pool, QKVFUSE_DTYPE_FLOAT32, 2, sshape);
+  c.v_scale = cli_pool_tensor(pool, QKVFUSE_DTYPE_FLOAT32, 2, sshape);
+  c.v_offset = cli_pool_tensor(pool, QKVFUSE_DTYPE_FLOAT32, 2, sshape);
+  cli_fill_range(c.k_scale, rng, 0.02, 0.04);
+  cli_fill_range(c.v_scale, rng, 0.01, 0.03);
+  cli_fill_signed(c.v_offset, rng, 0.1, 8.0);
+  return c;
+}
+
+/* The reference run's caches and scales in a. */
+static void int8_caches_args(const int8_caches *c, qkvfuse_args *a) {
+  a->k_scale = &c->k_scale->t;
+  a->v_scale = &c->v_scale->t;
+  a->v_offset = &c->v_offset->t;
+  a->k_cache = &c->k_ref->t;
+  a->v_cache = &c->v_ref->t;
+}
+
+/* compare_cache of both caches. */
+static void int8_caches_compare(demo_result *r, const int8_caches *c, qkvfuse_cache_layout layout, const tk_preset *ps,
+                                const int64_t *slots, int64_t T, int64_t S) {
+  compare_cache(r, "k_cache", layout, ps, c->k, c->k_ref, c->k0, slots, T, S);
+  compare_cache(r, "v_cache", layout, ps, c->v, c->v_ref, c->v0, slots, T, S);
+}
+
 /* The cache operators apply neox RoPE to all D dims of a head. */
 static int fits_full_neox(const tk_preset *ps, demo_result *r) {
   if (ps->rotary_dim == ps->head_dim && ps->rope_style == QKVFUSE_ROPE_NEOX) return 1;
@@ -355,19 +397,7 @@ void demo_qkv_rmsnorm_rope_cache(const tk_preset *ps, const demo_config *cfg, de
   make_slots(&rng, slots, T, blocks * NZ_BLOCK_SIZE);
   cli_tensor *index = index_tensor(&pool, slots, T);
   const int64_t cache_shape[4] = {blocks, W / 32, NZ_BLOCK_SIZE, 32};
-  cli_tensor *kc0 = cli_pool_tensor(&pool, QKVFUSE_DTYPE_INT8, 4, cache_shape);
-  cli_tensor *vc0 = cli_pool_tensor(&pool, QKVFUSE_DTYPE_INT8, 4, cache_shape);
-  cli_fill_bytes(kc0, &rng);
-  cli_fill_bytes(vc0, &rng);
-  cli_tensor *kc = cli_pool_clone(&pool, kc0), *vc = cli_pool_clone(&pool, vc0);
-  cli_tensor *kc_ref = cli_pool_clone(&pool, kc0), *vc_ref = cli_pool_clone(&pool, vc0);
-  const int64_t sshape[2] = {Nkv, D};
-  cli_tensor *k_scale = cli_pool_tensor(&pool, QKVFUSE_DTYPE_FLOAT32, 2, sshape);
-  cli_tensor *v_scale = cli_pool_tensor(&pool, QKVFUSE_DTYPE_FLOAT32, 2, sshape);
-  cli_tensor *v_offset = cli_pool_tensor(&pool, QKVFUSE_DTYPE_FLOAT32, 2, sshape);
-  cli_fill_range(k_scale, &rng, 0.02, 0.04);
-  cli_fill_range(v_scale, &rng, 0.01, 0.03);
-  cli_fill_signed(v_offset, &rng, 0.1, 8.0);
+  const int8_caches c = int8_caches_make(&pool, &rng, cache_shape, Nkv, D);
   cli_tensor *q = output(&pool, dt, 2, (int64_t[]){T, Nq * D}, SENTINEL_NAMED);
   cli_tensor *q_bq = output(&pool, dt, 2, (int64_t[]){T, Nq * D}, SENTINEL_NAMED);
   cli_tensor *k_bq = output(&pool, dt, 2, (int64_t[]){T, W}, SENTINEL_NAMED);
@@ -396,8 +426,8 @@ void demo_qkv_rmsnorm_rope_cache(const tk_preset *ps, const demo_config *cfg, de
   mirror m = mirror_make(cfg->dev);
   s = qkvfuse_qkv_rmsnorm_rope_cache(
       mirror_in(&m, qkv), mirror_in(&m, gq), mirror_in(&m, gk), mirror_in(&m, cos_t), mirror_in(&m, sin_t),
-      mirror_in(&m, index), mirror_out(&m, q), mirror_out(&m, kc), mirror_out(&m, vc), mirror_in(&m, k_scale),
-      mirror_in(&m, v_scale), NULL, mirror_in(&m, v_offset), mirror_out(&m, q_bq), mirror_out(&m, k_bq),
+      mirror_in(&m, index), mirror_out(&m, q), mirror_out(&m, c.k), mirror_out(&m, c.v), mirror_in(&m, c.k_scale),
+      mirror_in(&m, c.v_scale), NULL, mirror_in(&m, c.v_offset), mirror_out(&m, q_bq), mirror_out(&m, k_bq),
       mirror_out(&m, v_bq), qkv_size, head_nums, (double)ps->eps, "PA_NZ", 1, NULL, mirror_stream(&m));
   mirror_fetch(&m);
   if (s != QKVFUSE_SUCCESS) {
@@ -410,14 +440,10 @@ void demo_qkv_rmsnorm_rope_cache(const tk_preset *ps, const demo_config *cfg, de
     a.cos = &cos_t->t;
     a.sin = &sin_t->t;
     a.slot_mapping = &index->t;
-    a.k_scale = &k_scale->t;
-    a.v_scale = &v_scale->t;
-    a.v_offset = &v_offset->t;
     a.q_out = &q_ref->t;
     a.k_out = &k_ref->t;
     a.v_out = &v_ref->t;
-    a.k_cache = &kc_ref->t;
-    a.v_cache = &vc_ref->t;
+    int8_caches_args(&c, &a);
     s = run_reference(&d, &a);
     if (s != QKVFUSE_SUCCESS) {
       failed_call(r, "reference", s);
@@ -426,8 +452,7 @@ void demo_qkv_rmsnorm_rope_cache(const tk_preset *ps, const demo_config *cfg, de
       account(r, "q_out_before_quant", cli_max_err_heads(q_bq, q_ref, D, f32_slack(cfg)));
       account(r, "k_out_before_quant", cli_max_err_heads(k_bq, k_ref, D, f32_slack(cfg)));
       account(r, "v_out_before_quant", cli_max_err_heads(v_bq, v_ref, D, f32_slack(cfg)));
-      compare_cache(r, "k_cache", QKVFUSE_CACHE_NZ, ps, kc, kc_ref, kc0, slots, T, 1);
-      compare_cache(r, "v_cache", QKVFUSE_CACHE_NZ, ps, vc, vc_ref, vc0, slots, T, 1);
+      int8_caches_compare(r, &c, QKVFUSE_CACHE_NZ, ps, slots, T, 1);
       finish(r);
     }
   }
@@ -482,19 +507,7 @@ void demo_dequant_rope_quant_kvcache(const tk_preset *ps, int preset_index, cons
   }
   cache_shape[2] = Nkv, cache_shape[3] = D;
   cli_tensor *indices = index_tensor(&pool, slots, nslots);
-  cli_tensor *kc0 = cli_pool_tensor(&pool, QKVFUSE_DTYPE_INT8, 4, cache_shape);
-  cli_tensor *vc0 = cli_pool_tensor(&pool, QKVFUSE_DTYPE_INT8, 4, cache_shape);
-  cli_fill_bytes(kc0, &rng);
-  cli_fill_bytes(vc0, &rng);
-  cli_tensor *kc = cli_pool_clone(&pool, kc0), *vc = cli_pool_clone(&pool, vc0);
-  cli_tensor *kc_ref = cli_pool_clone(&pool, kc0), *vc_ref = cli_pool_clone(&pool, vc0);
-  const int64_t sshape[2] = {Nkv, D};
-  cli_tensor *k_scale = cli_pool_tensor(&pool, QKVFUSE_DTYPE_FLOAT32, 2, sshape);
-  cli_tensor *v_scale = cli_pool_tensor(&pool, QKVFUSE_DTYPE_FLOAT32, 2, sshape);
-  cli_tensor *v_offset = cli_pool_tensor(&pool, QKVFUSE_DTYPE_FLOAT32, 2, sshape);
-  cli_fill_range(k_scale, &rng, 0.02, 0.04);
-  cli_fill_range(v_scale, &rng, 0.01, 0.03);
-  cli_fill_signed(v_offset, &rng, 0.1, 8.0);
+  const int8_caches c = int8_caches_make(&pool, &rng, cache_shape, Nkv, D);
   cli_tensor *q = output(&pool, dt, 4, (int64_t[]){B, S, Nq, D}, SENTINEL_NAMED);
   cli_tensor *k = output(&pool, dt, 2, (int64_t[]){T, W}, SENTINEL_NAMED);
   cli_tensor *v = output(&pool, dt, 2, (int64_t[]){T, W}, SENTINEL_NAMED);
@@ -518,8 +531,9 @@ void demo_dequant_rope_quant_kvcache(const tk_preset *ps, int preset_index, cons
   const int64_t splits[3] = {Nq * D, W, W};
   mirror m = mirror_make(cfg->dev);
   s = qkvfuse_dequant_rope_quant_kvcache(mirror_in(&m, x), mirror_in(&m, cos_t), mirror_in(&m, sin_t),
-                                         mirror_out(&m, kc), mirror_out(&m, vc), mirror_in(&m, indices),
-                                         mirror_in(&m, k_scale), mirror_in(&m, v_scale), NULL, mirror_in(&m, v_offset),
+                                         mirror_out(&m, c.k), mirror_out(&m, c.v), mirror_in(&m, indices),
+                                         mirror_in(&m, c.k_scale), mirror_in(&m, c.v_scale), NULL,
+                                         mirror_in(&m, c.v_offset),
                                          mirror_in(&m, wscale), mirror_in(&m, ascale), mirror_in(&m, bias), splits,
                                          "static", "BSND", 1, contiguous ? "contiguous" : "page", mirror_out(&m, q),
                                          mirror_out(&m, k), mirror_out(&m, v), NULL, mirror_stream(&m));
@@ -539,14 +553,10 @@ void demo_dequant_rope_quant_kvcache(const tk_preset *ps, int preset_index, cons
     a.cos = &cos_v;
     a.sin = &sin_v;
     a.slot_mapping = &indices->t;
-    a.k_scale = &k_scale->t;
-    a.v_scale = &v_scale->t;
-    a.v_offset = &v_offset->t;
     a.q_out = &q_v;
     a.k_out = &k_ref->t;
     a.v_out = &v_ref->t;
-    a.k_cache = &kc_ref->t;
-    a.v_cache = &vc_ref->t;
+    int8_caches_args(&c, &a);
     s = run_reference(&d, &a);
     if (s != QKVFUSE_SUCCESS) {
       failed_call(r, "reference", s);
@@ -554,8 +564,7 @@ void demo_dequant_rope_quant_kvcache(const tk_preset *ps, int preset_index, cons
       account(r, "q_out", cli_max_err_heads(q, q_ref, D, f32_slack(cfg)));
       account(r, "k_out", cli_max_err_heads(k, k_ref, D, f32_slack(cfg)));
       account(r, "v_out", cli_max_err_heads(v, v_ref, D, f32_slack(cfg)));
-      compare_cache(r, "k_cache", layout, ps, kc, kc_ref, kc0, slots, T, contiguous ? S : 1);
-      compare_cache(r, "v_cache", layout, ps, vc, vc_ref, vc0, slots, T, contiguous ? S : 1);
+      int8_caches_compare(r, &c, layout, ps, slots, T, contiguous ? S : 1);
       finish(r);
       if (r->ok && ps->qk_norm)
         snprintf(r->note, sizeof r->note, "%s applies q/k RMSNorm before RoPE; this op has none", ps->name);

@@ -115,8 +115,8 @@ static void claim(cpu_job *j, int64_t *c0, int64_t *c1) {
   *c1 = *c0 + j->run < U ? *c0 + j->run : U;
 }
 
-/* Unit u of a call whose tokens are cut: its token *t, its
- * q heads [*q0, *q1) and whether it is the token's k/v unit. */
+/* Unit u of a call whose tokens are cut: its token *t, its q heads [*q0,
+ * *q1) and whether it is the token's k/v unit. */
 static int piece_of(const cpu_job *j, int64_t u, int64_t *t, int64_t *q0, int64_t *q1) {
   const int64_t per = j->pieces + 1, k = u % per, Nq = j->call.p->Nq;
   *t = u / per;
@@ -146,10 +146,9 @@ static void touch_input_rows(const qf_problem *p, int64_t c0, int64_t c1) {
     for (int k = 0; k < 3; k++) touch_cols(p, k, t, 0, p->in[k].cols);
 }
 
-/* The units of a call whose tokens are cut, each read as it
- * starts (touch_cols: no unit is prefetched ahead): q pieces, or the
- * token's k and v heads (with by_slot, those of a token without a cache
- * slot only). */
+/* The units of a call whose tokens are cut, each read as it starts
+ * (touch_cols: no unit is prefetched ahead): q pieces, or a token's k and v
+ * heads (with by_slot, those of a token without a cache slot only). */
 static void run_pieces(cpu_job *j, int by_slot) {
   const qf_cpu_call *c = &j->call;
   const qf_problem *p = c->p;

@@ -276,12 +276,13 @@ static qkvfuse_status cpu_run(const qkvfuse_plan *plan, const qf_problem *p, voi
 }
 
 static void cpu_explain(const qkvfuse_plan *plan, const qf_problem *p, char *buf, size_t n) {
-  const char *why = qf_cpu_direct_refusal(p, qf_cpu_kernels_for((qf_cpu_isa)plan->isa)->lanes);
+  const int lanes = qf_cpu_kernels_for((qf_cpu_isa)plan->isa)->lanes;
+  const char *why = qf_cpu_direct_refusal(p, lanes);
   const long long threads = (long long)call_threads(plan, p);
   const char *owners = by_slot_owner(p, threads) ? ", k/v heads by cache-slot owner" : "";
   int64_t pieces, step;
   char cut[96] = "";
-  if (cut_tokens(p, threads, qf_cpu_kernels_for((qf_cpu_isa)plan->isa)->lanes, &pieces, &step))
+  if (cut_tokens(p, threads, lanes, &pieces, &step))
     snprintf(cut, sizeof cut, ", each token in %lld pieces (q heads in %lld, k and v heads)", (long long)pieces + 1,
              (long long)pieces);
   if (why)

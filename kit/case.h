@@ -118,6 +118,15 @@ void tk_spec_engine(tk_spec *s, tk_rng *r);
  * (shapes, T, pairs, scale kinds, the page table, cache order and padding,
  * k and v outputs) stays as drawn. */
 void tk_spec_append(tk_spec *s, tk_rng *r);
+/* Turns a random spec into the int32 call (DequantRopeQuantKvcache's):
+ * int32 input (act_scale in seven cases of ten), RoPE from cos and sin
+ * given per token as rows of the outputs' dtype (bf16 or fp16: q's, and k's
+ * and v's where drawn), norm weights of that dtype and no beta, fused
+ * rounding, and a paged cache of whole rows (NHD, unpadded) with int8
+ * symmetric, fp8 e4m3 or fp8 e5m2 k and v and int64 slots; D, R multiples
+ * of 16 (D up to 512), rows of whole 8-element vectors. The rest (shapes,
+ * T, pairs, norms, scale kinds, skipped slots) stays as drawn. */
+void tk_spec_dequant(tk_spec *s, tk_rng *r);
 /* Make derived fields consistent (cache sizes, in-place legality...). Tests
  * call it after editing a spec. */
 void tk_spec_fixup(tk_spec *s);

@@ -327,6 +327,40 @@ void tk_spec_append(tk_spec *s, tk_rng *r) {
   tk_spec_fixup(s);
 }
 
+void tk_spec_dequant(tk_spec *s, tk_rng *r) {
+  static const qkvfuse_quant_mode qms[] = {QKVFUSE_QUANT_INT8_SYM, QKVFUSE_QUANT_FP8_E4M3, QKVFUSE_QUANT_FP8_E5M2};
+  static const int64_t Ds[] = {32, 64, 96, 128, 192, 256, 512};
+  static const int64_t bits[] = {8, 16, 24};
+  if (s->D % 16 || s->D > 512) s->D = Ds[tk_rng_range(r, 0, 6)];
+  s->qkv_dt = I32;
+  s->rope_dt = tk_rng_chance(r, 0.5) ? BF16 : F16; /* the outputs' dtype */
+  s->q_out_dt = s->rope_dt;
+  s->k_out_dt = s->k_out_dt != NONE ? s->rope_dt : NONE;
+  s->v_out_dt = s->v_out_dt != NONE ? s->rope_dt : NONE;
+  s->q_quant = QKVFUSE_QUANT_NONE;
+  s->bias_dt = NONE;
+  s->act_scale = tk_rng_chance(r, 0.7);
+  s->acc_bits = TK_PICK(r, bits);
+  s->rope_source = QKVFUSE_ROPE_COS_SIN;
+  s->R = tk_rng_chance(r, 0.6) ? s->D : 16 * tk_rng_range(r, 1, s->D / 16);
+  s->q_gamma_dt = s->k_gamma_dt = s->rope_dt;
+  s->q_beta_dt = s->k_beta_dt = NONE;
+  s->rounding = QKVFUSE_ROUNDING_FUSED;
+  s->in3d = 0;
+  s->qkv_pad -= s->qkv_pad % 8;
+  s->rope_pad -= s->rope_pad % 8;
+  s->slot_dt = I64;
+  s->layout = QKVFUSE_CACHE_PAGED;
+  s->addressing = QKVFUSE_ADDRESS_SLOTS;
+  s->k_quant = TK_PICK(r, qms);
+  s->v_quant = TK_PICK(r, qms);
+  s->cache_perm = 0;
+  s->cache_pad = 0;
+  s->kv_interleaved = 0;
+  s->out_pad -= s->out_pad % 8;
+  tk_spec_fixup(s);
+}
+
 static int64_t nz_c(qkvfuse_dtype dt) { return 32 / (int64_t)tk_size(dt); }
 
 void tk_spec_fixup(tk_spec *s) {

@@ -395,17 +395,26 @@ static void explain(void) {
           "explain with D = 72 on CUDA: \"%s\" (%s)", text, qkvfuse_last_error());
     CHECK(explain_case(NULL, QKVFUSE_BACKEND_CUDA, 128, 128, 1, text, sizeof text) == QKVFUSE_ERROR_SHAPE,
           "explain of a bad row width on CUDA: %s", qkvfuse_last_error());
-    /* int32 input: the streaming kernel in either form (by size: base I is decode-sized); with a bias (and
-       parity), the general kernel */
+    /* int32 input: the streaming kernel in either form (by size: base I is decode-sized), as the int32
+       call (base I is one) or with int32 slots not; with a bias (and parity), the general kernel */
     CHECK(explain_base(TK_BASE_I, NULL, text, sizeof text) == QKVFUSE_SUCCESS &&
-              strstr(text, "streaming kernel, narrow decode form (int32 input)"),
+              strstr(text, "streaming kernel, narrow decode form (int32 call)"),
           "explain of int32 input: \"%s\" (%s)", text, qkvfuse_last_error());
     CHECK(explain_base(TK_BASE_I, "cuda.form=prefill", text, sizeof text) == QKVFUSE_SUCCESS &&
-              strstr(text, "streaming kernel, prefill form (int32 input)"),
+              strstr(text, "streaming kernel, prefill form (int32 call)"),
           "explain of int32 input, cuda.form=prefill: \"%s\" (%s)", text, qkvfuse_last_error());
     CHECK(explain_base(TK_BASE_I, "cuda.form=decode", text, sizeof text) == QKVFUSE_SUCCESS &&
-              strstr(text, "streaming kernel, decode form (int32 input)"),
+              strstr(text, "streaming kernel, decode form (int32 call)"),
           "explain of int32 input, cuda.form=decode: \"%s\" (%s)", text, qkvfuse_last_error());
+    {
+      tk_spec s;
+      tk_base_spec(TK_BASE_I, &s);
+      s.slot_dt = QKVFUSE_DTYPE_INT32;
+      tk_spec_fixup(&s);
+      CHECK(explain_spec(&s, NULL, QKVFUSE_BACKEND_CUDA, 0, text, sizeof text) == QKVFUSE_SUCCESS &&
+                strstr(text, "streaming kernel, narrow decode form (int32 input)"),
+            "explain of int32 input with int32 slots: \"%s\" (%s)", text, qkvfuse_last_error());
+    }
     CHECK(explain_base(TK_BASE_B, NULL, text, sizeof text) == QKVFUSE_SUCCESS && strstr(text, "general kernel"),
           "explain of int32 input with a bias: \"%s\" (%s)", text, qkvfuse_last_error());
   }

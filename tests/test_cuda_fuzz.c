@@ -21,11 +21,12 @@
  * Run it under compute-sanitizer (scripts/gpu-check.sh sanitize): memcheck
  * then also proves no access leaves an allocation, initcheck that no
  * uninitialized byte is read.
- *   test_cuda_fuzz [--iters N] [--seed S] [--engine|--append] [--verbose]   (exit 77 without a GPU)
+ *   test_cuda_fuzz [--iters N] [--seed S] [--engine|--append|--dequant] [--verbose]   (exit 77 without a GPU)
  * --engine: every case the call an inference engine makes (tk_spec_engine),
  * which the CUDA backend serves with its dtypes and cache geometry compiled
  * in (the engine call: src/cuda/variant.h; random valid cases rarely are one);
- * --append: every case FlashInfer's append call (tk_spec_append), likewise. */
+ * --append: every case FlashInfer's append call (tk_spec_append), likewise;
+ * --dequant: every case the int32 call (tk_spec_dequant), likewise. */
 #include <cuda_runtime_api.h>
 #include <math.h>
 #include <stdio.h>
@@ -129,14 +130,14 @@ static int64_t bad_index(tk_rng *r, int64_t lim, int is_slot) {
   return v;
 }
 
-static int iteration(uint64_t seed, int engine, int append, int verbose) {
+/* shape: the call every case is made (tk_spec_engine, tk_spec_append, tk_spec_dequant), or NULL */
+static int iteration(uint64_t seed, void (*shape)(tk_spec *, tk_rng *), int verbose) {
   tk_rng r;
   tk_rng_seed(&r, seed);
   tk_limits lim = {tk_rng_chance(&r, 0.2) ? 1 << 18 : 1 << 13, 0};
   tk_spec s;
   tk_spec_random(&s, &r, &lim);
-  if (engine) tk_spec_engine(&s, &r);
-  if (append) tk_spec_append(&s, &r);
+  if (shape) shape(&s, &r);
   if (s.max_pos > 256) s.max_pos = 256;
   s.error_flags = 1;
   tk_spec_fixup(&s);
@@ -308,14 +309,17 @@ int main(int argc, char **argv) {
   }
   const uint64_t iters = tk_arg_u64(argc, argv, "--iters", "QKVFUSE_TEST_CASES", 300);
   const uint64_t seed = tk_arg_u64(argc, argv, "--seed", "QKVFUSE_TEST_SEED", 0xF022C0DAull);
-  const int verbose = tk_arg_has(argc, argv, "--verbose"), engine = tk_arg_has(argc, argv, "--engine");
-  const int append = tk_arg_has(argc, argv, "--append");
+  const int verbose = tk_arg_has(argc, argv, "--verbose");
+  void (*shape)(tk_spec *, tk_rng *) = tk_arg_has(argc, argv, "--engine")    ? tk_spec_engine
+                                       : tk_arg_has(argc, argv, "--append")  ? tk_spec_append
+                                       : tk_arg_has(argc, argv, "--dequant") ? tk_spec_dequant
+                                                                             : NULL;
   for (int k = 0; k < GUARD; k++) guard_pattern[k] = (uint8_t)(0x5B ^ (k * 29)) | 1;
   int failed = 0;
   for (uint64_t i = 0; i < iters; i++) {
     /* --iters 1 --seed S reruns exactly the case printed as seed=S */
     const uint64_t cs = iters == 1 ? seed : tk_case_seed(seed, i);
-    failed += iteration(cs, engine, append, verbose);
+    failed += iteration(cs, shape, verbose);
     if (failed >= 10) break;
   }
   printf("test_cuda_fuzz: %llu iterations, %d failed\n", (unsigned long long)iters, failed);

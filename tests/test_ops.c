@@ -2,7 +2,7 @@
 /* Oracle vs library on many random shapes and option sets, per backend.
  *
  *   test_ops [--backend reference,auto,cpu] [--seed S] [--cases N] [--only I]
- *            [--max-elems E] [--engine|--append] [--rounding MODE] [--wide] [--strided vectors|all]
+ *            [--max-elems E] [--engine|--append|--dequant] [--rounding MODE] [--wide] [--strided vectors|all]
  *            [--page-table] [--verbose]
  *   test_ops --preset NAME|all [--tokens 1,7,33] [--backend ...] [--seed S]
  * --preset: instead of random cases, a preset's named list of cases (the
@@ -14,6 +14,8 @@
  * geometry as constants (the engine call: src/cuda/variant.h).
  * --append: every case FlashInfer's append call (tk_spec_append), which the
  * CUDA backend's prefill form serves with its dtypes as constants.
+ * --dequant: every case the int32 call (tk_spec_dequant), which both CUDA
+ * forms serve with its dtypes and cache geometry as constants.
  * --page-table: every case with a cache in pages (paged, paged_hnd or nz; a
  * case drawn without one gets a paged cache) addressed through a page table.
  * --rounding: every case in that rounding mode (fused, unfused_parity,
@@ -132,8 +134,12 @@ int main(int argc, char **argv) {
   uint64_t only = tk_arg_u64(argc, argv, "--only", NULL, UINT64_MAX);
   if (only != UINT64_MAX && ncases <= only) ncases = only + 1;
   tk_limits lim = {(int64_t)tk_arg_u64(argc, argv, "--max-elems", NULL, 250000), tk_arg_has(argc, argv, "--wide")};
-  int verbose = tk_arg_has(argc, argv, "--verbose"), engine = tk_arg_has(argc, argv, "--engine");
-  const int append = tk_arg_has(argc, argv, "--append");
+  int verbose = tk_arg_has(argc, argv, "--verbose");
+  /* the call every case is made, or NULL */
+  void (*shape)(tk_spec *, tk_rng *) = tk_arg_has(argc, argv, "--engine")    ? tk_spec_engine
+                                       : tk_arg_has(argc, argv, "--append")  ? tk_spec_append
+                                       : tk_arg_has(argc, argv, "--dequant") ? tk_spec_dequant
+                                                                             : NULL;
   const int page_table = tk_arg_has(argc, argv, "--page-table");
   /* --rounding MODE: every case in that rounding mode (the random cases draw fused or unfused_parity) */
   const char *rounding = arg_str(argc, argv, "--rounding");
@@ -172,8 +178,7 @@ int main(int argc, char **argv) {
       tk_rng_seed(&r, cs);
       tk_spec sp;
       tk_spec_random(&sp, &r, &lim);
-      if (engine) tk_spec_engine(&sp, &r);
-      if (append) tk_spec_append(&sp, &r);
+      if (shape) shape(&sp, &r);
       if (rounding_mode >= 0) sp.rounding = (qkvfuse_rounding)rounding_mode;
       if (page_table) {
         if (sp.layout == QKVFUSE_CACHE_NONE || sp.layout == QKVFUSE_CACHE_CONTIGUOUS) sp.layout = QKVFUSE_CACHE_PAGED;

@@ -62,15 +62,15 @@ static void qf_cuda_explain(const qkvfuse_plan *plan, const qf_problem *p, char 
   const char *call = v.engine == QF_CUDA_ENGINE_CALL       ? " (engine call)"
                      : v.engine == QF_CUDA_ENGINE_CALL_F32 ? " (engine call, float32 cos/sin)"
                      : v.engine == QF_CUDA_ENGINE_APPEND   ? " (append call)"
+                     : v.engine == QF_CUDA_ENGINE_DEQUANT  ? " (int32 call)"
+                     : v.input == QKVFUSE_DTYPE_INT32      ? " (int32 input)"
                                                            : "";
   if (v.kernel == QF_CUDA_KERNEL_GENERAL)
     snprintf(buf, n, "%s: general kernel, %d-element vectors, %d per lane, %u blocks (not the streaming kernel: %s)",
              plan->backend_name, v.vec, v.vecs_per_lane, v.blocks, v.refused ? v.refused : "-");
   else
-    snprintf(buf, n, "%s: streaming kernel, %s%s%s, %d lanes per head, %u blocks, %zu B shared memory%s",
-             plan->backend_name, form, call,
-             v.input == QKVFUSE_DTYPE_INT32 ? " (int32 input)" : "", v.lanes, v.blocks, v.smem,
-             v.pdl ? ", programmatic dependent launch" : "");
+    snprintf(buf, n, "%s: streaming kernel, %s%s, %d lanes per head, %u blocks, %zu B shared memory%s",
+             plan->backend_name, form, call, v.lanes, v.blocks, v.smem, v.pdl ? ", programmatic dependent launch" : "");
 }
 
 static qkvfuse_status qf_cuda_run(const qkvfuse_plan *plan, const qf_problem *p, void *stream) {

@@ -101,7 +101,7 @@ static const char *streaming_schedule(const qf_cuda_state &state, const qf_probl
   }
   v->kernel = QF_CUDA_KERNEL_PREFILL;
   v->lanes = qf::prefill_lanes(D);
-  v->quantized_cache = v->engine != QF_CUDA_ENGINE_NONE && quantized_cache; /* its own kernel (kEngineQuant) */
+  v->quantized_cache = v->engine != QF_CUDA_ENGINE_NONE && !i32 && quantized_cache; /* its own kernel (kEngineQuant) */
   if (runs >= 0x7fffffffLL) return "more token runs than 32-bit indices reach"; /* a run (+ a stride) < 2^32 */
   /* the late blocks, then the resident blocks per item of the other runs;
      the forced prefill form takes three (at most one per run), so that on

@@ -51,8 +51,8 @@ __device__ __forceinline__ vec_cs_raw vec_cs_load(const qf_cu_problem &P, int64_
   const qf_cu_mat &csc = P.cos_sin_cache;
   const int csdt = COS_SIN_DTYPE ? COS_SIN_DTYPE : csc.dtype;
   if (COS_SIN_ROWS) {
-    r.c = ld_table<8>(P.cos.data, P.cos.dtype, t * P.cos.ld + 8 * w);
-    r.s = ld_table<8>(P.sin.data, P.sin.dtype, t * P.sin.ld + 8 * w);
+    r.c = ld_table<8>(P.cos.data, COS_SIN_DTYPE ? COS_SIN_DTYPE : P.cos.dtype, t * P.cos.ld + 8 * w);
+    r.s = ld_table<8>(P.sin.data, COS_SIN_DTYPE ? COS_SIN_DTYPE : P.sin.dtype, t * P.sin.ld + 8 * w);
   } else if (COS_SIN_DTYPE || P.rope_source == QKVFUSE_ROPE_COS_SIN_CACHE) {
     const int64_t base = vec_cos_at<INTERLEAVED>(csc, pos, w, R);
     r.c = ld_table<INTERLEAVED ? 4 : 8>(csc.data, csdt, base);
@@ -70,8 +70,8 @@ __device__ __forceinline__ void vec_cs_get(const qf_cu_problem &P, const vec_cs_
   const bool cache_src = COS_SIN_DTYPE || P.rope_source == QKVFUSE_ROPE_COS_SIN_CACHE;
   const int csdt = COS_SIN_DTYPE ? COS_SIN_DTYPE : P.cos_sin_cache.dtype;
   if (COS_SIN_ROWS) {
-    cvt_table<8>(r.c, P.cos.dtype, c);
-    cvt_table<8>(r.s, P.sin.dtype, s);
+    cvt_table<8>(r.c, COS_SIN_DTYPE ? COS_SIN_DTYPE : P.cos.dtype, c);
+    cvt_table<8>(r.s, COS_SIN_DTYPE ? COS_SIN_DTYPE : P.sin.dtype, s);
   } else if (cache_src && !INTERLEAVED) {
     cvt_table<8>(r.c, csdt, c);
     cvt_table<8>(r.s, csdt, s);
@@ -222,23 +222,23 @@ __device__ __forceinline__ bool same_weights(const weights_raw<NV> &a, const wei
 // not); a head with a bad one skips its cache rows. PRELOAD: the k and v
 // blocks also read and ready their norm weights and scales before the wait
 // (preload). ENGINE: what the kernel knows of its call (kEngine, | kEngineCache
-// with PRELOAD, or 0). I32: int32 input (T: the outputs' type), each vector
-// two 16-byte pieces, dequantized by the lane's weight scales and the
-// token's act_scale, both read with the row; a token whose act_scale is not
-// finite writes nothing (reported by its first q group), and neither does a
-// head with a weight scale that is not finite (reported by its groups of
-// token 0).
+// with PRELOAD, | kEngineRows with I32, or 0). I32: int32 input (T: the
+// outputs' type), each vector two 16-byte pieces, dequantized by the lane's
+// weight scales and the token's act_scale, both read with the row; a token
+// whose act_scale is not finite writes nothing (reported by its first q
+// group), and neither does a head with a weight scale that is not finite
+// (reported by its groups of token 0).
 template <typename T, int L, int NV, bool INTERLEAVED, bool COS_SIN_ROWS, bool PRELOAD, int ENGINE, bool I32 = false>
 __global__ void __launch_bounds__(kStreamingBlock) decode_kernel(const __grid_constant__ qf_cu_decode_params params) {
 #if QF_STREAMING_DEVICE_CODE
   const qf_cu_problem &P = params.problem;
   constexpr int GPB = kStreamingBlock / L, COS_SIN_VECS = cos_sin_vecs(INTERLEAVED, COS_SIN_ROWS), N = 8 * NV;
-  static_assert(!ENGINE || !COS_SIN_ROWS, "ENGINE: cos/sin from a cache");
-  static_assert(!I32 || (!ENGINE && !PRELOAD), "I32: neither the engine call nor PRELOAD");
+  static_assert(!ENGINE || COS_SIN_ROWS == ((ENGINE & kEngineRows) != 0), "ENGINE: cos/sin rows with kEngineRows only");
+  static_assert(!I32 || !PRELOAD, "I32: no PRELOAD");
   using TIn = typename input_elem<T, I32>::type;
   constexpr int VP = I32 ? 2 : 1; /* 16-byte pieces of a vector */
-  constexpr int TABLE_DTYPE = ENGINE ? h16<T>::dtype : 0; /* ENGINE: the norm weights' dtype (the input's) */
-  constexpr int CS_DTYPE = engine_table_dtype<T>(ENGINE); /* ENGINE: the cos_sin_cache's dtype */
+  constexpr int TABLE_DTYPE = ENGINE ? h16<T>::dtype : 0; /* ENGINE: the norm weights' dtype (T) */
+  constexpr int CS_DTYPE = engine_table_dtype<T>(ENGINE); /* ENGINE: the cos/sin table's dtype */
   constexpr bool APPEND = (ENGINE & kEngineAppend) != 0; /* FlashInfer's append call */
   const int D = P.D, R = P.R, data_lanes = D >> (NV == 1 ? 3 : 4); /* lanes with data */
   const int lane = threadIdx.x & (L - 1), grp = threadIdx.x / L;
@@ -281,7 +281,7 @@ __global__ void __launch_bounds__(kStreamingBlock) decode_kernel(const __grid_co
   }
   if (live && lane == 0) {
     if (I32 && P.act_scale) prefetch_l2(P.act_scale + t);
-    if (ENGINE || P.positions.data)
+    if (has_positions(ENGINE, P))
       prefetch_l2(index_at(P.positions.data, ENGINE ? engine_pos_dtype(ENGINE) : P.positions.dtype, t));
     if (page_table_of(ENGINE, P)) { /* the token's own entries; the rest of the table depends on them */
       prefetch_l2(index_at(P.pt.batch, P.pt.batch_dtype, t));
@@ -298,7 +298,7 @@ __global__ void __launch_bounds__(kStreamingBlock) decode_kernel(const __grid_co
   // round trip is hidden behind the normalization anyway
   const bool rot = NV == 1 ? (INTERLEAVED ? 8 * wv[0] < R : wv[0] < (R >> 3)) : (lv.rot_a || lv.rot_b);
   if (NV == 1 && !COS_SIN_ROWS && kind < 2 && R > 0 && act && rot &&
-      (ENGINE || P.rope_source == QKVFUSE_ROPE_COS_SIN_CACHE) && (ENGINE || P.positions.data)) {
+      (ENGINE || P.rope_source == QKVFUSE_ROPE_COS_SIN_CACHE) && has_positions(ENGINE, P)) {
     const int64_t hp = position_hint<ENGINE>(P, t);
     if (hp >= 0 && hp < P.max_pos) {
       const qf_cu_mat &csc = P.cos_sin_cache;
@@ -409,7 +409,7 @@ __global__ void __launch_bounds__(kStreamingBlock) decode_kernel(const __grid_co
   // slot's check and page come after, during their round trip; a token with a
   // bad slot writes nothing either way); NV = 1: converted after the
   // normalization
-  const bool pos_ok = !(ENGINE || P.positions.data) || (ix.pos >= 0 && ix.pos < P.max_pos);
+  const bool pos_ok = !has_positions(ENGINE, P) || (ix.pos >= 0 && ix.pos < P.max_pos);
   const bool rope = kind < 2 && R > 0 && pos_ok && act && rot;
   const int pos = (int)ix.pos; /* < max_pos <= 2^31 when used */
   float cs[COS_SIN_VECS][8];

@@ -76,17 +76,42 @@ const char *qf_cuda_streaming_refusal(const qf_problem *p, const qf_cu_problem *
   return nullptr;
 }
 
+/* Whether each cache's heads hold their D channels contiguous (the calls
+ * qf_cuda_engine_call names all need it). */
+static bool heads_contiguous(const qf_problem *p) {
+  const qf_cache *caches[] = {&p->k_cache, &p->v_cache};
+  for (const qf_cache *c : caches)
+    if (c->data && c->chunk != p->D) return false;
+  return true;
+}
+
+/* The engine call's cache, where the call has one (backend.h): paged with
+ * whole rows addressed by int64 slots, int8 or fp8 e4m3 without offsets. */
+static bool engine_cache(const qf_problem *p, const qf_cu_problem *P) {
+  const qkvfuse_desc *d = p->desc;
+  /* the engine call's caches: int8 or fp8 e4m3 (e5m2 would add a third quantizer to every store) */
+  if (d->k_quant == QKVFUSE_QUANT_FP8_E5M2 || d->v_quant == QKVFUSE_QUANT_FP8_E5M2) return false;
+  if (d->cache_layout == QKVFUSE_CACHE_NONE) return true;
+  return d->cache_addressing == QKVFUSE_ADDRESS_SLOTS && d->cache_layout != QKVFUSE_CACHE_CONTIGUOUS && P->slot_lin &&
+         p->slot_mapping.dtype == QKVFUSE_DTYPE_INT64 && !p->k_offset.data && !p->v_offset.data;
+}
+
 qf_cuda_engine qf_cuda_engine_call(const qf_problem *p, const qf_cu_problem *P) {
   const qkvfuse_desc *d = p->desc;
   const qkvfuse_dtype in = p->in[0].dtype;
-  if (in == QKVFUSE_DTYPE_INT32) return QF_CUDA_ENGINE_NONE; /* the engine kernels read 16-bit input */
+  if (in == QKVFUSE_DTYPE_INT32) { /* the int32 call: its tables of the outputs' dtype */
+    const qkvfuse_dtype io = qf_cuda_streaming_type(p);
+    const bool tables = p->cos.dtype == io && p->sin.dtype == io && (!p->q_gamma.data || p->q_gamma.dtype == io) &&
+                        (!p->k_gamma.data || p->k_gamma.dtype == io);
+    return d->rope_source == QKVFUSE_ROPE_COS_SIN && tables && d->q_quant == QKVFUSE_QUANT_NONE &&
+                   heads_contiguous(p) && engine_cache(p, P)
+               ? QF_CUDA_ENGINE_DEQUANT
+               : QF_CUDA_ENGINE_NONE;
+  }
   if (d->rope_source != QKVFUSE_ROPE_COS_SIN_CACHE || (p->q_gamma.data && p->q_gamma.dtype != in) ||
       (p->k_gamma.data && p->k_gamma.dtype != in))
     return QF_CUDA_ENGINE_NONE;
-  const qf_cache *caches[] = {&p->k_cache, &p->v_cache};
-  for (const qf_cache *c : caches)
-    if (c->data && c->chunk != p->D) return QF_CUDA_ENGINE_NONE;
-  const bool cache = d->cache_layout != QKVFUSE_CACHE_NONE;
+  if (!heads_contiguous(p)) return QF_CUDA_ENGINE_NONE;
   if (d->q_quant == QKVFUSE_QUANT_FP8_E4M3) /* the append call: every quantizer e4m3 */
     return p->k_cache.data && p->v_cache.data && d->cache_addressing == QKVFUSE_ADDRESS_PAGE_TABLE &&
                    d->k_quant == QKVFUSE_QUANT_FP8_E4M3 &&
@@ -95,13 +120,7 @@ qf_cuda_engine qf_cuda_engine_call(const qf_problem *p, const qf_cu_problem *P) 
                ? QF_CUDA_ENGINE_APPEND
                : QF_CUDA_ENGINE_NONE;
   if (d->q_quant != QKVFUSE_QUANT_NONE) return QF_CUDA_ENGINE_NONE; /* the engine call stores q of the input's dtype */
-  /* the engine call's caches: int8 or fp8 e4m3 (e5m2 would add a third quantizer to every store) */
-  if (d->k_quant == QKVFUSE_QUANT_FP8_E5M2 || d->v_quant == QKVFUSE_QUANT_FP8_E5M2) return QF_CUDA_ENGINE_NONE;
-  if (cache && d->cache_addressing != QKVFUSE_ADDRESS_SLOTS) return QF_CUDA_ENGINE_NONE;
-  if (p->positions.dtype != QKVFUSE_DTYPE_INT64 ||
-      (cache && (d->cache_layout == QKVFUSE_CACHE_CONTIGUOUS || !P->slot_lin ||
-                 p->slot_mapping.dtype != QKVFUSE_DTYPE_INT64 || p->k_offset.data || p->v_offset.data)))
-    return QF_CUDA_ENGINE_NONE;
+  if (p->positions.dtype != QKVFUSE_DTYPE_INT64 || !engine_cache(p, P)) return QF_CUDA_ENGINE_NONE;
   return p->cos_sin_cache.dtype == in                     ? QF_CUDA_ENGINE_CALL
          : p->cos_sin_cache.dtype == QKVFUSE_DTYPE_FLOAT32 ? QF_CUDA_ENGINE_CALL_F32
                                                            : QF_CUDA_ENGINE_NONE;

@@ -258,12 +258,12 @@ struct table_scales {
 // run are copied into shared memory (cp.async) while the current run is
 // computed, and the next run's position and slot are loaded ahead. COS_SIN_ROWS:
 // cos/sin given per token at full length (COS_SIN source). ENGINE: kEngine (|
-// kEngineQuant, | kEngineF32, | kEngineAppend) or 0 (what the kernel knows of
-// its call). I32: int32 input (T: the outputs' type), dequantized as it
-// leaves the stage: times the block's weight scales (fill_wtable) and the
-// token's act_scale, loaded a run ahead; a token whose act_scale is not
-// finite writes nothing, and neither does a head whose weight scales are
-// not all finite.
+// kEngineQuant, | kEngineF32, | kEngineAppend; I32: | kEngineRows) or 0
+// (what the kernel knows of its call). I32: int32 input (T: the outputs'
+// type), dequantized as it leaves the stage: times the block's weight scales
+// (fill_wtable) and the token's act_scale, loaded a run ahead; a token whose
+// act_scale is not finite writes nothing, and neither does a head whose
+// weight scales are not all finite.
 template <typename T, int L, bool INTERLEAVED, bool COS_SIN_ROWS, int ENGINE, bool I32 = false>
 __global__ void __launch_bounds__(kStreamingBlock, prefill_blocks_per_sm(ENGINE))
     prefill_kernel(const qf_cu_prefill_params params) {
@@ -271,12 +271,13 @@ __global__ void __launch_bounds__(kStreamingBlock, prefill_blocks_per_sm(ENGINE)
   const qf_cu_problem &P = params.problem;
   constexpr int GPB = prefill_groups_per_block(L), NH = max_heads_per_item(COS_SIN_ROWS || I32),
                 COS_SIN_VECS = cos_sin_vecs(INTERLEAVED, COS_SIN_ROWS);
-  static_assert(!ENGINE || !COS_SIN_ROWS, "ENGINE: cos/sin from a cache");
-  static_assert(!ENGINE || !I32, "ENGINE: 16-bit input");
+  static_assert(!ENGINE || COS_SIN_ROWS == ((ENGINE & kEngineRows) != 0), "ENGINE: cos/sin rows with kEngineRows only");
   using TIn = typename input_elem<T, I32>::type;
   constexpr int VP = I32 ? 4 : 2; /* 16-byte pieces of a lane's two vectors */
-  constexpr int GAMMA_DTYPE = ENGINE ? h16<T>::dtype : 0; /* ENGINE: the norm weights' dtype (the input's) */
-  constexpr int TABLE_DTYPE = engine_table_dtype<T>(ENGINE); /* ENGINE: the cos_sin_cache's dtype */
+  constexpr int GAMMA_DTYPE = ENGINE ? h16<T>::dtype : 0; /* ENGINE: the norm weights' dtype (T) */
+  constexpr int TABLE_DTYPE = engine_table_dtype<T>(ENGINE); /* ENGINE: the cos/sin table's dtype */
+  /* ENGINE from a cos_sin_cache: a run's cos/sin fetched a run ahead (cs_fetch) */
+  constexpr bool CS_AHEAD = ENGINE && !(ENGINE & kEngineRows);
   constexpr bool QUANT = (ENGINE & kEngineQuant) != 0; /* the kernel of a call with a quantized cache */
   constexpr bool APPEND = (ENGINE & kEngineAppend) != 0; /* FlashInfer's append call */
   static_assert(!APPEND || QUANT, "kEngineAppend: a quantized cache");
@@ -404,7 +405,7 @@ __global__ void __launch_bounds__(kStreamingBlock, prefill_blocks_per_sm(ENGINE)
     oq = {APPEND ? (int)QKVFUSE_QUANT_FP8_E4M3 : P.q_quant, rcp_approx(qs)};
     if (q_bad && threadIdx.x == 0) report(P, QKVFUSE_DATA_ERROR_SCALE);
   }
-  // ENGINE: the cos/sin of the lane's token in run cc, fetched a run ahead
+  // CS_AHEAD: the cos/sin of the lane's token in run cc, fetched a run ahead
   // (where it rotates: its position in the table; checked again with the
   // token when the run is computed). The compiler evaluates part of this
   // range check ahead of the first head, so every block, v's too, waits
@@ -419,7 +420,7 @@ __global__ void __launch_bounds__(kStreamingBlock, prefill_blocks_per_sm(ENGINE)
     return cs_fetch<TABLE_DTYPE, INTERLEAVED, QUANT>(P, x.pos, lv, r);
   };
   cs_bits<TABLE_DTYPE> csb = {};
-  if constexpr (ENGINE) csb = fetch_cs(c, next);
+  if constexpr (CS_AHEAD) csb = fetch_cs(c, next);
   // not ENGINE, from a cos_sin_cache: the next run's cos/sin lines into L2,
   // its position loaded at the top of this run (COS_SIN_ROWS: registers)
   auto prefetch_cs = [&](unsigned cc, const token_ix &x) {
@@ -473,7 +474,7 @@ __global__ void __launch_bounds__(kStreamingBlock, prefill_blocks_per_sm(ENGINE)
     // cos/sin of the lane's elements
     const bool rope = kind < 2 && R > 0 && td.ok && act && (lv.rot_a || lv.rot_b);
     float cs[COS_SIN_VECS][8];
-    if constexpr (ENGINE)
+    if constexpr (CS_AHEAD)
       cs_ready<T, TABLE_DTYPE, INTERLEAVED, COS_SIN_VECS>(csb, cs);
     else
       load_cos_sin<INTERLEAVED, COS_SIN_ROWS, TABLE_DTYPE>(P, t, (int)ix.pos /* < max_pos <= 2^31 when used */, lv,
@@ -513,7 +514,7 @@ __global__ void __launch_bounds__(kStreamingBlock, prefill_blocks_per_sm(ENGINE)
                                                           (bad >> i & 1u) != 0, offsets},
                                              v_adjacent, oq);
       if (i == 0) { /* the next run's cos/sin, its position loaded at the top of this one */
-        if constexpr (ENGINE)
+        if constexpr (CS_AHEAD)
           csb = fetch_cs(cn, next);
         else if constexpr (!COS_SIN_ROWS)
           prefetch_cs(cn, next);

@@ -90,12 +90,18 @@ constexpr int kStreamingBlock = 128;
 // (with kEngineF32): the call is FlashInfer's append instead
 // (rope_quantize_fp8_append_paged_kv_cache): int32 positions, q written as
 // fp8 e4m3, k and v through a page table into e4m3 caches (any paged
-// layout) whose heads' D channels are contiguous. Their branches on dtypes
-// and layouts fold away.
-constexpr int kEngine = 1, kEngineCache = 2, kEngineQuant = 4, kEngineAppend = 8, kEngineF32 = 16;
-// What an ENGINE kernel knows (0: read from the call): the positions' dtype,
-// the cos_sin_cache's (T: the input's element) and whether a page table
-// places the cache rows.
+// layout) whose heads' D channels are contiguous; | kEngineRows: the int32
+// call instead (I32, COS_SIN_ROWS): no positions, cos and sin given per
+// token as rows of the outputs' dtype, norm weights of that dtype and a
+// cache as the engine call's. Their branches on dtypes and layouts fold away.
+constexpr int kEngine = 1, kEngineCache = 2, kEngineQuant = 4, kEngineAppend = 8, kEngineF32 = 16, kEngineRows = 32;
+// What an ENGINE kernel knows (0: read from the call): whether the call has
+// positions and their dtype, the cos/sin table's dtype (T: the input's
+// element, or the outputs' for int32 input) and whether a page table places
+// the cache rows.
+__device__ __forceinline__ bool has_positions(int e, const qf_cu_problem &P) {
+  return e ? !(e & kEngineRows) : P.positions.data != nullptr;
+}
 __host__ __device__ constexpr int engine_pos_dtype(int e) {
   return !e ? 0 : (e & kEngineAppend) ? QKVFUSE_DTYPE_INT32 : QKVFUSE_DTYPE_INT64;
 }
@@ -120,15 +126,16 @@ __host__ __device__ constexpr int engine_bits(qf_cuda_engine e) {
   return e == QF_CUDA_ENGINE_CALL       ? kEngine
          : e == QF_CUDA_ENGINE_CALL_F32 ? kEngine | kEngineF32
          : e == QF_CUDA_ENGINE_APPEND   ? kEngine | kEngineF32 | kEngineAppend
+         : e == QF_CUDA_ENGINE_DEQUANT  ? kEngine | kEngineRows
                                         : 0;
 }
 // The prefill form's resident blocks per multiprocessor (ENGINE: the
 // kernel's bits): its launch bound and its grid. Its kernels that know the
 // engine call with a 16-bit table fit five blocks in their registers
 // without spills; the others (kEngineF32's too: float32 cos/sin held a run
-// ahead) spill at five, so run four.
+// ahead; kEngineRows': int32 input) spill at five, so run four.
 __host__ __device__ constexpr int prefill_blocks_per_sm(int engine) {
-  return engine && !(engine & kEngineF32) ? 5 : 4;
+  return engine && !(engine & (kEngineF32 | kEngineRows)) ? 5 : 4;
 }
 // The two-vector decode form's resident blocks per multiprocessor, as its
 // registers on sm_90 allow (ptxas: 86 for the engine call's kernels, 79-94
@@ -190,7 +197,7 @@ template <bool FIXED, int ENGINE = 0, bool WALK = true>
 __device__ __forceinline__ token_ix load_token_ix(const qf_cu_problem &P, const qf_cu_div *batch_div, int64_t t) {
   token_ix x = {0, -1};
   if (t >= P.T) return x;
-  if (ENGINE || P.positions.data)
+  if (has_positions(ENGINE, P))
     x.pos = ld_index(P.positions.data, ENGINE ? engine_pos_dtype(ENGINE) : P.positions.dtype, t);
   if (page_table_of(ENGINE, P)) {
     if (WALK) x.slot = page_table_slot(P.pt, t);
@@ -224,7 +231,7 @@ __device__ __forceinline__ token_dest check_token(const qf_cu_problem &P, const 
                                                   const qf_cu_div *batch_div, int64_t t, const token_ix &ix, int kind,
                                                   bool live, const Reporter &reporter) {
   token_dest d = {live, false, 0};
-  if (live && (ENGINE || P.positions.data) && (ix.pos < 0 || ix.pos >= P.max_pos)) {
+  if (live && has_positions(ENGINE, P) && (ix.pos < 0 || ix.pos >= P.max_pos)) {
     d.ok = false;
     if (reporter()) report(P, QKVFUSE_DATA_ERROR_POSITION);
   }
@@ -364,7 +371,8 @@ __device__ __forceinline__ void prefetch_cos_sin(const qf_cu_problem &P, int64_t
 
 // cos/sin of the lane's rotated elements for token t at position pos (when
 // rope: the token is valid and the lane rotates). COS_SIN_DTYPE: the call's
-// cos_sin_cache dtype, known at compile time (else 0: read).
+// cos_sin_cache dtype, or with COS_SIN_ROWS its cos and sin rows', known at
+// compile time (else 0: read).
 template <bool INTERLEAVED, bool COS_SIN_ROWS, int COS_SIN_DTYPE = 0>
 __device__ __forceinline__ void load_cos_sin(const qf_cu_problem &P, int64_t t, int pos, const lane_vecs &lv, bool rope,
                                              float (&cs)[cos_sin_vecs(INTERLEAVED, COS_SIN_ROWS)][8]) {
@@ -383,10 +391,11 @@ __device__ __forceinline__ void load_cos_sin(const qf_cu_problem &P, int64_t t, 
       if (COS_SIN_ROWS ? !(v ? lv.rot_b : lv.rot_a) : (INTERLEAVED && 8 * w >= R)) continue;
       table_raw c2[2];
       if (COS_SIN_ROWS) {
-        c2[0] = ld_table<8>(P.cos.data, P.cos.dtype, t * P.cos.ld + 8 * w);
-        c2[1] = ld_table<8>(P.sin.data, P.sin.dtype, t * P.sin.ld + 8 * w);
-        cvt_table<8>(c2[0], P.cos.dtype, cs[2 * v]);
-        cvt_table<8>(c2[1], P.sin.dtype, cs[2 * v + 1]);
+        const int cdt = COS_SIN_DTYPE ? COS_SIN_DTYPE : P.cos.dtype, sdt = COS_SIN_DTYPE ? COS_SIN_DTYPE : P.sin.dtype;
+        c2[0] = ld_table<8>(P.cos.data, cdt, t * P.cos.ld + 8 * w);
+        c2[1] = ld_table<8>(P.sin.data, sdt, t * P.sin.ld + 8 * w);
+        cvt_table<8>(c2[0], cdt, cs[2 * v]);
+        cvt_table<8>(c2[1], sdt, cs[2 * v + 1]);
       } else if (!INTERLEAVED) { /* pairs 8a .. 8a+7 */
         const int64_t base = cos_at<false>(csc, pos, lv.a);
         c2[0] = ld_table<8>(csc.data, csdt, base);

@@ -8,7 +8,8 @@
 // per pair from a 16-bit or a float32 table, and as the append call's
 // (kEngineAppend: its cache is quantized, so the prefill form's kEngineQuant
 // kernel and the narrow form's preloading one). I32: int32 input with
-// outputs of type T, in both forms (not as the engine call's).
+// outputs of type T, in both forms, each also as the int32 call's
+// (kEngineRows: cos/sin per token; neither kEngineQuant nor preload).
 #ifndef QKVFUSE_CUDA_STREAMING_LAUNCH_CUH
 #define QKVFUSE_CUDA_STREAMING_LAUNCH_CUH
 
@@ -20,14 +21,14 @@
 namespace qf {
 
 // The kernel of variant v's form: a prefill_kernel (taking qf_cu_prefill_params)
-// or a decode_kernel (taking qf_cu_decode_params). I32: int32 input (not
-// ENGINE, no preload).
+// or a decode_kernel (taking qf_cu_decode_params). I32: int32 input (no
+// kEngineQuant, no preload).
 template <typename T, int L, bool INTERLEAVED, bool COS_SIN_ROWS, int ENGINE, bool I32>
 static const void *streaming_instance(const qf_cuda_variant &v) {
   constexpr bool pow2 = (L & (L - 1)) == 0;
   constexpr bool append = (ENGINE & kEngineAppend) != 0; /* always a quantized cache: preload, kEngineQuant */
   if (v.kernel == QF_CUDA_KERNEL_PREFILL) {
-    if constexpr (ENGINE != 0) {
+    if constexpr (ENGINE != 0 && !I32) {
       if (append || v.quantized_cache)
         return reinterpret_cast<const void *>(prefill_kernel<T, L, INTERLEAVED, COS_SIN_ROWS, ENGINE | kEngineQuant>);
     }
@@ -54,9 +55,13 @@ static const void *streaming_instance(const qf_cuda_variant &v) {
 
 // The engine call's kernels (kEngine: cos/sin from a cache, so not
 // COS_SIN_ROWS; never I32; with a 16-bit or a float32 table), the append
-// call's (likewise) or the others.
+// call's (likewise), the int32 call's (I32 and COS_SIN_ROWS) or the others.
 template <typename T, int L, bool INTERLEAVED, bool COS_SIN_ROWS, bool I32>
 static const void *streaming_form(const qf_cuda_variant &v) {
+  if constexpr (COS_SIN_ROWS && I32) {
+    if (v.engine == QF_CUDA_ENGINE_DEQUANT)
+      return streaming_instance<T, L, INTERLEAVED, true, engine_bits(QF_CUDA_ENGINE_DEQUANT), true>(v);
+  }
   if constexpr (!COS_SIN_ROWS && !I32) {
     switch (v.engine) {
       case QF_CUDA_ENGINE_CALL:

@@ -70,6 +70,27 @@ static const char *default_backend(const qkvfuse_desc *ref, const cli_device *de
   return name;
 }
 
+/* The reference backend's descriptor of preset ps's heads: R rotated
+ * dims, cos/sin from `source` in pairs of `style`; norm: the preset's q/k
+ * RMSNorm (its eps and gamma offset). */
+static qkvfuse_desc reference_desc(const tk_preset *ps, int64_t R, qkvfuse_rope_source source,
+                                   qkvfuse_rope_style style, int norm) {
+  qkvfuse_desc d = QKVFUSE_DESC_INIT;
+  d.num_q_heads = ps->num_q_heads;
+  d.num_kv_heads = ps->num_kv_heads;
+  d.head_dim = ps->head_dim;
+  d.rotary_dim = R;
+  d.backend = QKVFUSE_BACKEND_REFERENCE;
+  d.rope_source = source;
+  d.rope_style = style;
+  if (norm) {
+    d.q_norm = d.k_norm = 1;
+    d.eps = ps->eps;
+    d.gamma_offset = ps->qk_norm && ps->gamma_offset;
+  }
+  return d;
+}
+
 static qkvfuse_status run_reference(const qkvfuse_desc *d, const qkvfuse_args *a) {
   qkvfuse_plan *plan;
   qkvfuse_status s = qkvfuse_plan_create(d, &plan);
@@ -319,17 +340,7 @@ void demo_split_qkv_rmsnorm_rope(const tk_preset *ps, const demo_config *cfg, de
   cli_tensor *k_ref = output(&pool, dt, 2, (int64_t[]){T, Nkv * D}, SENTINEL_REF);
   cli_tensor *v_ref = output(&pool, dt, 2, (int64_t[]){T, Nkv * D}, SENTINEL_REF);
 
-  qkvfuse_desc d = QKVFUSE_DESC_INIT;
-  d.num_q_heads = Nq;
-  d.num_kv_heads = Nkv;
-  d.head_dim = D;
-  d.rotary_dim = R;
-  d.backend = QKVFUSE_BACKEND_REFERENCE;
-  d.q_norm = d.k_norm = 1;
-  d.eps = ps->eps;
-  d.gamma_offset = ps->qk_norm && ps->gamma_offset;
-  d.rope_source = QKVFUSE_ROPE_COS_SIN_CACHE;
-  d.rope_style = ps->rope_style;
+  const qkvfuse_desc d = reference_desc(ps, R, QKVFUSE_ROPE_COS_SIN_CACHE, ps->rope_style, 1);
   r->backend = default_backend(&d, cfg->dev);
 
   mirror m = mirror_make(cfg->dev);
@@ -406,17 +417,7 @@ void demo_qkv_rmsnorm_rope_cache(const tk_preset *ps, const demo_config *cfg, de
   cli_tensor *k_ref = output(&pool, dt, 2, (int64_t[]){T, W}, SENTINEL_REF);
   cli_tensor *v_ref = output(&pool, dt, 2, (int64_t[]){T, W}, SENTINEL_REF);
 
-  qkvfuse_desc d = QKVFUSE_DESC_INIT;
-  d.num_q_heads = Nq;
-  d.num_kv_heads = Nkv;
-  d.head_dim = D;
-  d.rotary_dim = D;
-  d.backend = QKVFUSE_BACKEND_REFERENCE;
-  d.q_norm = d.k_norm = 1;
-  d.eps = ps->eps;
-  d.gamma_offset = ps->qk_norm && ps->gamma_offset;
-  d.rope_source = QKVFUSE_ROPE_COS_SIN;
-  d.rope_style = QKVFUSE_ROPE_NEOX;
+  qkvfuse_desc d = reference_desc(ps, D, QKVFUSE_ROPE_COS_SIN, QKVFUSE_ROPE_NEOX, 1);
   d.cache_layout = QKVFUSE_CACHE_NZ;
   d.k_quant = QKVFUSE_QUANT_INT8_SYM;
   d.v_quant = QKVFUSE_QUANT_INT8_ASYM;
@@ -515,14 +516,7 @@ void demo_dequant_rope_quant_kvcache(const tk_preset *ps, int preset_index, cons
   cli_tensor *k_ref = output(&pool, dt, 2, (int64_t[]){T, W}, SENTINEL_REF);
   cli_tensor *v_ref = output(&pool, dt, 2, (int64_t[]){T, W}, SENTINEL_REF);
 
-  qkvfuse_desc d = QKVFUSE_DESC_INIT;
-  d.num_q_heads = Nq;
-  d.num_kv_heads = Nkv;
-  d.head_dim = D;
-  d.rotary_dim = D;
-  d.backend = QKVFUSE_BACKEND_REFERENCE;
-  d.rope_source = QKVFUSE_ROPE_COS_SIN;
-  d.rope_style = QKVFUSE_ROPE_NEOX;
+  qkvfuse_desc d = reference_desc(ps, D, QKVFUSE_ROPE_COS_SIN, QKVFUSE_ROPE_NEOX, 0);
   d.cache_layout = layout;
   d.k_quant = QKVFUSE_QUANT_INT8_SYM;
   d.v_quant = QKVFUSE_QUANT_INT8_ASYM;

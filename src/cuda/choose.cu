@@ -24,14 +24,16 @@ static int64_t plan_sms(const qf_cuda_state &state) { return state.sm_count > 0 
 // pass): 16-bit input while its grid fits one wave of resident blocks
 // (decode_blocks_per_sm per multiprocessor: a second, part-filled wave costs
 // more than the prefill form's pipeline), int32 input while the prefill form
-// would have under 320 threads per multiprocessor (the faster form on an
-// H100's four presets). The decode form takes one vector per lane (narrow)
-// where that is at most two warps per multiprocessor (their time is one
-// instruction chain's, which one vector shortens), else two. The prefill
-// form's items are (token, heads_per_item heads of one kind); heads_per_item
-// is the largest of 4 (2 with per-token cos/sin: registers; 2 with int32
-// input: its stages are twice as large) and 2 that still gives about 1024
-// threads per multiprocessor (the prefill form may halve it:
+// would have under 400 threads per multiprocessor (on an H100's six presets,
+// the int32 call's two-vector decode kernels were 2-11% faster than the
+// prefill form up to there, and above it slower but in one row by 2%). The
+// decode form takes one vector per lane (narrow) where that is at most two
+// warps per multiprocessor (their time is one instruction chain's, which
+// one vector shortens), else two. The prefill form's items are (token,
+// heads_per_item heads of one kind); heads_per_item is the largest of 4 (2
+// with per-token cos/sin: registers; 2 with int32 input: its stages are
+// twice as large) and 2 that still gives about 1024 threads per
+// multiprocessor (the prefill form may halve it:
 // qf_cuda_schedule_heads_per_item). It runs on the resident blocks
 // (prefill_blocks_per_sm per multiprocessor), each keeping one item for the
 // launch and walking its token runs (schedule.h). Shared memory holds the
@@ -76,7 +78,7 @@ static const char *streaming_schedule(const qf_cuda_state &state, const qf_probl
   int64_t decode_kind_blocks[3];
   const int64_t decode_blocks = qf_cuda_schedule_decode_grid(p->T, kind_heads, decode_gpb, decode_kind_blocks);
   if (form == QF_CUDA_FORM_BY_SIZE &&
-      (i32 ? units * qf::kStreamingBlock >= sms * 320
+      (i32 ? units * qf::kStreamingBlock >= sms * 400
            : decode_blocks > sms * qf::decode_blocks_per_sm(v->engine != QF_CUDA_ENGINE_NONE)))
     decode = false;
   if (decode) {

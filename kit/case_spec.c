@@ -271,6 +271,18 @@ int64_t tk_pt_pages(const tk_spec *s) {
   return s->pt_batch * ((s->pt_prefix + bs - 1) / bs + 2) + (s->T + bs - 1) / bs;
 }
 
+/* What the streaming calls' specs share past their draws: norm weights of
+ * dtype gdt and no beta, fused rounding, 2-D input, input and table rows
+ * of whole 8-element vectors. */
+static void streaming_rows(tk_spec *s, qkvfuse_dtype gdt) {
+  s->q_gamma_dt = s->k_gamma_dt = gdt;
+  s->q_beta_dt = s->k_beta_dt = NONE;
+  s->rounding = QKVFUSE_ROUNDING_FUSED;
+  s->in3d = 0;
+  s->qkv_pad -= s->qkv_pad % 8;
+  s->rope_pad -= s->rope_pad % 8;
+}
+
 /* What the engine and append calls share: 16-bit input (k and v outputs of
  * its dtype where drawn), D a multiple of 16 up to Dmax (else one of the
  * usual head dims), R full or a multiple of 16, RoPE from a cos_sin_cache
@@ -287,21 +299,15 @@ static void streaming_call(tk_spec *s, tk_rng *r, int64_t Dmax) {
   s->R = tk_rng_chance(r, 0.6) ? s->D : 16 * tk_rng_range(r, 1, s->D / 16);
   s->pos_lo = 0;
   s->pos_hi = s->max_pos - 1;
-  s->q_gamma_dt = s->k_gamma_dt = s->qkv_dt;
-  s->q_beta_dt = s->k_beta_dt = NONE;
-  s->rounding = QKVFUSE_ROUNDING_FUSED;
-  s->in3d = 0;
-  s->qkv_pad -= s->qkv_pad % 8;
-  s->rope_pad -= s->rope_pad % 8;
+  streaming_rows(s, s->qkv_dt);
 }
 
-void tk_spec_engine(tk_spec *s, tk_rng *r) {
+/* The engine call's cache (tk_spec_engine, tk_spec_dequant): paged whole
+ * rows (NHD, unpadded) by int64 slots, int8 symmetric, fp8 e4m3 or e5m2 k
+ * and v (drawn in that order), output rows of whole 16-byte vectors. */
+static void engine_cache(tk_spec *s, tk_rng *r) {
   static const qkvfuse_quant_mode qms[] = {QKVFUSE_QUANT_INT8_SYM, QKVFUSE_QUANT_FP8_E4M3, QKVFUSE_QUANT_FP8_E5M2};
-  streaming_call(s, r, 256);
-  s->q_out_dt = s->qkv_dt;
-  s->q_quant = QKVFUSE_QUANT_NONE;
-  s->rope_dt = s->qkv_dt;
-  s->pos_dt = s->slot_dt = I64;
+  s->slot_dt = I64;
   s->layout = QKVFUSE_CACHE_PAGED;
   s->addressing = QKVFUSE_ADDRESS_SLOTS;
   s->k_quant = TK_PICK(r, qms);
@@ -309,7 +315,16 @@ void tk_spec_engine(tk_spec *s, tk_rng *r) {
   s->cache_perm = 0;
   s->cache_pad = 0;
   s->kv_interleaved = 0;
-  s->out_pad -= s->out_pad % 8; /* rows of whole 16-byte vectors */
+  s->out_pad -= s->out_pad % 8;
+}
+
+void tk_spec_engine(tk_spec *s, tk_rng *r) {
+  streaming_call(s, r, 256);
+  s->q_out_dt = s->qkv_dt;
+  s->q_quant = QKVFUSE_QUANT_NONE;
+  s->rope_dt = s->qkv_dt;
+  s->pos_dt = I64;
+  engine_cache(s, r);
   if (tk_rng_chance(r, 0.3)) s->rope_dt = F32; /* drawn last: the other fields are a seed's as before */
   tk_spec_fixup(s);
 }
@@ -328,7 +343,6 @@ void tk_spec_append(tk_spec *s, tk_rng *r) {
 }
 
 void tk_spec_dequant(tk_spec *s, tk_rng *r) {
-  static const qkvfuse_quant_mode qms[] = {QKVFUSE_QUANT_INT8_SYM, QKVFUSE_QUANT_FP8_E4M3, QKVFUSE_QUANT_FP8_E5M2};
   static const int64_t Ds[] = {32, 64, 96, 128, 192, 256, 512};
   static const int64_t bits[] = {8, 16, 24};
   if (s->D % 16 || s->D > 512) s->D = Ds[tk_rng_range(r, 0, 6)];
@@ -343,21 +357,8 @@ void tk_spec_dequant(tk_spec *s, tk_rng *r) {
   s->acc_bits = TK_PICK(r, bits);
   s->rope_source = QKVFUSE_ROPE_COS_SIN;
   s->R = tk_rng_chance(r, 0.6) ? s->D : 16 * tk_rng_range(r, 1, s->D / 16);
-  s->q_gamma_dt = s->k_gamma_dt = s->rope_dt;
-  s->q_beta_dt = s->k_beta_dt = NONE;
-  s->rounding = QKVFUSE_ROUNDING_FUSED;
-  s->in3d = 0;
-  s->qkv_pad -= s->qkv_pad % 8;
-  s->rope_pad -= s->rope_pad % 8;
-  s->slot_dt = I64;
-  s->layout = QKVFUSE_CACHE_PAGED;
-  s->addressing = QKVFUSE_ADDRESS_SLOTS;
-  s->k_quant = TK_PICK(r, qms);
-  s->v_quant = TK_PICK(r, qms);
-  s->cache_perm = 0;
-  s->cache_pad = 0;
-  s->kv_interleaved = 0;
-  s->out_pad -= s->out_pad % 8;
+  streaming_rows(s, s->rope_dt);
+  engine_cache(s, r);
   tk_spec_fixup(s);
 }
 

@@ -290,20 +290,6 @@ qkvfuse_status qf_view_vec(const char *name, const char *what, const qkvfuse_ten
 
 /* ---- overlap --------------------------------------------------------------- */
 
-qf_span qf_span_of_mat(const char *name, const qf_mat *m) {
-  int64_t es = (int64_t)qkvfuse_dtype_size(m->dtype);
-  qf_span s = {name, (uintptr_t)m->data, m->rows, m->ld * es, m->cols > 0 ? ((m->cols - 1) * m->inc + 1) * es : 0,
-               NULL};
-  if (m->rows == 0 || m->data == NULL) s.count = 0;
-  return s;
-}
-
-qf_span qf_span_of_vec(const char *name, const qf_vec *v) {
-  int64_t es = (int64_t)qkvfuse_dtype_size(v->dtype);
-  qf_span s = {name, (uintptr_t)v->data, v->data && v->n ? 1 : 0, 0, v->n * es, NULL};
-  return s;
-}
-
 /* The dim of largest stride becomes the comb's period; the others its tooth. */
 qf_span qf_span_of_tensor(const char *name, const qkvfuse_tensor *t) {
   int64_t es = (int64_t)qkvfuse_dtype_size(t->dtype);

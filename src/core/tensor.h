@@ -69,8 +69,20 @@ typedef struct qf_span {
   const char *part; /* NULL, or what follows name in messages (" (q columns)") */
 } qf_span;
 
-qf_span qf_span_of_mat(const char *name, const qf_mat *m);
-qf_span qf_span_of_vec(const char *name, const qf_vec *v);
+/* The spans of a matrix and of a vector, inline: the overlap check builds
+ * some twenty per call, which calls would return through copies. */
+static inline qf_span qf_span_of_mat(const char *name, const qf_mat *m) {
+  const int64_t es = (int64_t)qkvfuse_dtype_size(m->dtype);
+  qf_span s = {name, (uintptr_t)m->data, m->rows, m->ld * es, m->cols > 0 ? ((m->cols - 1) * m->inc + 1) * es : 0,
+               NULL};
+  if (m->rows == 0 || m->data == NULL) s.count = 0;
+  return s;
+}
+static inline qf_span qf_span_of_vec(const char *name, const qf_vec *v) {
+  const int64_t es = (int64_t)qkvfuse_dtype_size(v->dtype);
+  const qf_span s = {name, (uintptr_t)v->data, v->data && v->n ? 1 : 0, 0, v->n * es, NULL};
+  return s;
+}
 qf_span qf_span_of_tensor(const char *name, const qkvfuse_tensor *t);
 
 /* 1 if the two spans may share a byte (exact for spans with equal strides,

@@ -199,11 +199,10 @@ static qf_span span_of_vec(const qf_problem *p, const char *name, const qf_vec *
   return qf_span_of_vec(name, v);
 }
 
-static int drop_empty(qf_span *s, int n) {
-  int kept = 0;
-  for (int i = 0; i < n; i++)
-    if (s[i].count) s[kept++] = s[i];
-  return kept;
+/* Appends s to a[*n] unless it is empty (an absent tensor overlaps
+ * nothing); the order is kept for the messages. */
+static inline void add_span(qf_span *a, int *n, qf_span s) {
+  if (s.count) a[(*n)++] = s;
 }
 
 /* Every tensor the call reads against every one it writes (q_copy and
@@ -221,8 +220,9 @@ static qkvfuse_status check_overlaps(const qf_problem *p, const qkvfuse_args *a,
   for (int i = 0; i < 3; i++) {
     if (i == 0 && same_view(&p->q_out, &p->in[0], (uintptr_t)p->in[0].data)) continue;
     if (i == 1 && p->k_out.data && same_view(&p->k_out, &p->in[1], (uintptr_t)p->in[1].data)) continue;
-    in[nin] = qf_span_of_mat(part_names[i], &p->in[i]);
-    in[nin++].part = split ? NULL : part_labels[i];
+    qf_span s = qf_span_of_mat(part_names[i], &p->in[i]);
+    s.part = split ? NULL : part_labels[i];
+    add_span(in, &nin, s);
   }
   const qf_vec *vecs[] = {&p->weight_scale, &p->act_scale, &p->bias, &p->q_gamma, &p->k_gamma, &p->q_beta,
                           &p->k_beta, &p->positions, &p->slot_mapping, &p->k_scale, &p->v_scale, &p->k_offset,
@@ -231,8 +231,8 @@ static qkvfuse_status check_overlaps(const qf_problem *p, const qkvfuse_args *a,
                              n->k_beta, n->positions, n->slot_mapping, n->k_scale, n->v_scale, n->k_offset,
                              n->v_offset};
   for (size_t i = 0; i < sizeof vecs / sizeof vecs[0]; i++)
-    in[nin++] = span_of_vec(p, vec_names[i], vecs[i], &vecs[i]->data);
-  in[nin++] = span_of_vec(p, n->q_scale, &p->q_scale, &p->q_scale.data);
+    add_span(in, &nin, span_of_vec(p, vec_names[i], vecs[i], &vecs[i]->data));
+  add_span(in, &nin, span_of_vec(p, n->q_scale, &p->q_scale, &p->q_scale.data));
   /* the page table (address.h): four more index vectors the call reads */
   const qf_page_table *pt = &p->page_table;
   const qf_vec pt_vecs[4] = {{pt->indptr, (qkvfuse_dtype)pt->indptr_dtype, pt->indptr ? pt->nseq + 1 : 0},
@@ -241,23 +241,20 @@ static qkvfuse_status check_overlaps(const qf_problem *p, const qkvfuse_args *a,
                              {pt->pos, (qkvfuse_dtype)pt->pos_dtype, pt->pos ? p->T : 0}};
   const char *pt_names[4] = {n->kv_indptr, n->kv_indices, n->batch_indices, n->kv_positions};
   const void *const *pt_dst[4] = {&pt->indptr, &pt->indices, &pt->batch, &pt->pos};
-  for (int i = 0; i < 4; i++) in[nin++] = span_of_vec(p, pt_names[i], &pt_vecs[i], pt_dst[i]);
-  in[nin++] = qf_span_of_mat(n->cos_sin_cache, &p->cos_sin_cache);
-  in[nin++] = qf_span_of_mat(n->cos, &p->cos);
-  in[nin++] = qf_span_of_mat(n->sin, &p->sin);
+  for (int i = 0; i < 4; i++) add_span(in, &nin, span_of_vec(p, pt_names[i], &pt_vecs[i], pt_dst[i]));
+  add_span(in, &nin, qf_span_of_mat(n->cos_sin_cache, &p->cos_sin_cache));
+  add_span(in, &nin, qf_span_of_mat(n->cos, &p->cos));
+  add_span(in, &nin, qf_span_of_mat(n->sin, &p->sin));
 
   /* the least expected outputs first: a message names the first of a pair */
-  out[nout++] = (qf_span){n->error_flags, (uintptr_t)a->error_flags, a->error_flags ? 1 : 0, 0, sizeof(uint32_t), NULL};
-  out[nout++] = qf_span_of_mat(n->q_copy, &p->q_copy);
-  out[nout++] = qf_span_of_mat(n->q_out, &p->q_out);
-  out[nout++] = qf_span_of_mat(n->k_out, &p->k_out);
-  out[nout++] = qf_span_of_mat(n->v_out, &p->v_out);
-  out[nout++] = a->k_cache ? qf_span_of_tensor(n->k_cache, a->k_cache) : (qf_span){n->k_cache, 0, 0, 0, 0, NULL};
-  out[nout++] = a->v_cache ? qf_span_of_tensor(n->v_cache, a->v_cache) : (qf_span){n->v_cache, 0, 0, 0, 0, NULL};
-
-  /* the empty ones (absent tensors) overlap nothing; order kept for the messages */
-  nin = drop_empty(in, nin);
-  nout = drop_empty(out, nout);
+  add_span(out, &nout,
+           (qf_span){n->error_flags, (uintptr_t)a->error_flags, a->error_flags ? 1 : 0, 0, sizeof(uint32_t), NULL});
+  add_span(out, &nout, qf_span_of_mat(n->q_copy, &p->q_copy));
+  add_span(out, &nout, qf_span_of_mat(n->q_out, &p->q_out));
+  add_span(out, &nout, qf_span_of_mat(n->k_out, &p->k_out));
+  add_span(out, &nout, qf_span_of_mat(n->v_out, &p->v_out));
+  if (a->k_cache) add_span(out, &nout, qf_span_of_tensor(n->k_cache, a->k_cache));
+  if (a->v_cache) add_span(out, &nout, qf_span_of_tensor(n->v_cache, a->v_cache));
   for (int i = 0; i < nout; i++) {
     for (int j = 0; j < nin; j++)
       QF_CHECK(!qf_spans_overlap(&out[i], &in[j]), QKVFUSE_ERROR_OVERLAP,

@@ -146,6 +146,13 @@ int tk_arg_has(int argc, char **argv, const char *name) {
   return 0;
 }
 
+tk_spec_shaper tk_shaper_from(int argc, char **argv) {
+  return tk_arg_has(argc, argv, "--engine")    ? tk_spec_engine
+         : tk_arg_has(argc, argv, "--append")  ? tk_spec_append
+         : tk_arg_has(argc, argv, "--dequant") ? tk_spec_dequant
+                                               : NULL;
+}
+
 uint64_t tk_arg_u64(int argc, char **argv, const char *name, const char *env, uint64_t def) {
   const char *v = arg_value(argc, argv, name);
   if (!v && env) v = getenv(env);

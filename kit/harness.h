@@ -59,6 +59,10 @@ int tk_variants_from(int argc, char **argv);
 /* Value of "--name V" in argv, else env, else def (numbers: decimal or 0x). */
 uint64_t tk_arg_u64(int argc, char **argv, const char *name, const char *env, uint64_t def);
 int tk_arg_has(int argc, char **argv, const char *name);
+/* The call every random case of a test is made (--engine: tk_spec_engine,
+ * --append: tk_spec_append, --dequant: tk_spec_dequant), or NULL. */
+typedef void (*tk_spec_shaper)(tk_spec *s, tk_rng *r);
+tk_spec_shaper tk_shaper_from(int argc, char **argv);
 
 /* 1 if an error message names the argument: it starts with one of the
  * '|'-separated names followed by ':', ' ', '.' or '[' (the header's own

@@ -130,8 +130,8 @@ static int64_t bad_index(tk_rng *r, int64_t lim, int is_slot) {
   return v;
 }
 
-/* shape: the call every case is made (tk_spec_engine, tk_spec_append, tk_spec_dequant), or NULL */
-static int iteration(uint64_t seed, void (*shape)(tk_spec *, tk_rng *), int verbose) {
+/* shape: the call every case is made (tk_shaper_from), or NULL */
+static int iteration(uint64_t seed, tk_spec_shaper shape, int verbose) {
   tk_rng r;
   tk_rng_seed(&r, seed);
   tk_limits lim = {tk_rng_chance(&r, 0.2) ? 1 << 18 : 1 << 13, 0};
@@ -310,10 +310,7 @@ int main(int argc, char **argv) {
   const uint64_t iters = tk_arg_u64(argc, argv, "--iters", "QKVFUSE_TEST_CASES", 300);
   const uint64_t seed = tk_arg_u64(argc, argv, "--seed", "QKVFUSE_TEST_SEED", 0xF022C0DAull);
   const int verbose = tk_arg_has(argc, argv, "--verbose");
-  void (*shape)(tk_spec *, tk_rng *) = tk_arg_has(argc, argv, "--engine")    ? tk_spec_engine
-                                       : tk_arg_has(argc, argv, "--append")  ? tk_spec_append
-                                       : tk_arg_has(argc, argv, "--dequant") ? tk_spec_dequant
-                                                                             : NULL;
+  const tk_spec_shaper shape = tk_shaper_from(argc, argv);
   for (int k = 0; k < GUARD; k++) guard_pattern[k] = (uint8_t)(0x5B ^ (k * 29)) | 1;
   int failed = 0;
   for (uint64_t i = 0; i < iters; i++) {

@@ -135,11 +135,7 @@ int main(int argc, char **argv) {
   if (only != UINT64_MAX && ncases <= only) ncases = only + 1;
   tk_limits lim = {(int64_t)tk_arg_u64(argc, argv, "--max-elems", NULL, 250000), tk_arg_has(argc, argv, "--wide")};
   int verbose = tk_arg_has(argc, argv, "--verbose");
-  /* the call every case is made, or NULL */
-  void (*shape)(tk_spec *, tk_rng *) = tk_arg_has(argc, argv, "--engine")    ? tk_spec_engine
-                                       : tk_arg_has(argc, argv, "--append")  ? tk_spec_append
-                                       : tk_arg_has(argc, argv, "--dequant") ? tk_spec_dequant
-                                                                             : NULL;
+  const tk_spec_shaper shape = tk_shaper_from(argc, argv);
   const int page_table = tk_arg_has(argc, argv, "--page-table");
   /* --rounding MODE: every case in that rounding mode (the random cases draw fused or unfused_parity) */
   const char *rounding = arg_str(argc, argv, "--rounding");

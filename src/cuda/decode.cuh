@@ -50,9 +50,10 @@ __device__ __forceinline__ vec_cs_raw vec_cs_load(const qf_cu_problem &P, int64_
   const int R = P.R;
   const qf_cu_mat &csc = P.cos_sin_cache;
   const int csdt = COS_SIN_DTYPE ? COS_SIN_DTYPE : csc.dtype;
+  const int cdt = COS_SIN_DTYPE ? COS_SIN_DTYPE : P.cos.dtype, sdt = COS_SIN_DTYPE ? COS_SIN_DTYPE : P.sin.dtype;
   if (COS_SIN_ROWS) {
-    r.c = ld_table<8>(P.cos.data, COS_SIN_DTYPE ? COS_SIN_DTYPE : P.cos.dtype, t * P.cos.ld + 8 * w);
-    r.s = ld_table<8>(P.sin.data, COS_SIN_DTYPE ? COS_SIN_DTYPE : P.sin.dtype, t * P.sin.ld + 8 * w);
+    r.c = ld_table<8>(P.cos.data, cdt, t * P.cos.ld + 8 * w);
+    r.s = ld_table<8>(P.sin.data, sdt, t * P.sin.ld + 8 * w);
   } else if (COS_SIN_DTYPE || P.rope_source == QKVFUSE_ROPE_COS_SIN_CACHE) {
     const int64_t base = vec_cos_at<INTERLEAVED>(csc, pos, w, R);
     r.c = ld_table<INTERLEAVED ? 4 : 8>(csc.data, csdt, base);
@@ -69,9 +70,10 @@ __device__ __forceinline__ void vec_cs_get(const qf_cu_problem &P, const vec_cs_
   const bool first = !INTERLEAVED && w < hv;
   const bool cache_src = COS_SIN_DTYPE || P.rope_source == QKVFUSE_ROPE_COS_SIN_CACHE;
   const int csdt = COS_SIN_DTYPE ? COS_SIN_DTYPE : P.cos_sin_cache.dtype;
+  const int cdt = COS_SIN_DTYPE ? COS_SIN_DTYPE : P.cos.dtype, sdt = COS_SIN_DTYPE ? COS_SIN_DTYPE : P.sin.dtype;
   if (COS_SIN_ROWS) {
-    cvt_table<8>(r.c, COS_SIN_DTYPE ? COS_SIN_DTYPE : P.cos.dtype, c);
-    cvt_table<8>(r.s, COS_SIN_DTYPE ? COS_SIN_DTYPE : P.sin.dtype, s);
+    cvt_table<8>(r.c, cdt, c);
+    cvt_table<8>(r.s, sdt, s);
   } else if (cache_src && !INTERLEAVED) {
     cvt_table<8>(r.c, csdt, c);
     cvt_table<8>(r.s, csdt, s);
@@ -274,12 +276,18 @@ __global__ void __launch_bounds__(kStreamingBlock) decode_kernel(const __grid_co
                          : nullptr;
 
   // the row, position and slot start their way while the previous kernel
-  // finishes; the setup above reads only parameters; memory waits.
+  // finishes; the setup above reads only parameters; memory waits. The
+  // lines a token's groups share (position, slot, act_scale) by a few of
+  // them: prefetched by every group, they queue at the line's L2 slice;
+  // with 16-bit input by the token's lead (its q head 0 group), with int32
+  // input by the token's first group in each block (the faster of the two
+  // for each: BENCHMARKS.md, the H100 page).
+  const bool lead = live && kind == 0 && h == 0;
   if (act) {
 #pragma unroll
     for (int v = 0; v < NV; v++) prefetch_l2(in + 8 * wv[v]);
   }
-  if (live && lane == 0) {
+  if ((I32 ? live && (h == 0 || grp == 0) : lead) && lane == 0) {
     if (I32 && P.act_scale) prefetch_l2(P.act_scale + t);
     if (has_positions(ENGINE, P))
       prefetch_l2(index_at(P.positions.data, ENGINE ? engine_pos_dtype(ENGINE) : P.positions.dtype, t));
@@ -292,23 +300,31 @@ __global__ void __launch_bounds__(kStreamingBlock) decode_kernel(const __grid_co
                                                                            : t));
     }
   }
-  // NV = 1, pairs from the cos/sin cache: the cos/sin lines of the
-  // position as it reads now, into L2 (position_hint); the loads after the
-  // wait then find them there. Prefetched, not loaded: after the wait their
-  // round trip is hidden behind the normalization anyway
+  // Pairs from the cos/sin cache: the lead reads the position as it is now
+  // (position_hint; read by every group, it queued likewise) and prefetches
+  // the cos/sin lines of that row into L2 (its lanes cover the row); the
+  // loads after the wait then find them there. Prefetched, not loaded:
+  // after the wait their round trip is hidden behind the normalization
+  // anyway
   const bool rot = NV == 1 ? (INTERLEAVED ? 8 * wv[0] < R : wv[0] < (R >> 3)) : (lv.rot_a || lv.rot_b);
-  if (NV == 1 && !COS_SIN_ROWS && kind < 2 && R > 0 && act && rot &&
+  if (!COS_SIN_ROWS && lead && R > 0 && act && rot &&
       (ENGINE || P.rope_source == QKVFUSE_ROPE_COS_SIN_CACHE) && has_positions(ENGINE, P)) {
     const int64_t hp = position_hint<ENGINE>(P, t);
     if (hp >= 0 && hp < P.max_pos) {
-      const qf_cu_mat &csc = P.cos_sin_cache;
-      const int64_t e = vec_cos_at<INTERLEAVED>(csc, hp, wv[0], R);
-      const int es = (ENGINE ? CS_DTYPE : csc.dtype) == QKVFUSE_DTYPE_FLOAT32 ? 4 : 2;
-      prefetch_l2(static_cast<const char *>(csc.data) + e * es);
-      prefetch_l2(static_cast<const char *>(csc.data) + (e + (R >> 1)) * es);
+      if constexpr (NV == 1) {
+        const qf_cu_mat &csc = P.cos_sin_cache;
+        const int64_t e = vec_cos_at<INTERLEAVED>(csc, hp, wv[0], R);
+        const int es = (ENGINE ? CS_DTYPE : csc.dtype) == QKVFUSE_DTYPE_FLOAT32 ? 4 : 2;
+        prefetch_l2(static_cast<const char *>(csc.data) + e * es);
+        prefetch_l2(static_cast<const char *>(csc.data) + (e + (R >> 1)) * es);
+      } else {
+        prefetch_cos_sin<INTERLEAVED, CS_DTYPE>(P, hp, lv);
+      }
     }
   }
-  // COS_SIN_ROWS: the token's own cos/sin rows (no position), likewise
+  // COS_SIN_ROWS: the token's own cos/sin rows (no position), by every
+  // group that rotates (lines of one token: few requests each; by the lead
+  // alone, slower)
   if (COS_SIN_ROWS && kind < 2 && R > 0 && act) {
 #pragma unroll
     for (int v = 0; v < NV; v++)

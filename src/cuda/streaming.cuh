@@ -356,16 +356,18 @@ __device__ __forceinline__ void prefetch_cos_sin_rows(const qf_cu_problem &P, in
 
 // The lines of the cos_sin_cache row at position pos that load_cos_sin
 // reads for the lane's rotated vectors, into L2: the prefill form's kernels
-// that load them as a run starts (not ENGINE) prefetch the next run's.
-template <bool INTERLEAVED>
+// that load them as a run starts (not ENGINE) prefetch the next run's, the
+// decode form those of its position hint. COS_SIN_DTYPE: as load_cos_sin's.
+template <bool INTERLEAVED, int COS_SIN_DTYPE = 0>
 __device__ __forceinline__ void prefetch_cos_sin(const qf_cu_problem &P, int64_t pos, const lane_vecs &lv) {
   const qf_cu_mat &csc = P.cos_sin_cache;
+  const int csdt = COS_SIN_DTYPE ? COS_SIN_DTYPE : csc.dtype;
 #pragma unroll
   for (int v = 0; v < (INTERLEAVED ? 2 : 1); v++) { /* neox: one row serves both vectors */
     if (!(v ? lv.rot_b : lv.rot_a)) continue;
     const int64_t e = cos_at<INTERLEAVED>(csc, pos, v ? lv.b : lv.a);
-    prefetch_l2(elem_at(csc.data, csc.dtype, e));
-    prefetch_l2(elem_at(csc.data, csc.dtype, e + (P.R >> 1)));
+    prefetch_l2(elem_at(csc.data, csdt, e));
+    prefetch_l2(elem_at(csc.data, csdt, e + (P.R >> 1)));
   }
 }
 

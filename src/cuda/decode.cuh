@@ -241,7 +241,6 @@ __global__ void __launch_bounds__(kStreamingBlock) decode_kernel(const __grid_co
   constexpr int VP = I32 ? 2 : 1; /* 16-byte pieces of a vector */
   constexpr int TABLE_DTYPE = ENGINE ? h16<T>::dtype : 0; /* ENGINE: the norm weights' dtype (T) */
   constexpr int CS_DTYPE = engine_table_dtype<T>(ENGINE); /* ENGINE: the cos/sin table's dtype */
-  constexpr bool APPEND = (ENGINE & kEngineAppend) != 0; /* FlashInfer's append call */
   const int D = P.D, R = P.R, data_lanes = D >> (NV == 1 ? 3 : 4); /* lanes with data */
   const int lane = threadIdx.x & (L - 1), grp = threadIdx.x / L;
   lane_vecs lv = {0, 0, false, false};
@@ -393,7 +392,7 @@ __global__ void __launch_bounds__(kStreamingBlock) decode_kernel(const __grid_co
     }
     if (live && P.act_scale) as = __ldg(P.act_scale + t);
   }
-  const bool qq = (!ENGINE || APPEND) && kind == 0 && (APPEND || P.q_quant) && act; /* a quantized q: its scale */
+  const bool qq = kind == 0 && q_quant_of<ENGINE>(P) && act; /* a quantized q: its scale */
   const float q_scale = qq ? __ldg(P.q_scale) : 1.0f;
   const weights_raw<NV> wraw =
       PRELOAD ? load_weights<NV, false, TABLE_DTYPE>(gws, sc, ENGINE ? nullptr : so, pc, wnorm, wquant, h * D, wv)
@@ -530,8 +529,7 @@ __global__ void __launch_bounds__(kStreamingBlock) decode_kernel(const __grid_co
   const qf_cu_mat &out = kind == 0 ? P.q_out : (kind == 1 ? P.k_out : P.v_out);
   store_head<T, NV, ENGINE>(out, C, C.quant != QKVFUSE_QUANT_NONE, true, kind > 0 && td.dest && C.data, t, td.row0, h,
                             D, wv, x, lane_scales<NV>{rk, ofk, gbad}, false,
-                            out_quant{qq ? (APPEND ? (int)QKVFUSE_QUANT_FP8_E4M3 : P.q_quant) : 0,
-                                      qq ? rcp_approx(q_scale) : 0.0f});
+                            out_quant{qq ? q_quant_of<ENGINE>(P) : 0, qq ? rcp_approx(q_scale) : 0.0f});
 #else
   __trap();
 #endif

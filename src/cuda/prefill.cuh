@@ -399,10 +399,10 @@ __global__ void __launch_bounds__(kStreamingBlock, prefill_blocks_per_sm(ENGINE)
   // block's first lane) leaves the block's q heads unwritten
   out_quant oq = {0, 0.0f};
   bool q_bad = false;
-  if ((!ENGINE || APPEND) && kind == 0 && (APPEND || P.q_quant)) {
+  if (kind == 0 && q_quant_of<ENGINE>(P)) {
     const float qs = __ldg(P.q_scale);
     q_bad = !scale_ok(qs);
-    oq = {APPEND ? (int)QKVFUSE_QUANT_FP8_E4M3 : P.q_quant, rcp_approx(qs)};
+    oq = {q_quant_of<ENGINE>(P), rcp_approx(qs)};
     if (q_bad && threadIdx.x == 0) report(P, QKVFUSE_DATA_ERROR_SCALE);
   }
   // CS_AHEAD: the cos/sin of the lane's token in run cc, fetched a run ahead

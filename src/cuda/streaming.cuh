@@ -121,6 +121,12 @@ __device__ __forceinline__ int engine_cache_quant(int call) {
          : call == QKVFUSE_QUANT_FP8_E4M3 ? call
                                           : QKVFUSE_QUANT_INT8_SYM;
 }
+// q_out's quantizer a kernel knows (0: q_out of the outputs' dtype): the
+// append call's e4m3, none in the other ENGINE calls, else the call's.
+template <int E>
+__device__ __forceinline__ int q_quant_of(const qf_cu_problem &P) {
+  return (E & kEngineAppend) ? (int)QKVFUSE_QUANT_FP8_E4M3 : E ? 0 : P.q_quant;
+}
 // The kernel bits of each call qf_cuda_engine_call names (backend.h).
 __host__ __device__ constexpr int engine_bits(qf_cuda_engine e) {
   return e == QF_CUDA_ENGINE_CALL       ? kEngine

@@ -299,12 +299,12 @@ __global__ void __launch_bounds__(kStreamingBlock) decode_kernel(const __grid_co
                                                                            : t));
     }
   }
-  // Pairs from the cos/sin cache: the lead reads the position as it is now
-  // (position_hint; read by every group, it queued likewise) and prefetches
-  // the cos/sin lines of that row into L2 (its lanes cover the row); the
-  // loads after the wait then find them there. Prefetched, not loaded:
-  // after the wait their round trip is hidden behind the normalization
-  // anyway
+  // Pairs from the cos/sin cache: the lead alone reads the position as it
+  // is now (position_hint: a line many tokens share, as above) and
+  // prefetches the cos/sin lines of that row into L2 (its lanes cover the
+  // row); the loads after the wait then find them there. Prefetched, not
+  // loaded: after the wait their round trip is hidden behind the
+  // normalization anyway
   const bool rot = NV == 1 ? (INTERLEAVED ? 8 * wv[0] < R : wv[0] < (R >> 3)) : (lv.rot_a || lv.rot_b);
   if (!COS_SIN_ROWS && lead && R > 0 && act && rot &&
       (ENGINE || P.rope_source == QKVFUSE_ROPE_COS_SIN_CACHE) && has_positions(ENGINE, P)) {
@@ -322,8 +322,8 @@ __global__ void __launch_bounds__(kStreamingBlock) decode_kernel(const __grid_co
     }
   }
   // COS_SIN_ROWS: the token's own cos/sin rows (no position), by every
-  // group that rotates (lines of one token: few requests each; by the lead
-  // alone, slower)
+  // group that rotates: lines of one token, few requests each, and faster
+  // so than by the lead alone
   if (COS_SIN_ROWS && kind < 2 && R > 0 && act) {
 #pragma unroll
     for (int v = 0; v < NV; v++)

@@ -96,26 +96,6 @@ __device__ __forceinline__ void vec_cs_get(const qf_cu_problem &P, const vec_cs_
   }
 }
 
-// A token's position read before the grid dependency wait, as a hint only:
-// the previous kernel may still be writing it, so the value (a relaxed
-// load: a defined result either way) only chooses which cos/sin lines to
-// prefetch into L2; the position used is read again after the wait.
-template <int ENGINE>
-__device__ __forceinline__ int64_t position_hint(const qf_cu_problem &P, int64_t t) {
-  if ((ENGINE ? engine_pos_dtype(ENGINE) : P.positions.dtype) == QKVFUSE_DTYPE_INT64) {
-    long long v;
-    asm volatile("ld.relaxed.gpu.global.s64 %0, [%1];"
-                 : "=l"(v)
-                 : "l"(static_cast<const long long *>(P.positions.data) + t));
-    return v;
-  }
-  int v;
-  asm volatile("ld.relaxed.gpu.global.s32 %0, [%1];"
-               : "=r"(v)
-               : "l"(static_cast<const int32_t *>(P.positions.data) + t));
-  return v;
-}
-
 // The decode form's norm weights and cache scales of a lane's NV vectors,
 // raw (as loaded: load_weights) and ready (ready_weights: the norm weights
 // as float32, 1 + g with gamma_offset; the reciprocal scales and the
@@ -280,18 +260,19 @@ __global__ void __launch_bounds__(kStreamingBlock) decode_kernel(const __grid_co
   // them: prefetched by every group, they queue at the line's L2 slice;
   // with 16-bit input by the token's lead (its q head 0 group), with int32
   // input by the token's first group in each block (the faster of the two
-  // for each: BENCHMARKS.md, the H100 page).
+  // for each: the token_lines_ab rows of docs/bench/h100.jsonl).
   const bool lead = live && kind == 0 && h == 0;
   if (act) {
 #pragma unroll
     for (int v = 0; v < NV; v++) prefetch_l2(in + 8 * wv[v]);
   }
+  int64_t bh = -1; /* page table: the token's batch index as read before the wait (index_hint) */
   if ((I32 ? live && (h == 0 || grp == 0) : lead) && lane == 0) {
     if (I32 && P.act_scale) prefetch_l2(P.act_scale + t);
     if (has_positions(ENGINE, P))
       prefetch_l2(index_at(P.positions.data, ENGINE ? engine_pos_dtype(ENGINE) : P.positions.dtype, t));
-    if (page_table_of(ENGINE, P)) { /* the token's own entries; the rest of the table depends on them */
-      prefetch_l2(index_at(P.pt.batch, P.pt.batch_dtype, t));
+    if (page_table_of(ENGINE, P)) { /* the token's own entries; its kv_indptr entries below */
+      bh = index_hint(P.pt.batch, P.pt.batch_dtype, t);
       prefetch_l2(index_at(P.pt.pos, P.pt.pos_dtype, t));
     } else if ((ENGINE & kEngineCache) || P.layout != QKVFUSE_CACHE_NONE) {
       prefetch_l2(index_at(P.slot_mapping.data, ENGINE ? QKVFUSE_DTYPE_INT64 : P.slot_mapping.dtype,
@@ -300,7 +281,7 @@ __global__ void __launch_bounds__(kStreamingBlock) decode_kernel(const __grid_co
     }
   }
   // Pairs from the cos/sin cache: the lead alone reads the position as it
-  // is now (position_hint: a line many tokens share, as above) and
+  // is now (index_hint: a line many tokens share, as above) and
   // prefetches the cos/sin lines of that row into L2 (its lanes cover the
   // row); the loads after the wait then find them there. Prefetched, not
   // loaded: after the wait their round trip is hidden behind the
@@ -308,7 +289,7 @@ __global__ void __launch_bounds__(kStreamingBlock) decode_kernel(const __grid_co
   const bool rot = NV == 1 ? (INTERLEAVED ? 8 * wv[0] < R : wv[0] < (R >> 3)) : (lv.rot_a || lv.rot_b);
   if (!COS_SIN_ROWS && lead && R > 0 && act && rot &&
       (ENGINE || P.rope_source == QKVFUSE_ROPE_COS_SIN_CACHE) && has_positions(ENGINE, P)) {
-    const int64_t hp = position_hint<ENGINE>(P, t);
+    const int64_t hp = index_hint(P.positions.data, ENGINE ? engine_pos_dtype(ENGINE) : P.positions.dtype, t);
     if (hp >= 0 && hp < P.max_pos) {
       if constexpr (NV == 1) {
         const qf_cu_mat &csc = P.cos_sin_cache;
@@ -320,6 +301,15 @@ __global__ void __launch_bounds__(kStreamingBlock) decode_kernel(const __grid_co
         prefetch_cos_sin<INTERLEAVED, CS_DTYPE>(P, hp, lv);
       }
     }
+  }
+  // under a page table, the lines of the token's kv_indptr entries, as its
+  // batch index read above chooses them: after the wait the walk
+  // (page_table_slot) then finds its first two steps in L2, only
+  // kv_indices left to come from memory. Used here, after the position's
+  // read, so that both round trips overlap
+  if (page_table_of(ENGINE, P) && bh >= 0 && bh < P.pt.nseq) {
+    prefetch_l2(index_at(P.pt.indptr, P.pt.indptr_dtype, bh));
+    prefetch_l2(index_at(P.pt.indptr, P.pt.indptr_dtype, bh + 1));
   }
   // COS_SIN_ROWS: the token's own cos/sin rows (no position), by every
   // group that rotates: lines of one token, few requests each, and faster

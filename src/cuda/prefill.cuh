@@ -367,6 +367,19 @@ __global__ void __launch_bounds__(kStreamingBlock, prefill_blocks_per_sm(ENGINE)
     if (!idle && t < P.T && lane < data_lanes) {
       const TIn *in = rows + t * ld;
       for (int i = 0; i < nh; i++) prefetch_l2(in + i * D + 8 * copy_vecs.a), prefetch_l2(in + i * D + 8 * copy_vecs.b);
+      // CS_AHEAD: the run's positions (a line) and, in the run's first q
+      // item, the cos/sin lines of each token's position as read now
+      // (index_hint), so that the first run's cos/sin, which waits for its
+      // position, finds both in L2
+      if constexpr (CS_AHEAD) {
+        if (kind < 2 && R > 0) {
+          if (lane == 0 && grp == 0) prefetch_l2(index_at(P.positions.data, engine_pos_dtype(ENGINE), t));
+          if (kind == 0 && h0 == 0 && (lv.rot_a || lv.rot_b)) {
+            const int64_t hp = index_hint(P.positions.data, engine_pos_dtype(ENGINE), t);
+            if (hp >= 0 && hp < P.max_pos) prefetch_cos_sin<INTERLEAVED, TABLE_DTYPE>(P, hp, lv);
+          }
+        }
+      }
       if constexpr (I32) {
         if (lane == 0 && P.act_scale) prefetch_l2(P.act_scale + t);
         if (COS_SIN_ROWS && kind < 2 && R > 0) {
@@ -377,12 +390,27 @@ __global__ void __launch_bounds__(kStreamingBlock, prefill_blocks_per_sm(ENGINE)
       }
     }
   }
-  grid_dependency_wait();
-  issue(c, 0);
   // PT_RUNS: under a page table the loop walks the slots L runs at a time
   // (pt, below); the int32 kernels' load_token_ix walks each run's, a run
-  // ahead (the lanes' slots would spill their registers)
+  // ahead (the lanes' slots would spill their registers). The first walk's
+  // lines start their way too, a lane of group 0 for each of its runs: the
+  // token entries (batch index, position: the run's GPB tokens in a line)
+  // and the kv_indptr entries of the run's first and last token as their
+  // batch indices read now choose them (index_hint)
   constexpr bool PT_RUNS = (!ENGINE || APPEND) && !I32;
+  if (PT_RUNS && page_table_of(ENGINE, P) && threadIdx.x < L) {
+    const uint64_t r = (uint64_t)c + (uint64_t)threadIdx.x * stride;
+    const int64_t t0 = (int64_t)r * GPB, t1 = t0 + GPB - 1 < P.T ? t0 + GPB - 1 : P.T - 1;
+    if (r < end && t0 < P.T) {
+      const int64_t b0 = index_hint(P.pt.batch, P.pt.batch_dtype, t0);
+      const int64_t b1 = index_hint(P.pt.batch, P.pt.batch_dtype, t1);
+      prefetch_l2(index_at(P.pt.pos, P.pt.pos_dtype, t0));
+      if (b0 >= 0 && b0 < P.pt.nseq) prefetch_l2(index_at(P.pt.indptr, P.pt.indptr_dtype, b0));
+      if (b1 >= 0 && b1 < P.pt.nseq) prefetch_l2(index_at(P.pt.indptr, P.pt.indptr_dtype, b1 + 1));
+    }
+  }
+  grid_dependency_wait();
+  issue(c, 0);
   token_ix next = load_token_ix<false, ENGINE, !PT_RUNS>(P, nullptr, (int64_t)c * GPB + grp);
   // I32: the token's act_scale, loaded with its position and slot
   auto load_act_scale = [&](int64_t t) { return I32 && P.act_scale && t < P.T ? __ldg(P.act_scale + t) : 1.0f; };

@@ -214,6 +214,22 @@ __device__ __forceinline__ token_ix load_token_ix(const qf_cu_problem &P, const 
   return x;
 }
 
+// Entry i of an int32 / int64 index vector read before the grid dependency
+// wait, as a hint only: the previous kernel may still be writing it, so the
+// value (a relaxed load: a defined result either way) only chooses which
+// lines to prefetch into L2 (a position: its cos/sin; a batch index: its
+// kv_indptr entries); the entry used is read again after the wait.
+__device__ __forceinline__ int64_t index_hint(const void *p, int dt, int64_t i) {
+  if (dt == QKVFUSE_DTYPE_INT64) {
+    long long v;
+    asm volatile("ld.relaxed.gpu.global.s64 %0, [%1];" : "=l"(v) : "l"(static_cast<const long long *>(p) + i));
+    return v;
+  }
+  int v;
+  asm volatile("ld.relaxed.gpu.global.s32 %0, [%1];" : "=r"(v) : "l"(static_cast<const int32_t *>(p) + i));
+  return v;
+}
+
 // A token's position and slot checked: ok is false if the group has no
 // token (live false) or either is outside its table (reported where
 // reporter() is true: one lane per token); dest says whether the token has a

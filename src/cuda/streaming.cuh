@@ -378,8 +378,10 @@ __device__ __forceinline__ void prefetch_cos_sin_rows(const qf_cu_problem &P, in
 
 // The lines of the cos_sin_cache row at position pos that load_cos_sin
 // reads for the lane's rotated vectors, into L2: the prefill form's kernels
-// that load them as a run starts (not ENGINE) prefetch the next run's, the
-// decode form those of its position hint. COS_SIN_DTYPE: as load_cos_sin's.
+// that load them as a run starts (not ENGINE) prefetch the next run's; the
+// decode form's lead and the prefill form's first q item (CS_AHEAD) those
+// of the position hint read before the grid dependency wait.
+// COS_SIN_DTYPE: as load_cos_sin's.
 template <bool INTERLEAVED, int COS_SIN_DTYPE = 0>
 __device__ __forceinline__ void prefetch_cos_sin(const qf_cu_problem &P, int64_t pos, const lane_vecs &lv) {
   const qf_cu_mat &csc = P.cos_sin_cache;

@@ -411,6 +411,17 @@ __global__ void __launch_bounds__(kStreamingBlock, prefill_blocks_per_sm(ENGINE)
   }
   grid_dependency_wait();
   issue(c, 0);
+  // POS32 (the append call's int32 positions): the next run's position kept
+  // as loaded, from a token clamped into the call (no branch), and widened
+  // where it is used, so that the wait for its load falls there: a 64-bit
+  // value merged after a branch makes every warp wait for the next run's
+  // position at the top of this run (next.pos is then unused)
+  constexpr bool POS32 = engine_pos_dtype(ENGINE) == QKVFUSE_DTYPE_INT32;
+  auto load_pos32 = [&](int64_t t) {
+    return __ldg(static_cast<const int32_t *>(P.positions.data) + (t < P.T ? t : P.T - 1));
+  };
+  int32_t pos32 = 0;
+  if constexpr (POS32) pos32 = load_pos32((int64_t)c * GPB + grp);
   token_ix next = load_token_ix<false, ENGINE, !PT_RUNS>(P, nullptr, (int64_t)c * GPB + grp);
   // I32: the token's act_scale, loaded with its position and slot
   auto load_act_scale = [&](int64_t t) { return I32 && P.act_scale && t < P.T ? __ldg(P.act_scale + t) : 1.0f; };
@@ -445,7 +456,7 @@ __global__ void __launch_bounds__(kStreamingBlock, prefill_blocks_per_sm(ENGINE)
   auto fetch_cs = [&](unsigned cc, const token_ix &x) {
     const bool r = kind < 2 && R > 0 && !idle && lane < data_lanes && (lv.rot_a || lv.rot_b) && cc < end &&
                    (int64_t)cc * GPB + grp < P.T && (QUANT || (x.pos >= 0 && x.pos < P.max_pos));
-    return cs_fetch<TABLE_DTYPE, INTERLEAVED, QUANT>(P, x.pos, lv, r);
+    return cs_fetch<TABLE_DTYPE, INTERLEAVED, QUANT>(P, POS32 ? (int64_t)pos32 : x.pos, lv, r);
   };
   cs_bits<TABLE_DTYPE> csb = {};
   if constexpr (CS_AHEAD) csb = fetch_cs(c, next);
@@ -470,8 +481,9 @@ __global__ void __launch_bounds__(kStreamingBlock, prefill_blocks_per_sm(ENGINE)
     const unsigned cn = c + stride;
     issue(cn, st ^ 1);
     token_ix ix = next;
+    if constexpr (POS32) ix.pos = pos32, pos32 = load_pos32((int64_t)cn * GPB + grp);
     const float as = as_next;
-    if (cn < end) {
+    if (!POS32 && cn < end) {
       next = load_token_ix<false, ENGINE, !PT_RUNS>(P, nullptr, (int64_t)cn * GPB + grp);
       if constexpr (I32) as_next = load_act_scale((int64_t)cn * GPB + grp);
     }

@@ -21,9 +21,15 @@ static int64_t plan_sms(const qf_cuda_state &state) { return state.sm_count > 0 
 // memory would overflow), or nullptr.
 //
 // Decode-sized calls run the decode form (one (token, head) per group, one
-// pass): 16-bit input while its grid fits one wave of resident blocks
-// (decode_blocks_per_sm per multiprocessor: a second, part-filled wave costs
-// more than the prefill form's pipeline), int32 input while the prefill form
+// pass): 16-bit input while its grid is at most five quarters of a wave of
+// resident blocks (decode_blocks_per_sm per multiprocessor; just past one
+// wave each prefill block walks one or two token runs behind its own chain
+// of loads and takes longer than the decode form's short second wave: on an
+// H100 the decode form of the split, int8 cache and in place calls of six
+// presets took 0.75-1.00 of the prefill form's time up to 1.25 waves
+// (phi-3-mini's in place call 1.09), 0.95-1.03 up to 1.45 and mostly more
+// beyond), the append call's while it fits one wave (its prefill kernel was
+// 8-12% faster at 1.16 waves), int32 input while the prefill form
 // would have under 400 threads per multiprocessor (on an H100's six presets,
 // the int32 call's two-vector decode kernels were 2-11% faster than the
 // prefill form up to there, and above it slower but in one row by 2%). The
@@ -77,9 +83,10 @@ static const char *streaming_schedule(const qf_cuda_state &state, const qf_probl
   }
   int64_t decode_kind_blocks[3];
   const int64_t decode_blocks = qf_cuda_schedule_decode_grid(p->T, kind_heads, decode_gpb, decode_kind_blocks);
+  const int64_t wave = sms * qf::decode_blocks_per_sm(v->engine != QF_CUDA_ENGINE_NONE);
+  const int64_t decode_most = v->engine == QF_CUDA_ENGINE_APPEND ? wave : wave + wave / 4;
   if (form == QF_CUDA_FORM_BY_SIZE &&
-      (i32 ? units * qf::kStreamingBlock >= sms * 400
-           : decode_blocks > sms * qf::decode_blocks_per_sm(v->engine != QF_CUDA_ENGINE_NONE)))
+      (i32 ? units * qf::kStreamingBlock >= sms * 400 : decode_blocks > decode_most))
     decode = false;
   if (decode) {
     v->kernel = narrow ? QF_CUDA_KERNEL_DECODE_NARROW : QF_CUDA_KERNEL_DECODE;

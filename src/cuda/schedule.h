@@ -285,8 +285,8 @@ extern "C" {
 /* The decode form's grid (decode.cuh): for kind k (q, k, v) the blocks of
  * gpb (token, head) groups that cover its T x heads[k] groups (heads[k] = 0:
  * the kind has no work), in blocks[k], q's first; returns their sum. By
- * size, a 16-bit call runs the decode form while the sum fits one wave of
- * resident blocks (choose.cu). */
+ * size, a 16-bit call runs the decode form while the sum is at most five
+ * quarters of a wave of resident blocks (choose.cu). */
 static inline int64_t qf_cuda_schedule_decode_grid(int64_t T, const int64_t *heads, int64_t gpb, int64_t *blocks) {
   int64_t sum = 0;
   for (int k = 0; k < 3; k++) sum += blocks[k] = (T * heads[k] + gpb - 1) / gpb;

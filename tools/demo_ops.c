@@ -277,6 +277,12 @@ static int8_caches int8_caches_make(cli_pool *pool, cli_rng *rng, const int64_t 
   return c;
 }
 
+/* The quantizers of the caches' scales in d: k symmetric, v asymmetric. */
+static void int8_caches_quant(qkvfuse_desc *d) {
+  d->k_quant = QKVFUSE_QUANT_INT8_SYM;
+  d->v_quant = QKVFUSE_QUANT_INT8_ASYM;
+}
+
 /* The reference run's caches and scales in a. */
 static void int8_caches_args(const int8_caches *c, qkvfuse_args *a) {
   a->k_scale = &c->k_scale->t;
@@ -419,8 +425,7 @@ void demo_qkv_rmsnorm_rope_cache(const tk_preset *ps, const demo_config *cfg, de
 
   qkvfuse_desc d = reference_desc(ps, D, QKVFUSE_ROPE_COS_SIN, QKVFUSE_ROPE_NEOX, 1);
   d.cache_layout = QKVFUSE_CACHE_NZ;
-  d.k_quant = QKVFUSE_QUANT_INT8_SYM;
-  d.v_quant = QKVFUSE_QUANT_INT8_ASYM;
+  int8_caches_quant(&d);
   r->backend = default_backend(&d, cfg->dev);
 
   const int64_t qkv_size[4] = {1, T, Nq + 2 * Nkv, D}, head_nums[3] = {Nq, Nkv, Nkv};
@@ -518,8 +523,7 @@ void demo_dequant_rope_quant_kvcache(const tk_preset *ps, int preset_index, cons
 
   qkvfuse_desc d = reference_desc(ps, D, QKVFUSE_ROPE_COS_SIN, QKVFUSE_ROPE_NEOX, 0);
   d.cache_layout = layout;
-  d.k_quant = QKVFUSE_QUANT_INT8_SYM;
-  d.v_quant = QKVFUSE_QUANT_INT8_ASYM;
+  int8_caches_quant(&d);
   r->backend = default_backend(&d, cfg->dev);
 
   const int64_t splits[3] = {Nq * D, W, W};

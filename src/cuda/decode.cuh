@@ -266,14 +266,20 @@ __global__ void __launch_bounds__(kStreamingBlock) decode_kernel(const __grid_co
 #pragma unroll
     for (int v = 0; v < NV; v++) prefetch_l2(in + 8 * wv[v]);
   }
-  int64_t bh = -1; /* page table: the token's batch index as read before the wait (index_hint) */
+  /* page table: the token's batch index and (the append call) kv position
+     as read before the wait (index_hint) */
+  constexpr bool APPEND = (ENGINE & kEngineAppend) != 0;
+  int64_t bh = -1, ph = -1;
   if ((I32 ? live && (h == 0 || grp == 0) : lead) && lane == 0) {
     if (I32 && P.act_scale) prefetch_l2(P.act_scale + t);
     if (has_positions(ENGINE, P))
       prefetch_l2(index_at(P.positions.data, ENGINE ? engine_pos_dtype(ENGINE) : P.positions.dtype, t));
     if (page_table_of(ENGINE, P)) { /* the token's own entries; its kv_indptr entries below */
       bh = index_hint(P.pt.batch, P.pt.batch_dtype, t);
-      prefetch_l2(index_at(P.pt.pos, P.pt.pos_dtype, t));
+      if constexpr (APPEND)
+        ph = index_hint(P.pt.pos, P.pt.pos_dtype, t);
+      else
+        prefetch_l2(index_at(P.pt.pos, P.pt.pos_dtype, t));
     } else if ((ENGINE & kEngineCache) || P.layout != QKVFUSE_CACHE_NONE) {
       prefetch_l2(index_at(P.slot_mapping.data, ENGINE ? QKVFUSE_DTYPE_INT64 : P.slot_mapping.dtype,
                            !ENGINE && P.layout == QKVFUSE_CACHE_CONTIGUOUS ? div_by<true>(t, P.S, &params.batch_div)
@@ -304,12 +310,20 @@ __global__ void __launch_bounds__(kStreamingBlock) decode_kernel(const __grid_co
   }
   // under a page table, the lines of the token's kv_indptr entries, as its
   // batch index read above chooses them: after the wait the walk
-  // (page_table_slot) then finds its first two steps in L2, only
-  // kv_indices left to come from memory. Used here, after the position's
+  // (page_table_slot) then finds its first two steps in L2; the append
+  // call's kernels read kv_indptr[b] as a hint and prefetch its kv_indices
+  // entry too (the third step; the other kernels' registers serve every
+  // call, so they leave it to memory). Used here, after the position's
   // read, so that both round trips overlap
   if (page_table_of(ENGINE, P) && bh >= 0 && bh < P.pt.nseq) {
-    prefetch_l2(index_at(P.pt.indptr, P.pt.indptr_dtype, bh));
-    prefetch_l2(index_at(P.pt.indptr, P.pt.indptr_dtype, bh + 1));
+    if constexpr (APPEND) {
+      const int64_t lo = index_hint(P.pt.indptr, P.pt.indptr_dtype, bh);
+      prefetch_l2(index_at(P.pt.indptr, P.pt.indptr_dtype, bh + 1));
+      prefetch_page_entry(P.pt, lo, ph, &params.page_div);
+    } else {
+      prefetch_l2(index_at(P.pt.indptr, P.pt.indptr_dtype, bh));
+      prefetch_l2(index_at(P.pt.indptr, P.pt.indptr_dtype, bh + 1));
+    }
   }
   // COS_SIN_ROWS: the token's own cos/sin rows (no position), by every
   // group that rotates: lines of one token, few requests each, and faster

@@ -230,6 +230,19 @@ __device__ __forceinline__ int64_t index_hint(const void *p, int dt, int64_t i) 
   return v;
 }
 
+// The page-table walk's last step ahead of the wait (the append call's
+// decode form): the kv_indices entry of kv position p's page prefetched
+// into L2, lo = kv_indptr[b] and p read as hints (index_hint), so that the
+// walk after the wait (page_table_slot) finds all three of its steps there.
+// The entry is one qf_page_table_dest reads for those values: inside the
+// table. page_div: the block size's divisor (div_by).
+__device__ __forceinline__ void prefetch_page_entry(const qf_page_table &pt, int64_t lo, int64_t p,
+                                                    const qf_cu_div *page_div) {
+  if (lo < 0 || p < 0 || pt.block_size <= 0) return;
+  const int64_t page = div_by<true>(p, pt.block_size, page_div);
+  if (page < pt.nindices - lo) prefetch_l2(index_at(pt.indices, pt.indices_dtype, lo + page));
+}
+
 // A token's position and slot checked: ok is false if the group has no
 // token (live false) or either is outside its table (reported where
 // reporter() is true: one lane per token); dest says whether the token has a

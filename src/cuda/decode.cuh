@@ -312,8 +312,8 @@ __global__ void __launch_bounds__(kStreamingBlock) decode_kernel(const __grid_co
   // batch index read above chooses them: after the wait the walk
   // (page_table_slot) then finds its first two steps in L2; the append
   // call's kernels read kv_indptr[b] as a hint and prefetch its kv_indices
-  // entry too (the third step; the other kernels' registers serve every
-  // call, so they leave it to memory). Used here, after the position's
+  // entry too (the third step; the other kernels keep two: the third was
+  // measured for the append call only). Used here, after the position's
   // read, so that both round trips overlap
   if (page_table_of(ENGINE, P) && bh >= 0 && bh < P.pt.nseq) {
     if constexpr (APPEND) {

@@ -415,14 +415,17 @@ __global__ void __launch_bounds__(kStreamingBlock, prefill_blocks_per_sm(ENGINE)
   // as loaded, from a token clamped into the call (no branch), and widened
   // where it is used, so that the wait for its load falls there: a 64-bit
   // value merged after a branch makes every warp wait for the next run's
-  // position at the top of this run (next.pos is then unused)
+  // position at the top of this run (next, the position and slot of the
+  // other kernels, is then not loaded: under the page table the walk below
+  // gives the slot)
   constexpr bool POS32 = engine_pos_dtype(ENGINE) == QKVFUSE_DTYPE_INT32;
   auto load_pos32 = [&](int64_t t) {
     return __ldg(static_cast<const int32_t *>(P.positions.data) + (t < P.T ? t : P.T - 1));
   };
   int32_t pos32 = 0;
   if constexpr (POS32) pos32 = load_pos32((int64_t)c * GPB + grp);
-  token_ix next = load_token_ix<false, ENGINE, !PT_RUNS>(P, nullptr, (int64_t)c * GPB + grp);
+  token_ix next = {0, -1};
+  if constexpr (!POS32) next = load_token_ix<false, ENGINE, !PT_RUNS>(P, nullptr, (int64_t)c * GPB + grp);
   // I32: the token's act_scale, loaded with its position and slot
   auto load_act_scale = [&](int64_t t) { return I32 && P.act_scale && t < P.T ? __ldg(P.act_scale + t) : 1.0f; };
   float as_next = load_act_scale((int64_t)c * GPB + grp);

@@ -113,8 +113,9 @@ void tk_spec_engine(tk_spec *s, tk_rng *r);
  * (rope_quantize_fp8_append_paged_kv_cache): 16-bit input, RoPE from a
  * float32 cos_sin_cache by int32 positions, q written as fp8 e4m3, k and v
  * through a page table into paged (NHD or HND) e4m3 caches, norm weights
- * (where drawn) of the input's dtype and no beta, fused rounding; D, R
- * multiples of 16 (D up to 512), rows of whole 16-byte vectors. The rest
+ * (where drawn, in half the cases: FlashInfer's call has none) of the
+ * input's dtype and no beta, fused rounding; D, R multiples of 16 (D up to
+ * 512), rows of whole 16-byte vectors. The rest
  * (shapes, T, pairs, scale kinds, the page table, cache order and padding,
  * k and v outputs) stays as drawn. */
 void tk_spec_append(tk_spec *s, tk_rng *r);

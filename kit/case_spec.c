@@ -339,6 +339,7 @@ void tk_spec_append(tk_spec *s, tk_rng *r) {
   s->k_quant = s->v_quant = QKVFUSE_QUANT_FP8_E4M3;
   s->cache_pad -= s->cache_pad % 16; /* rows of whole 16-byte vectors: fp8 q out, e4m3 caches */
   s->out_pad -= s->out_pad % 16;
+  if (tk_rng_chance(r, 0.5)) s->q_norm = s->k_norm = 0; /* FlashInfer's call (drawn last, as above) */
   tk_spec_fixup(s);
 }
 

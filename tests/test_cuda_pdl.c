@@ -42,7 +42,7 @@ typedef struct variant {
   qkvfuse_rope_style style;
   qkvfuse_dtype pos_dt;
   int bad_pos; /* the last token's position outside the table */
-  int append;  /* FlashInfer's append call: float32 cos/sin, fp8 q, e4m3 caches through a page table */
+  int append;  /* 1: FlashInfer's append call (float32 cos/sin, fp8 q, e4m3 caches through a page table, no norm); 2: with norm */
 } variant;
 
 #define BF16 QKVFUSE_DTYPE_BFLOAT16
@@ -72,10 +72,14 @@ static const variant variants[] = {
     /* an engine's calls: the preloading form with constant dtypes and geometry (the engine call) */
     {32, 8, 128, 0, 1, BF16, BF16, 0, I8S, I8S, 2, 2, NEOX, I64, 0, 0},
     {32, 2, 128, 64, 3, BF16, BF16, 0, FP8, I8S, 0, 2, INTER, I64, 1, 0},
-    /* FlashInfer's append call (pos I32; kq, vq as e4m3): its own kernels, decode and prefill forms */
+    /* FlashInfer's append call (pos I32; kq, vq as e4m3; append 1: no norm, as FlashInfer's; 2: with norm):
+       its own kernels, decode (one and two vectors per lane) and prefill forms */
     {32, 8, 128, 0, 1, BF16, BF16, 0, FP8, FP8, 0, 0, NEOX, I32, 0, 1},
-    {32, 8, 128, 64, 5, F16, F16, 0, FP8, FP8, 2, 0, INTER, I32, 1, 1},
+    {32, 8, 128, 64, 5, F16, F16, 0, FP8, FP8, 2, 0, INTER, I32, 1, 2},
+    {32, 8, 128, 0, 48, BF16, BF16, 0, FP8, FP8, 0, 0, NEOX, I32, 0, 1},
+    {32, 8, 128, 0, 48, BF16, BF16, 0, FP8, FP8, 0, 0, NEOX, I32, 0, 2},
     {32, 8, 128, 0, 600, BF16, BF16, 0, FP8, FP8, 0, 2, NEOX, I32, 0, 1},
+    {32, 8, 128, 0, 600, BF16, BF16, 1, FP8, FP8, 0, 2, NEOX, I32, 0, 2},
 };
 
 static const int late_slots[] = {TK_Q_GAMMA,  TK_K_GAMMA,  TK_K_SCALE,  TK_V_SCALE,
@@ -95,6 +99,7 @@ static void make_spec(const variant *v, tk_spec *s) {
     s->slot_dt = v->pos_dt; /* int64 slots with int64 positions, as engines pass them */
     s->k_quant = v->kq, s->v_quant = v->vq, s->k_scale_kind = v->k_scale_kind, s->v_scale_kind = v->v_scale_kind;
     if (v->append) {
+      if (v->append == 1) s->q_norm = s->k_norm = 0; /* FlashInfer's call */
       s->rope_dt = F32, s->q_quant = FP8;
       s->addressing = QKVFUSE_ADDRESS_PAGE_TABLE, s->pt_batch = 2, s->pt_prefix = 20;
       for (int i = 0; i < 4; i++) s->pt_dt[i] = I32;

@@ -62,6 +62,7 @@ static void qf_cuda_explain(const qkvfuse_plan *plan, const qf_problem *p, char 
   const char *call = v.engine == QF_CUDA_ENGINE_CALL       ? " (engine call)"
                      : v.engine == QF_CUDA_ENGINE_CALL_F32 ? " (engine call, float32 cos/sin)"
                      : v.engine == QF_CUDA_ENGINE_APPEND   ? " (append call)"
+                     : v.engine == QF_CUDA_ENGINE_APPEND_NORM ? " (append call with norm)"
                      : v.engine == QF_CUDA_ENGINE_DEQUANT  ? " (int32 call)"
                      : v.input == QKVFUSE_DTYPE_INT32      ? " (int32 input)"
                                                            : "";
@@ -120,17 +121,20 @@ static qkvfuse_status check_image(int dev, int cc, const void *kernel, const cha
 }
 
 // What a plan needs of a device that cannot change while the process runs:
-// its multiprocessors and compute capability, checked to have images of every
-// kernel family, and the shared memory the general kernel may use for D > 512
-// (below). The first plan for a device queries and sets them; later ones
-// (the named operators plan on every call, also inside a graph capture) read
-// them. Every access is atomic, so concurrent first plans store alike.
+// its multiprocessors, their shared memory and its compute capability,
+// checked to have images of every kernel family, and the shared memory the
+// general kernel for D > 512 and the decode kernels may use (below). The
+// first plan for a device queries and sets them; later ones (the named
+// operators plan on every call, also inside a graph capture) read them.
+// Every access is atomic, so concurrent first plans store alike.
 static const int kCachedDevices = 64;
-static int g_device_sms[kCachedDevices], g_device_cc[kCachedDevices], g_device_ready[kCachedDevices];
+static int g_device_sms[kCachedDevices], g_device_smem[kCachedDevices], g_device_cc[kCachedDevices],
+    g_device_ready[kCachedDevices];
 
-static qkvfuse_status device_facts(int dev, int *sms, int *cc) {
+static qkvfuse_status device_facts(int dev, int *sms, int *smem, int *cc) {
   if (dev < kCachedDevices && __atomic_load_n(&g_device_ready[dev], __ATOMIC_ACQUIRE)) {
     *sms = __atomic_load_n(&g_device_sms[dev], __ATOMIC_RELAXED);
+    *smem = __atomic_load_n(&g_device_smem[dev], __ATOMIC_RELAXED);
     *cc = __atomic_load_n(&g_device_cc[dev], __ATOMIC_RELAXED);
     return QKVFUSE_SUCCESS;
   }
@@ -142,6 +146,7 @@ static qkvfuse_status device_facts(int dev, int *sms, int *cc) {
   QF_CHECK(dev < count, QKVFUSE_ERROR_DEVICE, "device_id: cuda:%d requested; this machine has %d device(s)", dev,
            count);
   e = cudaDeviceGetAttribute(sms, cudaDevAttrMultiProcessorCount, dev);
+  if (e == cudaSuccess) e = cudaDeviceGetAttribute(smem, cudaDevAttrMaxSharedMemoryPerMultiprocessor, dev);
   int major = 0, minor = 0;
   if (e == cudaSuccess) e = cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev);
   if (e == cudaSuccess) e = cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, dev);
@@ -163,9 +168,16 @@ static qkvfuse_status device_facts(int dev, int *sms, int *cc) {
       cudaGetLastError(); /* reported here, not left to a later call */
       return cuda_fail(e, "cudaFuncSetAttribute (the general kernel's shared memory for D > 512)");
     }
+    // and the decode kernels, which ask for shared memory to spread their blocks (choose.cu)
+    if (*cc >= QF_CUDA_STREAMING_MIN_CC) e = qf_cuda_streaming_allow_spread(optin);
+    if (e != cudaSuccess) {
+      cudaGetLastError();
+      return cuda_fail(e, "cudaFuncSetAttribute (the decode kernels' shared memory)");
+    }
   }
   if (dev < kCachedDevices) {
     __atomic_store_n(&g_device_sms[dev], *sms, __ATOMIC_RELAXED);
+    __atomic_store_n(&g_device_smem[dev], *smem, __ATOMIC_RELAXED);
     __atomic_store_n(&g_device_cc[dev], *cc, __ATOMIC_RELAXED);
     __atomic_store_n(&g_device_ready[dev], 1, __ATOMIC_RELEASE);
   }
@@ -175,7 +187,7 @@ static qkvfuse_status device_facts(int dev, int *sms, int *cc) {
 extern "C" qkvfuse_status qf_cuda_plan(qkvfuse_plan *plan) {
   const qkvfuse_desc *d = &plan->desc;
   qf_cuda_state state = {};
-  QF_FORWARD(device_facts(d->device_id, &state.sm_count, &state.cc));
+  QF_FORWARD(device_facts(d->device_id, &state.sm_count, &state.smem_per_sm, &state.cc));
   // programmatic dependent launch (launch.h): sm_90 and later, unless the
   // variant cuda.pdl (or its alias QKVFUSE_CUDA_PDL) is "0"
   const char *pdl = plan->variants.cuda_pdl ? plan->variants.cuda_pdl : getenv("QKVFUSE_CUDA_PDL");

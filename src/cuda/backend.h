@@ -37,6 +37,7 @@ typedef enum qf_cuda_engine {
   QF_CUDA_ENGINE_CALL,     /* the engine call (kEngine): vLLM's and SGLang's */
   QF_CUDA_ENGINE_CALL_F32, /* the same with a float32 cos_sin_cache (kEngine | kEngineF32): FlashInfer's RoPE */
   QF_CUDA_ENGINE_APPEND,   /* FlashInfer's fp8 append through a page table (kEngine | kEngineF32 | kEngineAppend) */
+  QF_CUDA_ENGINE_APPEND_NORM, /* the same with a norm of q or k (| kEngineNorm) */
   QF_CUDA_ENGINE_DEQUANT   /* the int32 call (kEngine | kEngineRows): DequantRopeQuantKvcache's */
 } qf_cuda_engine;
 
@@ -48,9 +49,9 @@ typedef enum qf_cuda_engine {
  * int8 offsets, a quantized cache of int8 or fp8 e4m3 (not e5m2). The
  * append call (FlashInfer's rope_quantize_fp8_append_paged_kv_cache):
  * cos/sin from a float32 cos_sin_cache by int32 positions, q written as
- * fp8 e4m3, norm weights (if any) of the input's dtype, k and v through a
- * page table into paged e4m3 caches (NHD or HND) with a head's D channels
- * contiguous. The int32 call: int32 input (the streaming kernel's), cos and
+ * fp8 e4m3, k and v through a page table into paged e4m3 caches (NHD or
+ * HND) with a head's D channels contiguous, and no norm (APPEND_NORM: norm
+ * weights of the input's dtype). The int32 call: int32 input (the streaming kernel's), cos and
  * sin given per token as rows of the outputs' dtype, q of that dtype, norm
  * weights (if any) of that dtype and a cache, if any, as the engine call's. */
 qf_cuda_engine qf_cuda_engine_call(const qf_problem *p, const qf_cu_problem *P);

@@ -16,6 +16,23 @@ static qf_cu_div divisor_or_none(int64_t d) {
 // The plan's multiprocessors (132, an H100 / H200's, where the device did not say).
 static int64_t plan_sms(const qf_cuda_state &state) { return state.sm_count > 0 ? state.sm_count : 132; }
 
+// The dynamic shared memory that spreads a grid of `blocks` blocks, each
+// able to hold `resident` per multiprocessor, over the multiprocessors:
+// enough that at most ceil(blocks / sms) of them fit on one (the kernel
+// reads none of it), or 0 where that limit is not below `resident` or the
+// grid fits one per multiprocessor. The block scheduler fills a
+// multiprocessor up to its limit before the next, so a grid under one wave
+// would otherwise run on a part of them. Bytes: smem_per_sm / cap less 4
+// KB for each block's static and reserved shared memory (each at most 1
+// KB for the decode kernels on sm_80 to sm_90): cap blocks fit and cap + 1
+// do not while smem_per_sm > 4 KB cap (cap + 1).
+static size_t spread_smem(const qf_cuda_state &state, int64_t blocks, int resident) {
+  const int64_t sms = plan_sms(state), cap = (blocks + sms - 1) / sms;
+  if (cap < 2 || cap >= resident || state.smem_per_sm <= 0) return 0;
+  const int64_t bytes = state.smem_per_sm / cap - 4096;
+  return bytes > 4096 * (cap + 1) ? (size_t)bytes : 0;
+}
+
 // The streaming kernel's form and schedule, its parameters in K's member of
 // the form; returns why it cannot run the call (an index or the shared
 // memory would overflow), or nullptr.
@@ -83,8 +100,9 @@ static const char *streaming_schedule(const qf_cuda_state &state, const qf_probl
   }
   int64_t decode_kind_blocks[3];
   const int64_t decode_blocks = qf_cuda_schedule_decode_grid(p->T, kind_heads, decode_gpb, decode_kind_blocks);
-  const int64_t wave = sms * qf::decode_blocks_per_sm(v->engine != QF_CUDA_ENGINE_NONE);
-  const int64_t decode_most = v->engine == QF_CUDA_ENGINE_APPEND ? wave : wave + wave / 4;
+  const int64_t wave = sms * qf::decode_blocks_per_sm(qf::engine_bits(v->engine));
+  const bool append = v->engine == QF_CUDA_ENGINE_APPEND || v->engine == QF_CUDA_ENGINE_APPEND_NORM;
+  const int64_t decode_most = append ? wave : wave + wave / 4;
   if (form == QF_CUDA_FORM_BY_SIZE &&
       (i32 ? units * qf::kStreamingBlock >= sms * 400 : decode_blocks > decode_most))
     decode = false;
@@ -105,7 +123,7 @@ static const char *streaming_schedule(const qf_cuda_state &state, const qf_probl
     Q.page_div = divisor_or_none(p->k_cache.data ? p->k_cache.block_size : 0);
     Q.batch_div = divisor_or_none(p->S);
     v->blocks = (unsigned)decode_blocks;
-    v->smem = 0;
+    v->smem = narrow ? 0 : spread_smem(state, decode_blocks, qf::decode_blocks_per_sm(qf::engine_bits(v->engine)));
     return nullptr;
   }
   v->kernel = QF_CUDA_KERNEL_PREFILL;

@@ -112,13 +112,13 @@ qf_cuda_engine qf_cuda_engine_call(const qf_problem *p, const qf_cu_problem *P) 
       (p->k_gamma.data && p->k_gamma.dtype != in))
     return QF_CUDA_ENGINE_NONE;
   if (!heads_contiguous(p)) return QF_CUDA_ENGINE_NONE;
-  if (d->q_quant == QKVFUSE_QUANT_FP8_E4M3) /* the append call: every quantizer e4m3 */
-    return p->k_cache.data && p->v_cache.data && d->cache_addressing == QKVFUSE_ADDRESS_PAGE_TABLE &&
-                   d->k_quant == QKVFUSE_QUANT_FP8_E4M3 &&
-                   d->v_quant == QKVFUSE_QUANT_FP8_E4M3 && p->positions.dtype == QKVFUSE_DTYPE_INT32 &&
-                   p->cos_sin_cache.dtype == QKVFUSE_DTYPE_FLOAT32
-               ? QF_CUDA_ENGINE_APPEND
-               : QF_CUDA_ENGINE_NONE;
+  if (d->q_quant == QKVFUSE_QUANT_FP8_E4M3) { /* the append call: every quantizer e4m3 */
+    if (!(p->k_cache.data && p->v_cache.data && d->cache_addressing == QKVFUSE_ADDRESS_PAGE_TABLE &&
+          d->k_quant == QKVFUSE_QUANT_FP8_E4M3 && d->v_quant == QKVFUSE_QUANT_FP8_E4M3 &&
+          p->positions.dtype == QKVFUSE_DTYPE_INT32 && p->cos_sin_cache.dtype == QKVFUSE_DTYPE_FLOAT32))
+      return QF_CUDA_ENGINE_NONE;
+    return d->q_norm || d->k_norm ? QF_CUDA_ENGINE_APPEND_NORM : QF_CUDA_ENGINE_APPEND;
+  }
   if (d->q_quant != QKVFUSE_QUANT_NONE) return QF_CUDA_ENGINE_NONE; /* the engine call stores q of the input's dtype */
   if (p->positions.dtype != QKVFUSE_DTYPE_INT64 || !engine_cache(p, P)) return QF_CUDA_ENGINE_NONE;
   return p->cos_sin_cache.dtype == in                     ? QF_CUDA_ENGINE_CALL

@@ -34,6 +34,16 @@ cudaError_t qf_cuda_general_allow_wide(int bytes) {
   return cudaSuccess;
 }
 
+cudaError_t qf_cuda_streaming_allow_spread(int bytes) {
+  cudaError_t (*const each[4])(int) = {qf_cuda_streaming_allow_spread_f16, qf_cuda_streaming_allow_spread_bf16,
+                                       qf_cuda_streaming_allow_spread_i32_f16, qf_cuda_streaming_allow_spread_i32_bf16};
+  for (auto allow : each) {
+    const cudaError_t e = allow(bytes);
+    if (e != cudaSuccess) return e;
+  }
+  return cudaSuccess;
+}
+
 qkvfuse_status qf_cuda_start(const void *kernel, unsigned blocks, unsigned threads, size_t smem, cudaStream_t stream,
                              const void *params, bool pdl, const char *name) {
   cudaLaunchConfig_t config = {};

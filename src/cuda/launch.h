@@ -56,6 +56,17 @@ cudaError_t qf_cuda_general_allow_wide_f16(int bytes);
 cudaError_t qf_cuda_general_allow_wide_bf16(int bytes);
 cudaError_t qf_cuda_general_allow_wide_i32(int bytes);
 
+/* Let the two-vector decode kernels (streaming_launch.cuh) use up to `bytes`
+ * of dynamic shared memory on the current device, which a launch asks for
+ * only to limit its blocks per multiprocessor (choose.cu: spread_smem).
+ * Called once per device by its first plan, as above;
+ * qf_cuda_streaming_allow_spread does it for every input dtype. */
+cudaError_t qf_cuda_streaming_allow_spread(int bytes);
+cudaError_t qf_cuda_streaming_allow_spread_f16(int bytes);
+cudaError_t qf_cuda_streaming_allow_spread_bf16(int bytes);
+cudaError_t qf_cuda_streaming_allow_spread_i32_f16(int bytes);
+cudaError_t qf_cuda_streaming_allow_spread_i32_bf16(int bytes);
+
 /* One kernel of each family qkvfuse_run dispatches to, the general kernel
  * (general_f32.cu) and the streaming kernel (streaming_bf16.cu), for the
  * plan's check that this build holds an image its device can run (every

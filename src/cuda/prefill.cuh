@@ -327,7 +327,7 @@ __global__ void __launch_bounds__(kStreamingBlock, prefill_blocks_per_sm(ENGINE)
   const int64_t ld = P.in[kind].ld;
   const qf_cu_mat &out = kind == 0 ? P.q_out : (kind == 1 ? P.k_out : P.v_out);
   const qf_cu_cache &C = kind == 1 ? P.k_cache : P.v_cache;
-  const bool norm = kind == 0 ? P.q_norm : (kind == 1 && P.k_norm);
+  const bool norm = norm_of(ENGINE, P, kind);
   const bool quant = kind > 0 && C.data && C.quant != QKVFUSE_QUANT_NONE;
   uint4 *const stage = smem + threadIdx.x;
   float *const wtab = reinterpret_cast<float *>(smem + kPrefillStages * heads_per_item * VP * kStreamingBlock);

@@ -43,6 +43,7 @@ static inline int qf_cuda_streaming(int cc, qf_cuda_form form) {
  * (plan.h: opaque to the core). */
 typedef struct qf_cuda_state {
   int sm_count;          /* multiprocessors of the plan's device */
+  int smem_per_sm;       /* shared memory per multiprocessor, bytes */
   int cc;                /* its compute capability, major * 10 + minor */
   int pdl;               /* launch with programmatic dependent launch (sm_90+, QKVFUSE_CUDA_PDL != 0) */
   qf_cuda_form form;     /* QKVFUSE_CUDA_FORM */

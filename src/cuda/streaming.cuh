@@ -90,11 +90,14 @@ constexpr int kStreamingBlock = 128;
 // (with kEngineF32): the call is FlashInfer's append instead
 // (rope_quantize_fp8_append_paged_kv_cache): int32 positions, q written as
 // fp8 e4m3, k and v through a page table into e4m3 caches (any paged
-// layout) whose heads' D channels are contiguous; | kEngineRows: the int32
+// layout) whose heads' D channels are contiguous, and no norm (FlashInfer's
+// call has none: its kernels hold no norm weights, so that they fit more
+// blocks per multiprocessor) | kEngineNorm: the same with a norm of q or k; | kEngineRows: the int32
 // call instead (I32, COS_SIN_ROWS): no positions, cos and sin given per
 // token as rows of the outputs' dtype, norm weights of that dtype and a
 // cache as the engine call's. Their branches on dtypes and layouts fold away.
-constexpr int kEngine = 1, kEngineCache = 2, kEngineQuant = 4, kEngineAppend = 8, kEngineF32 = 16, kEngineRows = 32;
+constexpr int kEngine = 1, kEngineCache = 2, kEngineQuant = 4, kEngineAppend = 8, kEngineF32 = 16, kEngineRows = 32,
+              kEngineNorm = 64;
 // What an ENGINE kernel knows (0: read from the call): whether the call has
 // positions and their dtype, the cos/sin table's dtype (T: the input's
 // element, or the outputs' for int32 input) and whether a page table places
@@ -111,6 +114,11 @@ __host__ __device__ constexpr int engine_table_dtype(int e) {
 }
 __device__ __forceinline__ bool page_table_of(int e, const qf_cu_problem &P) {
   return e ? (e & kEngineAppend) != 0 : P.page_table != 0;
+}
+// Whether heads of kind (0 q, 1 k, 2 v) are normalized: never in the append
+// call without kEngineNorm.
+__device__ __forceinline__ bool norm_of(int e, const qf_cu_problem &P, int kind) {
+  return (!(e & kEngineAppend) || (e & kEngineNorm)) && (kind == 0 ? P.q_norm : (kind == 1 && P.k_norm));
 }
 // The cache's quantizer an ENGINE kernel knows (0: the call's, `call`):
 // int8 symmetric or e4m3; kEngineAppend: e4m3.
@@ -132,6 +140,7 @@ __host__ __device__ constexpr int engine_bits(qf_cuda_engine e) {
   return e == QF_CUDA_ENGINE_CALL       ? kEngine
          : e == QF_CUDA_ENGINE_CALL_F32 ? kEngine | kEngineF32
          : e == QF_CUDA_ENGINE_APPEND   ? kEngine | kEngineF32 | kEngineAppend
+         : e == QF_CUDA_ENGINE_APPEND_NORM ? kEngine | kEngineF32 | kEngineAppend | kEngineNorm
          : e == QF_CUDA_ENGINE_DEQUANT  ? kEngine | kEngineRows
                                         : 0;
 }
@@ -144,11 +153,21 @@ __host__ __device__ constexpr int prefill_blocks_per_sm(int engine) {
   return engine && !(engine & (kEngineF32 | kEngineRows)) ? 5 : 4;
 }
 // The two-vector decode form's resident blocks per multiprocessor, as its
-// registers on sm_90 allow (ptxas: 86 for the engine call's kernels, 79-94
-// for the append call's, 111-126 for the other 16-bit ones): how many of its
-// blocks one wave holds (choose.cu). It guides the form's choice and is not a
-// launch bound (one would change the kernels' code).
-__host__ __device__ constexpr int decode_blocks_per_sm(bool engine) { return engine ? 5 : 4; }
+// registers on sm_90 allow (ptxas: 71 for the append call's kernels without
+// norm, 86 for the engine call's, 88-96 for the append call's with norm,
+// 111-126 for the other 16-bit ones): how many of its blocks one wave holds
+// (choose.cu). A launch bound for the append call's kernels without norm
+// (decode_min_blocks: they fit seven without spills); the others have none
+// (one would change their code).
+__host__ __device__ constexpr bool append_without_norm(int engine) {
+  return (engine & kEngineAppend) && !(engine & kEngineNorm);
+}
+__host__ __device__ constexpr int decode_blocks_per_sm(int engine) {
+  return append_without_norm(engine) ? 7 : engine ? 5 : 4;
+}
+__host__ __device__ constexpr int decode_min_blocks(int engine, int nv) {
+  return nv == 2 && append_without_norm(engine) ? decode_blocks_per_sm(engine) : 0; /* 0: no bound */
+}
 constexpr int kMaxHeadsPerItem = 4; /* most heads per item (2 with per-token cos/sin: registers) */
 __host__ __device__ constexpr int max_heads_per_item(bool sep) { return sep ? 2 : kMaxHeadsPerItem; }
 

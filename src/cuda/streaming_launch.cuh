@@ -70,6 +70,8 @@ static const void *streaming_form(const qf_cuda_variant &v) {
         return streaming_instance<T, L, INTERLEAVED, COS_SIN_ROWS, engine_bits(QF_CUDA_ENGINE_CALL_F32), false>(v);
       case QF_CUDA_ENGINE_APPEND:
         return streaming_instance<T, L, INTERLEAVED, COS_SIN_ROWS, engine_bits(QF_CUDA_ENGINE_APPEND), false>(v);
+      case QF_CUDA_ENGINE_APPEND_NORM:
+        return streaming_instance<T, L, INTERLEAVED, COS_SIN_ROWS, engine_bits(QF_CUDA_ENGINE_APPEND_NORM), false>(v);
       default: break;
     }
   }
@@ -87,6 +89,35 @@ static const void *streaming_for(const qf_cuda_variant &v) {
     case 32: return streaming_form<T, 32, INTERLEAVED, COS_SIN_ROWS, I32>(v);
     default: return nullptr;
   }
+}
+
+// Lets every two-vector decode kernel for input T (I32: int32 input, T its
+// outputs) use up to `bytes` of dynamic shared memory (less its static
+// shared memory): a launch asks for some only to spread its blocks over the
+// multiprocessors (choose.cu: spread_smem). Each instantiation is reached
+// through streaming_for, as a launch reaches it.
+template <typename T, bool I32 = false>
+cudaError_t allow_spread_streaming(int bytes) {
+  const qf_cuda_engine engines[] = {QF_CUDA_ENGINE_NONE, QF_CUDA_ENGINE_CALL, QF_CUDA_ENGINE_CALL_F32,
+                                    QF_CUDA_ENGINE_APPEND, QF_CUDA_ENGINE_APPEND_NORM, QF_CUDA_ENGINE_DEQUANT};
+  const int lanes[] = {2, 4, 8, 16, 32};
+  for (qf_cuda_engine e : engines)
+    for (int l : lanes)
+      for (int f = 0; f < 4; f++) {
+        qf_cuda_variant v = {};
+        v.kernel = QF_CUDA_KERNEL_DECODE, v.engine = e, v.lanes = l, v.interleaved = f & 1, v.cos_sin_rows = f >> 1;
+        const void *k = v.interleaved ? (v.cos_sin_rows ? streaming_for<T, true, true, I32>(v)
+                                                        : streaming_for<T, true, false, I32>(v))
+                                      : (v.cos_sin_rows ? streaming_for<T, false, true, I32>(v)
+                                                        : streaming_for<T, false, false, I32>(v));
+        if (!k) continue;
+        cudaFuncAttributes attr;
+        cudaError_t err = cudaFuncGetAttributes(&attr, k);
+        if (err == cudaSuccess)
+          err = cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes - (int)attr.sharedSizeBytes);
+        if (err != cudaSuccess) return err;
+      }
+  return cudaSuccess;
 }
 
 template <typename T, bool I32 = false>

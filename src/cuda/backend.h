@@ -51,9 +51,10 @@ typedef enum qf_cuda_engine {
  * cos/sin from a float32 cos_sin_cache by int32 positions, q written as
  * fp8 e4m3, k and v through a page table into paged e4m3 caches (NHD or
  * HND) with a head's D channels contiguous, and no norm (APPEND_NORM: norm
- * weights of the input's dtype). The int32 call: int32 input (the streaming kernel's), cos and
- * sin given per token as rows of the outputs' dtype, q of that dtype, norm
- * weights (if any) of that dtype and a cache, if any, as the engine call's. */
+ * weights of the input's dtype). The int32 call: int32 input (the streaming
+ * kernel's), cos and sin given per token as rows of the outputs' dtype, q
+ * of that dtype, norm weights (if any) of that dtype and a cache, if any, as
+ * the engine call's. */
 qf_cuda_engine qf_cuda_engine_call(const qf_problem *p, const qf_cu_problem *P);
 
 #endif /* QKVFUSE_CUDA_BACKEND_H */

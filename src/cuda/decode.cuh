@@ -211,7 +211,8 @@ __device__ __forceinline__ bool same_weights(const weights_raw<NV> &a, const wei
 // group), and neither does a head with a weight scale that is not finite
 // (reported by its groups of token 0).
 template <typename T, int L, int NV, bool INTERLEAVED, bool COS_SIN_ROWS, bool PRELOAD, int ENGINE, bool I32 = false>
-__global__ void __launch_bounds__(kStreamingBlock, decode_min_blocks(ENGINE, NV)) decode_kernel(const __grid_constant__ qf_cu_decode_params params) {
+__global__ void __launch_bounds__(kStreamingBlock, decode_min_blocks(ENGINE, NV))
+    decode_kernel(const __grid_constant__ qf_cu_decode_params params) {
 #if QF_STREAMING_DEVICE_CODE
   const qf_cu_problem &P = params.problem;
   constexpr int GPB = kStreamingBlock / L, COS_SIN_VECS = cos_sin_vecs(INTERLEAVED, COS_SIN_ROWS), N = 8 * NV;

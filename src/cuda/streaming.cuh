@@ -92,10 +92,11 @@ constexpr int kStreamingBlock = 128;
 // fp8 e4m3, k and v through a page table into e4m3 caches (any paged
 // layout) whose heads' D channels are contiguous, and no norm (FlashInfer's
 // call has none: its kernels hold no norm weights, so that they fit more
-// blocks per multiprocessor) | kEngineNorm: the same with a norm of q or k; | kEngineRows: the int32
-// call instead (I32, COS_SIN_ROWS): no positions, cos and sin given per
-// token as rows of the outputs' dtype, norm weights of that dtype and a
-// cache as the engine call's. Their branches on dtypes and layouts fold away.
+// blocks per multiprocessor); | kEngineNorm (with kEngineAppend): the same
+// with a norm of q or k; | kEngineRows: the int32 call instead (I32,
+// COS_SIN_ROWS): no positions, cos and sin given per token as rows of the
+// outputs' dtype, norm weights of that dtype and a cache as the engine
+// call's. Their branches on dtypes and layouts fold away.
 constexpr int kEngine = 1, kEngineCache = 2, kEngineQuant = 4, kEngineAppend = 8, kEngineF32 = 16, kEngineRows = 32,
               kEngineNorm = 64;
 // What an ENGINE kernel knows (0: read from the call): whether the call has

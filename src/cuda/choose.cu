@@ -40,19 +40,16 @@ static size_t spread_smem(const qf_cuda_state &state, int64_t blocks, int reside
 // Decode-sized calls run the decode form (one (token, head) per group, one
 // pass): 16-bit input while its grid is at most five quarters of a wave of
 // resident blocks (decode_blocks_per_sm per multiprocessor; just past one
-// wave each prefill block walks one or two token runs behind its own chain
-// of loads and takes longer than the decode form's short second wave: on an
-// H100 the decode form of the split, int8 cache and in place calls of six
-// presets took 0.75-1.00 of the prefill form's time up to 1.25 waves
-// (phi-3-mini's in place call 1.09), 0.95-1.03 up to 1.45 and mostly more
-// beyond), the append call's while it fits one wave (its prefill kernel was
-// 8-12% faster at 1.16 waves), int32 input while the prefill form
-// would have under 400 threads per multiprocessor (on an H100's six presets,
-// the int32 call's two-vector decode kernels were 2-11% faster than the
-// prefill form up to there, and above it slower but in one row by 2%). The
-// decode form takes one vector per lane (narrow) where that is at most two
-// warps per multiprocessor (their time is one instruction chain's, which
-// one vector shortens), else two. The prefill form's items are (token,
+// wave each prefill block walks a token run or two behind its own chain of
+// loads, slower than the decode form's short second wave), the append
+// call's while it fits one wave (its prefill kernel is the faster past
+// it), int32 input while the prefill form would have under 400 threads per
+// multiprocessor (up to there the int32 call's decode kernels are the
+// faster); each limit's measurements: the form_scan, decode_waves_ab and
+// int32_decode_ab rows of docs/bench/h100.jsonl. The decode form takes one
+// vector per lane (narrow) where that is at most two warps per
+// multiprocessor (their time is one instruction chain's, which one vector
+// shortens), else two. The prefill form's items are (token,
 // heads_per_item heads of one kind); heads_per_item is the largest of 4 (2
 // with per-token cos/sin: registers; 2 with int32 input: its stages are
 // twice as large) and 2 that still gives about 1024 threads per

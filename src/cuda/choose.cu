@@ -97,9 +97,9 @@ static const char *streaming_schedule(const qf_cuda_state &state, const qf_probl
   }
   int64_t decode_kind_blocks[3];
   const int64_t decode_blocks = qf_cuda_schedule_decode_grid(p->T, kind_heads, decode_gpb, decode_kind_blocks);
-  const int64_t wave = sms * qf::decode_blocks_per_sm(qf::engine_bits(v->engine));
-  const bool append = v->engine == QF_CUDA_ENGINE_APPEND || v->engine == QF_CUDA_ENGINE_APPEND_NORM;
-  const int64_t decode_most = append ? wave : wave + wave / 4;
+  const int engine = qf::engine_bits(v->engine), decode_resident = qf::decode_blocks_per_sm(engine);
+  const int64_t wave = sms * decode_resident;
+  const int64_t decode_most = (engine & qf::kEngineAppend) ? wave : wave + wave / 4;
   if (form == QF_CUDA_FORM_BY_SIZE &&
       (i32 ? units * qf::kStreamingBlock >= sms * 400 : decode_blocks > decode_most))
     decode = false;
@@ -120,7 +120,7 @@ static const char *streaming_schedule(const qf_cuda_state &state, const qf_probl
     Q.page_div = divisor_or_none(p->k_cache.data ? p->k_cache.block_size : 0);
     Q.batch_div = divisor_or_none(p->S);
     v->blocks = (unsigned)decode_blocks;
-    v->smem = narrow ? 0 : spread_smem(state, decode_blocks, qf::decode_blocks_per_sm(qf::engine_bits(v->engine)));
+    v->smem = narrow ? 0 : spread_smem(state, decode_blocks, decode_resident);
     return nullptr;
   }
   v->kernel = QF_CUDA_KERNEL_PREFILL;
@@ -136,7 +136,7 @@ static const char *streaming_schedule(const qf_cuda_state &state, const qf_probl
      12 to 47) */
   const int64_t items = P.items[0] + P.items[1] + P.items[2];
   const int64_t resident =
-      form == QF_CUDA_FORM_PREFILL ? 3 * items : sms * qf::prefill_blocks_per_sm(qf::engine_bits(v->engine));
+      form == QF_CUDA_FORM_PREFILL ? 3 * items : sms * qf::prefill_blocks_per_sm(engine);
   int64_t piece = 1, late_runs = 0;
   qf_cuda_schedule_late_blocks(runs, items, resident, quantized_cache, &late_runs, &piece);
   const int64_t resident_runs = runs - late_runs;

@@ -91,11 +91,19 @@ static const void *streaming_for(const qf_cuda_variant &v) {
   }
 }
 
+// The instance that runs variant v, or nullptr where none is compiled.
+template <typename T, bool I32>
+static const void *streaming_kernel(const qf_cuda_variant &v) {
+  if (v.interleaved)
+    return v.cos_sin_rows ? streaming_for<T, true, true, I32>(v) : streaming_for<T, true, false, I32>(v);
+  return v.cos_sin_rows ? streaming_for<T, false, true, I32>(v) : streaming_for<T, false, false, I32>(v);
+}
+
 // Lets every two-vector decode kernel for input T (I32: int32 input, T its
 // outputs) use up to `bytes` of dynamic shared memory (less its static
 // shared memory): a launch asks for some only to spread its blocks over the
 // multiprocessors (choose.cu: spread_smem). Each instantiation is reached
-// through streaming_for, as a launch reaches it.
+// through streaming_kernel, as a launch reaches it.
 template <typename T, bool I32 = false>
 cudaError_t allow_spread_streaming(int bytes) {
   const qf_cuda_engine engines[] = {QF_CUDA_ENGINE_NONE, QF_CUDA_ENGINE_CALL, QF_CUDA_ENGINE_CALL_F32,
@@ -106,10 +114,7 @@ cudaError_t allow_spread_streaming(int bytes) {
       for (int f = 0; f < 4; f++) {
         qf_cuda_variant v = {};
         v.kernel = QF_CUDA_KERNEL_DECODE, v.engine = e, v.lanes = l, v.interleaved = f & 1, v.cos_sin_rows = f >> 1;
-        const void *k = v.interleaved ? (v.cos_sin_rows ? streaming_for<T, true, true, I32>(v)
-                                                        : streaming_for<T, true, false, I32>(v))
-                                      : (v.cos_sin_rows ? streaming_for<T, false, true, I32>(v)
-                                                        : streaming_for<T, false, false, I32>(v));
+        const void *k = streaming_kernel<T, I32>(v);
         if (!k) continue;
         cudaFuncAttributes attr;
         cudaError_t err = cudaFuncGetAttributes(&attr, k);
@@ -122,11 +127,7 @@ cudaError_t allow_spread_streaming(int bytes) {
 
 template <typename T, bool I32 = false>
 qkvfuse_status launch_streaming(const qf_cuda_variant *v, const qf_cu_kernel_params *K, cudaStream_t stream) {
-  const void *kernel = nullptr;
-  if (v->interleaved)
-    kernel = v->cos_sin_rows ? streaming_for<T, true, true, I32>(*v) : streaming_for<T, true, false, I32>(*v);
-  else
-    kernel = v->cos_sin_rows ? streaming_for<T, false, true, I32>(*v) : streaming_for<T, false, false, I32>(*v);
+  const void *kernel = streaming_kernel<T, I32>(*v);
   if (!kernel) return qf_fail(QKVFUSE_ERROR_UNSUPPORTED, "cuda: no streaming kernel for %d lanes per head", v->lanes);
   const void *params = v->kernel == QF_CUDA_KERNEL_PREFILL ? static_cast<const void *>(&K->prefill)
                                                           : static_cast<const void *>(&K->decode);

@@ -122,11 +122,10 @@ static qkvfuse_status check_image(int dev, int cc, const void *kernel, const cha
 
 // What a plan needs of a device that cannot change while the process runs:
 // its multiprocessors, their shared memory and its compute capability,
-// checked to have images of every kernel family, and the shared memory the
-// general kernel for D > 512 and the decode kernels may use (below). The
-// first plan for a device queries and sets them; later ones (the named
-// operators plan on every call, also inside a graph capture) read them.
-// Every access is atomic, so concurrent first plans store alike.
+// checked to have images of every kernel family. The first plan for a
+// device queries them; later ones (the named operators plan on every call,
+// also inside a graph capture) read them. Every access is atomic, so
+// concurrent first plans store alike.
 static const int kCachedDevices = 64;
 static int g_device_sms[kCachedDevices], g_device_smem[kCachedDevices], g_device_cc[kCachedDevices],
     g_device_ready[kCachedDevices];
@@ -159,21 +158,6 @@ static qkvfuse_status device_facts(int dev, int *sms, int *smem, int *cc) {
     if (guard.err != cudaSuccess) return cuda_fail(guard.err, "cudaSetDevice");
     QF_FORWARD(check_image(dev, *cc, qf_cuda_general_probe(), "general"));
     if (*cc >= QF_CUDA_STREAMING_MIN_CC) QF_FORWARD(check_image(dev, *cc, qf_cuda_streaming_probe(), "streaming"));
-    // the general kernel for D > 512 may use the device's shared memory per
-    // block past the default 48 KB: allowed here, once, not in qkvfuse_run
-    int optin = 0;
-    e = cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev);
-    if (e == cudaSuccess) e = qf_cuda_general_allow_wide(optin);
-    if (e != cudaSuccess) {
-      cudaGetLastError(); /* reported here, not left to a later call */
-      return cuda_fail(e, "cudaFuncSetAttribute (the general kernel's shared memory for D > 512)");
-    }
-    // and the decode kernels, which ask for shared memory to spread their blocks (choose.cu)
-    if (*cc >= QF_CUDA_STREAMING_MIN_CC) e = qf_cuda_streaming_allow_spread(optin);
-    if (e != cudaSuccess) {
-      cudaGetLastError();
-      return cuda_fail(e, "cudaFuncSetAttribute (the decode kernels' shared memory)");
-    }
   }
   if (dev < kCachedDevices) {
     __atomic_store_n(&g_device_sms[dev], *sms, __ATOMIC_RELAXED);

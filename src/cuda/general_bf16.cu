@@ -8,4 +8,3 @@ qkvfuse_status qf_cuda_launch_general_bf16(const qf_cuda_variant *v, const qf_cu
   return qf::launch_general<__nv_bfloat16>(v, K, stream);
 }
 
-cudaError_t qf_cuda_general_allow_wide_bf16(int bytes) { return qf::allow_wide_general<__nv_bfloat16>(bytes); }

@@ -7,4 +7,3 @@ qkvfuse_status qf_cuda_launch_general_f16(const qf_cuda_variant *v, const qf_cu_
   return qf::launch_general<__half>(v, K, stream);
 }
 
-cudaError_t qf_cuda_general_allow_wide_f16(int bytes) { return qf::allow_wide_general<__half>(bytes); }

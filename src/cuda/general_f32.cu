@@ -7,6 +7,4 @@ qkvfuse_status qf_cuda_launch_general_f32(const qf_cuda_variant *v, const qf_cu_
   return qf::launch_general<float>(v, K, stream);
 }
 
-cudaError_t qf_cuda_general_allow_wide_f32(int bytes) { return qf::allow_wide_general<float>(bytes); }
-
 const void *qf_cuda_general_probe(void) { return reinterpret_cast<const void *>(qf::general_kernel<float, 4, 1>); }

@@ -7,4 +7,3 @@ qkvfuse_status qf_cuda_launch_general_i32(const qf_cuda_variant *v, const qf_cu_
   return qf::launch_general<int32_t>(v, K, stream);
 }
 
-cudaError_t qf_cuda_general_allow_wide_i32(int bytes) { return qf::allow_wide_general<int32_t>(bytes); }

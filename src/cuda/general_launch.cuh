@@ -4,8 +4,8 @@
 // or (4-byte types) 8 vectors per lane, and single elements with up to 32 per
 // lane, which covers D up to 1024 (QF_MAX_HEAD_DIM). The instantiations of 32
 // elements per lane serve exactly D > 512; their shared memory can pass the
-// default 48 KB (general_smem_bytes: about 56 KB at D = R = 1024), which the
-// first plan for a device allows them (allow_wide_general).
+// default 48 KB (general_smem_bytes: about 56 KB at D = R = 1024), which their
+// first launch on a device allows them (launch.cu: qf_cuda_start).
 #ifndef QKVFUSE_CUDA_GENERAL_LAUNCH_CUH
 #define QKVFUSE_CUDA_GENERAL_LAUNCH_CUH
 
@@ -18,26 +18,6 @@ namespace qf {
 // The instantiations for D > 512: 32 elements per lane, single or in 16-byte vectors.
 template <typename TIn>
 constexpr int kWideVectors = 32 / (16 / (int)sizeof(TIn));
-
-// Let the D > 512 instantiations use the current device's shared memory per
-// block (`bytes`, less their static shared memory) dynamically: a function
-// attribute, set once per device when its first plan is made (backend.cu),
-// since setting it may wait for the device's copies and qkvfuse_run never
-// waits.
-template <typename TIn>
-cudaError_t allow_wide_general(int bytes) {
-  constexpr int VMAX = 16 / (int)sizeof(TIn);
-  const void *wide[2] = {reinterpret_cast<const void *>(general_kernel<TIn, 1, 32>),
-                         reinterpret_cast<const void *>(general_kernel<TIn, VMAX, kWideVectors<TIn>>)};
-  for (const void *k : wide) {
-    cudaFuncAttributes attr;
-    cudaError_t e = cudaFuncGetAttributes(&attr, k);
-    if (e == cudaSuccess)
-      e = cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes - (int)attr.sharedSizeBytes);
-    if (e != cudaSuccess) return e;
-  }
-  return cudaSuccess;
-}
 
 template <typename TIn>
 qkvfuse_status launch_general(const qf_cuda_variant *v, const qf_cu_kernel_params *K, cudaStream_t stream) {

@@ -1,5 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 // The one dispatch function of the fused operator's kernels, and their launch.
+#include <stdint.h>
+
 #include "core/error.h"
 #include "cuda/launch.h"
 
@@ -24,28 +26,58 @@ qkvfuse_status qf_cuda_launch(const qf_cuda_variant *v, const qf_cu_kernel_param
   }
 }
 
-cudaError_t qf_cuda_general_allow_wide(int bytes) {
-  cudaError_t (*const each[4])(int) = {qf_cuda_general_allow_wide_f32, qf_cuda_general_allow_wide_f16,
-                                       qf_cuda_general_allow_wide_bf16, qf_cuda_general_allow_wide_i32};
-  for (auto allow : each) {
-    const cudaError_t e = allow(bytes);
-    if (e != cudaSuccess) return e;
-  }
-  return cudaSuccess;
-}
+// A launch asking for more than 48 KB of shared memory per block (dynamic
+// and static) needs the kernel's attribute raised first, per device: a
+// D > 512 general kernel (about 56 KB at D = R = 1024) and a decode kernel
+// spreading its blocks (choose.cu: spread_smem). qf_cuda_start raises it to
+// the device's opt-in limit before a kernel's first launch with dynamic
+// shared memory there, when the launch loads the kernel anyway, and keeps
+// which kernels it raised on which device (a bit each; devices 64 and up
+// are raised at every such launch) in this table, open-addressed by the
+// kernel's address. Every access is atomic: concurrent first launches
+// raise alike.
+namespace {
+const int kAllowSlots = 1024;
+const void *g_allowed_kernel[kAllowSlots];
+unsigned long long g_allowed_devices[kAllowSlots];
 
-cudaError_t qf_cuda_streaming_allow_spread(int bytes) {
-  cudaError_t (*const each[4])(int) = {qf_cuda_streaming_allow_spread_f16, qf_cuda_streaming_allow_spread_bf16,
-                                       qf_cuda_streaming_allow_spread_i32_f16, qf_cuda_streaming_allow_spread_i32_bf16};
-  for (auto allow : each) {
-    const cudaError_t e = allow(bytes);
-    if (e != cudaSuccess) return e;
+cudaError_t allow_dynamic_smem(const void *kernel) {
+  int dev = 0;
+  cudaError_t e = cudaGetDevice(&dev);
+  if (e != cudaSuccess) return e;
+  const unsigned long long bit = dev < 64 ? 1ull << dev : 0;
+  int slot = -1;
+  size_t h = ((uintptr_t)kernel >> 4) % kAllowSlots;
+  for (int i = 0; bit && i < kAllowSlots; i++, h = (h + 1) % kAllowSlots) {
+    const void *seen = nullptr;
+    if (__atomic_compare_exchange_n(&g_allowed_kernel[h], &seen, kernel, false, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE) ||
+        seen == kernel) {
+      slot = (int)h;
+      break;
+    }
   }
-  return cudaSuccess;
+  if (slot >= 0 && (__atomic_load_n(&g_allowed_devices[slot], __ATOMIC_ACQUIRE) & bit)) return cudaSuccess;
+  int optin = 0;
+  cudaFuncAttributes attr;
+  e = cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev);
+  if (e == cudaSuccess) e = cudaFuncGetAttributes(&attr, kernel);
+  if (e == cudaSuccess)
+    e = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, optin - (int)attr.sharedSizeBytes);
+  if (e == cudaSuccess && slot >= 0) __atomic_fetch_or(&g_allowed_devices[slot], bit, __ATOMIC_RELEASE);
+  return e;
 }
+}  // namespace
 
 qkvfuse_status qf_cuda_start(const void *kernel, unsigned blocks, unsigned threads, size_t smem, cudaStream_t stream,
                              const void *params, bool pdl, const char *name) {
+  if (smem > 0) {
+    const cudaError_t e = allow_dynamic_smem(kernel);
+    if (e != cudaSuccess) {
+      cudaGetLastError(); /* reported here, not left to a later call */
+      return qf_fail(QKVFUSE_ERROR_CUDA, "cuda: allowing the %s kernel %zu B of dynamic shared memory failed: %s (%s)",
+                     name, smem, cudaGetErrorName(e), cudaGetErrorString(e));
+    }
+  }
   cudaLaunchConfig_t config = {};
   config.gridDim = dim3(blocks);
   config.blockDim = dim3(threads);

@@ -21,7 +21,8 @@ qkvfuse_status qf_cuda_launch(const qf_cuda_variant *v, const qf_cu_kernel_param
  * while the previous kernel of the stream finishes, and every kernel of the
  * family waits for that kernel (device/ptx.cuh: grid_dependency_wait) before
  * its first global memory access, so stream order holds as before; only the
- * launch latency overlaps. */
+ * launch latency overlaps. A kernel's first launch with dynamic shared memory
+ * on a device first lets it take up to the device's opt-in limit per block. */
 qkvfuse_status qf_cuda_start(const void *kernel, unsigned blocks, unsigned threads, size_t smem, cudaStream_t stream,
                              const void *params, bool pdl, const char *name);
 
@@ -43,29 +44,6 @@ qkvfuse_status qf_cuda_launch_streaming_i32_f16(const qf_cuda_variant *v, const 
                                                 cudaStream_t stream);
 qkvfuse_status qf_cuda_launch_streaming_i32_bf16(const qf_cuda_variant *v, const qf_cu_kernel_params *K,
                                                  cudaStream_t stream);
-
-/* Let the general kernel's instantiations for D > 512 (general_launch.cuh)
- * use up to `bytes` of dynamic shared memory on the current device: their
- * tables can pass the default 48 KB (about 56 KB at D = R = 1024). Called
- * once per device by its first plan (a function attribute, not stream work:
- * setting it may wait for the device's copies, which qkvfuse_run must not).
- * qf_cuda_general_allow_wide does it for every input dtype. */
-cudaError_t qf_cuda_general_allow_wide(int bytes);
-cudaError_t qf_cuda_general_allow_wide_f32(int bytes);
-cudaError_t qf_cuda_general_allow_wide_f16(int bytes);
-cudaError_t qf_cuda_general_allow_wide_bf16(int bytes);
-cudaError_t qf_cuda_general_allow_wide_i32(int bytes);
-
-/* Let the two-vector decode kernels (streaming_launch.cuh) use up to `bytes`
- * of dynamic shared memory on the current device, which a launch asks for
- * only to limit its blocks per multiprocessor (choose.cu: spread_smem).
- * Called once per device by its first plan, as above;
- * qf_cuda_streaming_allow_spread does it for every input dtype. */
-cudaError_t qf_cuda_streaming_allow_spread(int bytes);
-cudaError_t qf_cuda_streaming_allow_spread_f16(int bytes);
-cudaError_t qf_cuda_streaming_allow_spread_bf16(int bytes);
-cudaError_t qf_cuda_streaming_allow_spread_i32_f16(int bytes);
-cudaError_t qf_cuda_streaming_allow_spread_i32_bf16(int bytes);
 
 /* One kernel of each family qkvfuse_run dispatches to, the general kernel
  * (general_f32.cu) and the streaming kernel (streaming_bf16.cu), for the

@@ -11,7 +11,3 @@ qkvfuse_status qf_cuda_launch_streaming_bf16(const qf_cuda_variant *v, const qf_
 const void *qf_cuda_streaming_probe(void) {
   return reinterpret_cast<const void *>(qf::prefill_kernel<__nv_bfloat16, 8, false, false, 0>);
 }
-
-cudaError_t qf_cuda_streaming_allow_spread_bf16(int bytes) {
-  return qf::allow_spread_streaming<__nv_bfloat16>(bytes);
-}

@@ -8,7 +8,3 @@ qkvfuse_status qf_cuda_launch_streaming_i32_f16(const qf_cuda_variant *v, const 
                                                 cudaStream_t stream) {
   return qf::launch_streaming<__half, true>(v, K, stream);
 }
-
-cudaError_t qf_cuda_streaming_allow_spread_i32_f16(int bytes) {
-  return qf::allow_spread_streaming<__half, true>(bytes);
-}

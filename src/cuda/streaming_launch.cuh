@@ -99,32 +99,6 @@ static const void *streaming_kernel(const qf_cuda_variant &v) {
   return v.cos_sin_rows ? streaming_for<T, false, true, I32>(v) : streaming_for<T, false, false, I32>(v);
 }
 
-// Lets every two-vector decode kernel for input T (I32: int32 input, T its
-// outputs) use up to `bytes` of dynamic shared memory (less its static
-// shared memory): a launch asks for some only to spread its blocks over the
-// multiprocessors (choose.cu: spread_smem). Each instantiation is reached
-// through streaming_kernel, as a launch reaches it.
-template <typename T, bool I32 = false>
-cudaError_t allow_spread_streaming(int bytes) {
-  const qf_cuda_engine engines[] = {QF_CUDA_ENGINE_NONE, QF_CUDA_ENGINE_CALL, QF_CUDA_ENGINE_CALL_F32,
-                                    QF_CUDA_ENGINE_APPEND, QF_CUDA_ENGINE_APPEND_NORM, QF_CUDA_ENGINE_DEQUANT};
-  const int lanes[] = {2, 4, 8, 16, 32};
-  for (qf_cuda_engine e : engines)
-    for (int l : lanes)
-      for (int f = 0; f < 4; f++) {
-        qf_cuda_variant v = {};
-        v.kernel = QF_CUDA_KERNEL_DECODE, v.engine = e, v.lanes = l, v.interleaved = f & 1, v.cos_sin_rows = f >> 1;
-        const void *k = streaming_kernel<T, I32>(v);
-        if (!k) continue;
-        cudaFuncAttributes attr;
-        cudaError_t err = cudaFuncGetAttributes(&attr, k);
-        if (err == cudaSuccess)
-          err = cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes - (int)attr.sharedSizeBytes);
-        if (err != cudaSuccess) return err;
-      }
-  return cudaSuccess;
-}
-
 template <typename T, bool I32 = false>
 qkvfuse_status launch_streaming(const qf_cuda_variant *v, const qf_cu_kernel_params *K, cudaStream_t stream) {
   const void *kernel = streaming_kernel<T, I32>(*v);

@@ -41,15 +41,18 @@ static size_t spread_smem(const qf_cuda_state &state, int64_t blocks, int reside
 // pass): 16-bit input while its grid is at most five quarters of a wave of
 // resident blocks (decode_blocks_per_sm per multiprocessor; just past one
 // wave each prefill block walks a token run or two behind its own chain of
-// loads, slower than the decode form's short second wave), the append
-// call's while it fits one wave (its prefill kernel is the faster past
-// it), int32 input while the prefill form would have under 400 threads per
-// multiprocessor (up to there the int32 call's decode kernels are the
-// faster); each limit's measurements: the form_scan, decode_waves_ab and
-// int32_decode_ab rows of docs/bench/h100.jsonl. The decode form takes one
-// vector per lane (narrow) where that is at most two warps per
-// multiprocessor (their time is one instruction chain's, which one vector
-// shortens), else two. The prefill form's items are (token,
+// loads, slower than the decode form's short second wave), the append call's
+// with a norm while it fits one wave, without one while it takes at most two
+// waves and no more waves than the prefill form takes rounds of its resident
+// blocks (one (item, run) unit per block each round: the decode form's round
+// is the shorter; from three the prefill form's pipelined walks are the
+// faster), int32 input while the prefill form would have under 400 threads
+// per multiprocessor (up to there the int32 call's decode kernels are the
+// faster); each limit's measurements: the form_scan, decode_waves_ab,
+// append_limit_ab and int32_decode_ab rows of docs/bench/h100.jsonl. The
+// decode form takes one vector per lane (narrow) where that is at most two
+// warps per multiprocessor (their time is one instruction chain's, which one
+// vector shortens), else two. The prefill form's items are (token,
 // heads_per_item heads of one kind); heads_per_item is the largest of 4 (2
 // with per-token cos/sin: registers; 2 with int32 input: its stages are
 // twice as large) and 2 that still gives about 1024 threads per
@@ -99,9 +102,13 @@ static const char *streaming_schedule(const qf_cuda_state &state, const qf_probl
   const int64_t decode_blocks = qf_cuda_schedule_decode_grid(p->T, kind_heads, decode_gpb, decode_kind_blocks);
   const int engine = qf::engine_bits(v->engine), decode_resident = qf::decode_blocks_per_sm(engine);
   const int64_t wave = sms * decode_resident;
-  const int64_t decode_most = (engine & qf::kEngineAppend) ? wave : wave + wave / 4;
-  if (form == QF_CUDA_FORM_BY_SIZE &&
-      (i32 ? units * qf::kStreamingBlock >= sms * 400 : decode_blocks > decode_most))
+  bool decode_over = decode_blocks > ((engine & qf::kEngineAppend) ? wave : wave + wave / 4);
+  if (qf::append_without_norm(engine)) { /* waves of decode blocks against rounds of prefill units */
+    const int64_t slots = sms * qf::prefill_blocks_per_sm(engine);
+    const int64_t waves = (decode_blocks + wave - 1) / wave, rounds = (units + slots - 1) / slots;
+    decode_over = waves > 2 || waves > rounds;
+  }
+  if (form == QF_CUDA_FORM_BY_SIZE && (i32 ? units * qf::kStreamingBlock >= sms * 400 : decode_over))
     decode = false;
   if (decode) {
     v->kernel = narrow ? QF_CUDA_KERNEL_DECODE_NARROW : QF_CUDA_KERNEL_DECODE;

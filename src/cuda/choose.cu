@@ -102,11 +102,13 @@ static const char *streaming_schedule(const qf_cuda_state &state, const qf_probl
   const int64_t decode_blocks = qf_cuda_schedule_decode_grid(p->T, kind_heads, decode_gpb, decode_kind_blocks);
   const int engine = qf::engine_bits(v->engine), decode_resident = qf::decode_blocks_per_sm(engine);
   const int64_t wave = sms * decode_resident;
-  bool decode_over = decode_blocks > ((engine & qf::kEngineAppend) ? wave : wave + wave / 4);
+  bool decode_over; /* past the decode form's limit (above) */
   if (qf::append_without_norm(engine)) { /* waves of decode blocks against rounds of prefill units */
     const int64_t slots = sms * qf::prefill_blocks_per_sm(engine);
     const int64_t waves = (decode_blocks + wave - 1) / wave, rounds = (units + slots - 1) / slots;
     decode_over = waves > 2 || waves > rounds;
+  } else {
+    decode_over = decode_blocks > ((engine & qf::kEngineAppend) ? wave : wave + wave / 4);
   }
   if (form == QF_CUDA_FORM_BY_SIZE && (i32 ? units * qf::kStreamingBlock >= sms * 400 : decode_over))
     decode = false;

@@ -247,9 +247,10 @@ __global__ void __launch_bounds__(kStreamingBlock, decode_min_blocks(ENGINE, NV)
   const qf_cu_cache &C = kind == 1 ? P.k_cache : P.v_cache;
   const float *sc = kind == 1 ? P.k_scale : P.v_scale, *so = kind == 1 ? P.k_offset : P.v_offset;
   const bool quant = kind > 0 && C.data && C.quant != QKVFUSE_QUANT_NONE && sc;
-  const bool pc = (kind == 1 ? P.k_scale_pc : P.v_scale_pc) != 0;
+  constexpr bool ONE_SCALE = (ENGINE & kEngineAppend) != 0; /* the append call: one scale per cache */
+  const bool pc = !ONE_SCALE && (kind == 1 ? P.k_scale_pc : P.v_scale_pc) != 0;
   /* one scale (and offset) per kv head: the head's, read below as a tensor's one */
-  if (quant && (kind == 1 ? P.k_scale_ph : P.v_scale_ph)) sc += h, so = so ? so + h : so;
+  if (!ONE_SCALE && quant && (kind == 1 ? P.k_scale_ph : P.v_scale_ph)) sc += h, so = so ? so + h : so;
   const TIn *in = reinterpret_cast<const TIn *>(P.in[kind].data) + (act ? t : 0) * P.in[kind].ld + (int64_t)h * D;
   /* I32: the head's weight scales */
   const float *wsc = I32 ? P.weight_scale + (int64_t)((kind == 0 ? 0 : kind == 1 ? P.Nq : P.Nq + P.Nkv) + h) * D

@@ -252,6 +252,19 @@ struct table_scales {
   }
 };
 
+// The append call's cache scale (one per cache, eligible.cu): its
+// reciprocal for every channel, and whether it is bad (the cache rows are
+// then skipped).
+struct one_scale {
+  float r;
+  bool bad;
+  __device__ bool ok() const { return !bad; }
+  __device__ void get(int, float *rv, float *ov) const {
+#pragma unroll
+    for (int k = 0; k < 8; k++) rv[k] = r, ov[k] = 0.0f;
+  }
+};
+
 // The prefill form. Block b owns an item (schedule.h: qf_cuda_schedule_block; its kind, heads, norm
 // weights and quantization table are the block's for the whole launch) and
 // walks its token runs (GPB tokens, one per group). The rows of the next
@@ -435,7 +448,15 @@ __global__ void __launch_bounds__(kStreamingBlock, prefill_blocks_per_sm(ENGINE)
   if (norm) load_gamma<GAMMA_DTYPE>(P, kind == 0 ? P.q_gamma : P.k_gamma, lv, g);
   wtable_raw wraw = {};
   if constexpr (I32) wraw = load_wtable(P, kind, h0, nh);
-  const unsigned bad = quant ? fill_qtable<ENGINE, INTERLEAVED>(P, qtab, kind, h0, nh, v_adjacent) : 0u;
+  // the append call reads its cache's one scale (a line every thread shares;
+  // reported by the block's first); the other calls build the item's table
+  one_scale os = {1.0f, false};
+  if (APPEND && quant) {
+    const float s = __ldg(kind == 1 ? P.k_scale : P.v_scale);
+    os = {rcp_approx(s), !scale_ok(s)};
+    if (os.bad && threadIdx.x == 0) report(P, QKVFUSE_DATA_ERROR_SCALE);
+  }
+  const unsigned bad = quant && !APPEND ? fill_qtable<ENGINE, INTERLEAVED>(P, qtab, kind, h0, nh, v_adjacent) : 0u;
   const unsigned wbad = I32 ? fill_wtable(P, wraw, wtab, nh) : 0u;
   // a quantized q: its scale's reciprocal; a bad scale (reported by the
   // block's first lane) leaves the block's q heads unwritten
@@ -551,11 +572,14 @@ __global__ void __launch_bounds__(kStreamingBlock, prefill_blocks_per_sm(ENGINE)
       }
       const int w[2] = {lv.a, lv.b};
       const bool write = td.ok && act && !q_bad && !(I32 && (wbad >> i & 1u));
-      store_head<T, 2, ENGINE, !INTERLEAVED>(out, C, quant, write, to_cache, t, td.row0, h0 + i, D,
-                                             w, x,
-                                             table_scales{qtab, qtab + nh * D, i * D + 4 * lr, 4 * data_lanes,
-                                                          (bad >> i & 1u) != 0, offsets},
-                                             v_adjacent, oq);
+      if constexpr (APPEND)
+        store_head<T, 2, ENGINE, !INTERLEAVED>(out, C, quant, write, to_cache, t, td.row0, h0 + i, D, w, x, os,
+                                               v_adjacent, oq);
+      else
+        store_head<T, 2, ENGINE, !INTERLEAVED>(out, C, quant, write, to_cache, t, td.row0, h0 + i, D, w, x,
+                                               table_scales{qtab, qtab + nh * D, i * D + 4 * lr, 4 * data_lanes,
+                                                            (bad >> i & 1u) != 0, offsets},
+                                               v_adjacent, oq);
       if (i == 0) { /* the next run's cos/sin, its position loaded at the top of this one */
         if constexpr (CS_AHEAD)
           csb = fetch_cs(cn, next);

@@ -90,7 +90,8 @@ constexpr int kStreamingBlock = 128;
 // (with kEngineF32): the call is FlashInfer's append instead
 // (rope_quantize_fp8_append_paged_kv_cache): int32 positions, q written as
 // fp8 e4m3, k and v through a page table into e4m3 caches (any paged
-// layout) whose heads' D channels are contiguous, and no norm (FlashInfer's
+// layout) whose heads' D channels are contiguous, one scale per cache (its
+// kernels read no scale table), and no norm (FlashInfer's
 // call has none: its kernels hold no norm weights, so that they fit more
 // blocks per multiprocessor); | kEngineNorm (with kEngineAppend): the same
 // with a norm of q or k; | kEngineRows: the int32 call instead (I32,

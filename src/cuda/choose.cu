@@ -160,10 +160,12 @@ static const char *streaming_schedule(const qf_cuda_state &state, const qf_probl
      (prefill.cuh: v_adjacent), one 16-byte store of their 16 bytes */
   P.v_adjacent = v_quant && !i32 && qf_cuda_cache_vector_ok(&p->v_cache, 16);
   const bool offsets = p->k_offset.data || p->v_offset.data;
-  /* stages (int32: 32-byte vectors), the dequantization and quantization tables */
+  /* stages (int32: 32-byte vectors), the dequantization and quantization
+     tables (the append call reads one scale per cache: no table) */
+  const bool qtable = quantized_cache && !(engine & qf::kEngineAppend);
   v->smem = (size_t)qf::kPrefillStages * P.heads_per_item * (i32 ? 4 : 2) * qf::kStreamingBlock * 16 +
             (i32 ? sizeof(float) * P.heads_per_item * (size_t)p->D : 0) +
-            (quantized_cache ? sizeof(float) * (offsets ? 2 : 1) * P.heads_per_item * (size_t)p->D : 0);
+            (qtable ? sizeof(float) * (offsets ? 2 : 1) * P.heads_per_item * (size_t)p->D : 0);
   /* the default limit of dynamic shared memory */
   if (v->smem > 48 * 1024) return "shared memory over 48 KB";
   v->blocks = (unsigned)grid;

@@ -265,6 +265,15 @@ struct one_scale {
   }
 };
 
+// A scale every thread of the block reads (one line they share): its
+// reciprocal and whether it is bad, reported by the block's first thread.
+__device__ __forceinline__ one_scale block_scale(const qf_cu_problem &P, const float *p) {
+  const float s = __ldg(p);
+  const one_scale r = {rcp_approx(s), !scale_ok(s)};
+  if (r.bad && threadIdx.x == 0) report(P, QKVFUSE_DATA_ERROR_SCALE);
+  return r;
+}
+
 // The prefill form. Block b owns an item (schedule.h: qf_cuda_schedule_block; its kind, heads, norm
 // weights and quantization table are the block's for the whole launch) and
 // walks its token runs (GPB tokens, one per group). The rows of the next
@@ -448,26 +457,16 @@ __global__ void __launch_bounds__(kStreamingBlock, prefill_blocks_per_sm(ENGINE)
   if (norm) load_gamma<GAMMA_DTYPE>(P, kind == 0 ? P.q_gamma : P.k_gamma, lv, g);
   wtable_raw wraw = {};
   if constexpr (I32) wraw = load_wtable(P, kind, h0, nh);
-  // the append call reads its cache's one scale (a line every thread shares;
-  // reported by the block's first); the other calls build the item's table
-  one_scale os = {1.0f, false};
-  if (APPEND && quant) {
-    const float s = __ldg(kind == 1 ? P.k_scale : P.v_scale);
-    os = {rcp_approx(s), !scale_ok(s)};
-    if (os.bad && threadIdx.x == 0) report(P, QKVFUSE_DATA_ERROR_SCALE);
-  }
+  // the append call reads its cache's one scale; the other calls build the
+  // item's table
+  const one_scale os = APPEND && quant ? block_scale(P, kind == 1 ? P.k_scale : P.v_scale) : one_scale{1.0f, false};
   const unsigned bad = quant && !APPEND ? fill_qtable<ENGINE, INTERLEAVED>(P, qtab, kind, h0, nh, v_adjacent) : 0u;
   const unsigned wbad = I32 ? fill_wtable(P, wraw, wtab, nh) : 0u;
-  // a quantized q: its scale's reciprocal; a bad scale (reported by the
-  // block's first lane) leaves the block's q heads unwritten
-  out_quant oq = {0, 0.0f};
-  bool q_bad = false;
-  if (kind == 0 && q_quant_of<ENGINE>(P)) {
-    const float qs = __ldg(P.q_scale);
-    q_bad = !scale_ok(qs);
-    oq = {q_quant_of<ENGINE>(P), rcp_approx(qs)};
-    if (q_bad && threadIdx.x == 0) report(P, QKVFUSE_DATA_ERROR_SCALE);
-  }
+  // a quantized q: its scale's reciprocal; a bad scale leaves the block's q
+  // heads unwritten
+  const one_scale qsc = kind == 0 && q_quant_of<ENGINE>(P) ? block_scale(P, P.q_scale) : one_scale{0.0f, false};
+  const out_quant oq = {kind == 0 ? q_quant_of<ENGINE>(P) : 0, qsc.r};
+  const bool q_bad = qsc.bad;
   // CS_AHEAD: the cos/sin of the lane's token in run cc, fetched a run ahead
   // (where it rotates: its position in the table; checked again with the
   // token when the run is computed). The compiler evaluates part of this

@@ -54,13 +54,16 @@ static int special_byte(qkvfuse_quant_mode q, int i) {
 }
 
 /* Special values in q, k and v (no norm, no RoPE, so they reach the caches
- * and a quantized q_out (qq) as they are). */
+ * and a quantized q_out (qq) as they are), of dtype io (0: float32, with
+ * float32 outputs; bfloat16: input and outputs of the CUDA streaming
+ * kernels, whose fp8 quantizer gives a NaN its sign on a path of its own). */
 static void special_values(qkvfuse_backend be, qkvfuse_quant_mode kq, qkvfuse_quant_mode vq, qkvfuse_dtype kdt,
-                           qkvfuse_dtype vdt, qkvfuse_quant_mode qq) {
+                           qkvfuse_dtype vdt, qkvfuse_quant_mode qq, qkvfuse_dtype io) {
   tk_spec s;
   tk_spec_default(&s);
   s.Nq = 1, s.Nkv = 1, s.D = 32, s.T = 4;
-  s.k_out_dt = s.v_out_dt = QKVFUSE_DTYPE_FLOAT32;
+  if (io) s.qkv_dt = s.q_out_dt = io;
+  s.k_out_dt = s.v_out_dt = io ? io : QKVFUSE_DTYPE_FLOAT32;
   s.layout = QKVFUSE_CACHE_PAGED, s.block_size = 4, s.blocks = 2;
   s.k_quant = kq, s.v_quant = vq, s.k_cache_dt = kdt, s.v_cache_dt = vdt, s.q_quant = qq;
   tk_spec_fixup(&s);
@@ -96,8 +99,8 @@ static void special_values(qkvfuse_backend be, qkvfuse_quant_mode kq, qkvfuse_qu
     }
   }
   char what[96];
-  snprintf(what, sizeof what, "special values q=%s k=%s v=%s", tk_name(c.sp.q_out_dt), tk_name(c.sp.k_cache_dt),
-           tk_name(c.sp.v_cache_dt));
+  snprintf(what, sizeof what, "special values in %s, q=%s k=%s v=%s", tk_name(c.sp.qkv_dt), tk_name(c.sp.q_out_dt),
+           tk_name(c.sp.k_cache_dt), tk_name(c.sp.v_cache_dt));
   report(what, be, rc, &st);
   tk_case_free(&c);
 }
@@ -331,12 +334,14 @@ int main(int argc, char **argv) {
   int nbe = tk_backends_from(argc, argv, bes, 8);
   for (int b = 0; b < nbe; b++) {
     qkvfuse_backend be = bes[b];
-    special_values(be, QKVFUSE_QUANT_FP8_E4M3, QKVFUSE_QUANT_INT8_SYM, 0, 0, QKVFUSE_QUANT_NONE);
-    special_values(be, QKVFUSE_QUANT_INT8_ASYM, QKVFUSE_QUANT_FP8_E4M3, 0, 0, QKVFUSE_QUANT_FP8_E5M2);
-    special_values(be, QKVFUSE_QUANT_FP8_E5M2, QKVFUSE_QUANT_FP8_E5M2, 0, 0, QKVFUSE_QUANT_FP8_E4M3);
-    special_values(be, QKVFUSE_QUANT_NONE, QKVFUSE_QUANT_NONE, QKVFUSE_DTYPE_BFLOAT16, QKVFUSE_DTYPE_FLOAT16,
-                   QKVFUSE_QUANT_NONE);
-    special_values(be, QKVFUSE_QUANT_NONE, QKVFUSE_QUANT_INT8_SYM, QKVFUSE_DTYPE_FLOAT32, 0, QKVFUSE_QUANT_FP8_E5M2);
+    const qkvfuse_dtype BF16 = QKVFUSE_DTYPE_BFLOAT16;
+    special_values(be, QKVFUSE_QUANT_FP8_E4M3, QKVFUSE_QUANT_INT8_SYM, 0, 0, QKVFUSE_QUANT_NONE, 0);
+    special_values(be, QKVFUSE_QUANT_INT8_ASYM, QKVFUSE_QUANT_FP8_E4M3, 0, 0, QKVFUSE_QUANT_FP8_E5M2, 0);
+    special_values(be, QKVFUSE_QUANT_FP8_E5M2, QKVFUSE_QUANT_FP8_E5M2, 0, 0, QKVFUSE_QUANT_FP8_E4M3, 0);
+    special_values(be, QKVFUSE_QUANT_NONE, QKVFUSE_QUANT_NONE, BF16, QKVFUSE_DTYPE_FLOAT16, QKVFUSE_QUANT_NONE, 0);
+    special_values(be, QKVFUSE_QUANT_NONE, QKVFUSE_QUANT_INT8_SYM, QKVFUSE_DTYPE_FLOAT32, 0, QKVFUSE_QUANT_FP8_E5M2, 0);
+    special_values(be, QKVFUSE_QUANT_FP8_E4M3, QKVFUSE_QUANT_FP8_E5M2, 0, 0, QKVFUSE_QUANT_FP8_E4M3, BF16);
+    special_values(be, QKVFUSE_QUANT_FP8_E5M2, QKVFUSE_QUANT_INT8_SYM, 0, 0, QKVFUSE_QUANT_FP8_E5M2, BF16);
     e5m2_edges(be);
     first_bad_scale(be);
     for (int L = 0; L <= 4; L++) {

@@ -82,17 +82,25 @@ __device__ __forceinline__ uint32_t sat_s8(float y) {
   return (uint32_t)q & 0xffu;
 }
 
-// 8 values to fp8 (x * r) bytes of format FMT, saturating; NaN keeps its sign.
+// 8 values to fp8 (x * r) bytes of format FMT, saturating; NaN keeps its
+// sign. One conversion per pair: it saturates finite values and writes 0x7F
+// for every NaN, so a byte 0x7F or 0xFF marks a NaN, which the rare path
+// gives its sign.
 template <__nv_fp8_interpretation_t FMT>
 __device__ __forceinline__ void quantize_fp8_bytes8(const float *x, const float *r, uint32_t (&w)[2]) {
 #pragma unroll
-  for (int k = 0; k < 8; k += 2) {
-    const __nv_fp8x2_storage_t q2 =
-        __nv_cvt_float2_to_fp8x2(make_float2(x[k] * r[k], x[k + 1] * r[k + 1]), __NV_SATFINITE, FMT);
-    uint32_t lo = q2 & 0xffu, hi = q2 >> 8;
-    if (isnan(x[k])) lo = signbit(x[k]) ? 0xffu : 0x7fu; /* NaN keeps its sign (SPEC: documented) */
-    if (isnan(x[k + 1])) hi = signbit(x[k + 1]) ? 0xffu : 0x7fu;
-    w[k >> 2] |= (lo | hi << 8) << (8 * (k & 3));
+  for (int k = 0; k < 8; k += 2)
+    w[k >> 2] |= (uint32_t)__nv_cvt_float2_to_fp8x2(make_float2(x[k] * r[k], x[k + 1] * r[k + 1]), __NV_SATFINITE, FMT)
+                 << (8 * (k & 3));
+  /* bit 7 of a byte set where its low 7 bits are all ones (no carry leaves a byte) */
+  const uint32_t nan = (((w[0] & 0x7f7f7f7fu) + 0x01010101u) | ((w[1] & 0x7f7f7f7fu) + 0x01010101u)) & 0x80808080u;
+  if (nan) {
+#pragma unroll
+    for (int k = 0; k < 8; k++)
+      if (isnan(x[k])) {
+        const int sh = 8 * (k & 3);
+        w[k >> 2] = (w[k >> 2] & ~(0xffu << sh)) | (signbit(x[k]) ? 0xffu : 0x7fu) << sh;
+      }
   }
 }
 

@@ -534,7 +534,8 @@ def flashinfer_rope_quantize_fp8_append_paged_kv_cache(
       ``batch_indices[t]`` at position p = ``positions[t]`` goes to page
       ``kv_indices[kv_indptr[b] + p // page_size]``, entry p % page_size;
       b = -1 skips it. ``kv_indices``, ``kv_indptr``, ``batch_indices``,
-      ``positions`` int32 or int64.
+      ``positions`` int32 or int64 (on CUDA the call's own kernels take
+      them int32, as FlashInfer's; int64 ones run slower generic kernels).
     - A skipped token's q rows are written too (FlashInfer leaves them as
       they were): padding rows, which attention ignores.
     - ``enable_pdl`` (programmatic dependent launch) is accepted and ignored.

@@ -67,9 +67,11 @@ QF_HD int qf_page_table_dest(const qf_page_table *pt, int64_t t, int64_t *block,
   /* both of token t's own entries first (they exist for every t < T), so
      that a kernel's walk waits for them together: a chain of three loads */
   const int64_t b = qf_pt_load(pt->batch, pt->batch_dtype, t), p = qf_pt_load(pt->pos, pt->pos_dtype, t);
-  if (b == -1) return QF_PT_SKIP;
-  if (b < 0 || b >= pt->nseq) return QF_PT_BAD_BATCH;
-  if (p < 0) return QF_PT_BAD_POSITION;
+  /* one test of both first (a compiler would otherwise load p after b's tests) */
+  if (b < 0 || b >= pt->nseq || p < 0) {
+    if (b == -1) return QF_PT_SKIP;
+    return b < 0 || b >= pt->nseq ? QF_PT_BAD_BATCH : QF_PT_BAD_POSITION;
+  }
   const int64_t lo = qf_pt_load(pt->indptr, pt->indptr_dtype, b), hi = qf_pt_load(pt->indptr, pt->indptr_dtype, b + 1);
   if (lo < 0 || hi < lo) return QF_PT_BAD_INDPTR;
   if (pt->block_size <= 0) return QF_PT_BAD_PAGE;

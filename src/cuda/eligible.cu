@@ -112,8 +112,12 @@ qf_cuda_engine qf_cuda_engine_call(const qf_problem *p, const qf_cu_problem *P) 
       (p->k_gamma.data && p->k_gamma.dtype != in))
     return QF_CUDA_ENGINE_NONE;
   if (!heads_contiguous(p)) return QF_CUDA_ENGINE_NONE;
-  if (d->q_quant == QKVFUSE_QUANT_FP8_E4M3) { /* the append call: every quantizer e4m3, one k and one v scale */
-    if (!(p->k_cache.data && p->v_cache.data && d->cache_addressing == QKVFUSE_ADDRESS_PAGE_TABLE &&
+  if (d->q_quant == QKVFUSE_QUANT_FP8_E4M3) {
+    /* the append call: every quantizer e4m3, one k and one v scale, int32 positions and page table */
+    const qf_page_table *pt = &p->page_table;
+    const bool pt_i32 = pt->indptr_dtype == QKVFUSE_DTYPE_INT32 && pt->indices_dtype == QKVFUSE_DTYPE_INT32 &&
+                        pt->batch_dtype == QKVFUSE_DTYPE_INT32 && pt->pos_dtype == QKVFUSE_DTYPE_INT32;
+    if (!(p->k_cache.data && p->v_cache.data && d->cache_addressing == QKVFUSE_ADDRESS_PAGE_TABLE && pt_i32 &&
           d->k_quant == QKVFUSE_QUANT_FP8_E4M3 && d->v_quant == QKVFUSE_QUANT_FP8_E4M3 &&
           p->positions.dtype == QKVFUSE_DTYPE_INT32 && p->cos_sin_cache.dtype == QKVFUSE_DTYPE_FLOAT32 &&
           !P->k_scale_pc && !P->k_scale_ph && !P->v_scale_pc && !P->v_scale_ph))

@@ -514,7 +514,7 @@ __global__ void __launch_bounds__(kStreamingBlock, prefill_blocks_per_sm(ENGINE)
       if (n % L == 0) {
         const uint64_t r = (uint64_t)c + (uint64_t)lane * stride; /* the lane's run */
         const int64_t tl = (int64_t)r * GPB + grp;
-        pt_slot = !idle && r < end && tl < P.T ? page_table_slot(P.pt, tl) : -1;
+        pt_slot = !idle && r < end && tl < P.T ? page_table_slot<APPEND>(P.pt, tl) : -1;
       }
       ix.slot = __shfl_sync(0xffffffffu, pt_slot, group_base + (int)(n % L));
     }

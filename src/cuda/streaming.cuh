@@ -227,7 +227,7 @@ __device__ __forceinline__ token_ix load_token_ix(const qf_cu_problem &P, const 
   if (has_positions(ENGINE, P))
     x.pos = ld_index(P.positions.data, ENGINE ? engine_pos_dtype(ENGINE) : P.positions.dtype, t);
   if (page_table_of(ENGINE, P)) {
-    if (WALK) x.slot = page_table_slot(P.pt, t);
+    if (WALK) x.slot = page_table_slot<(ENGINE & kEngineAppend) != 0>(P.pt, t);
   } else if ((ENGINE & kEngineCache) || P.layout != QKVFUSE_CACHE_NONE) {
     const int64_t at = !ENGINE && P.layout == QKVFUSE_CACHE_CONTIGUOUS ? div_by<FIXED>(t, P.S, batch_div) : t;
     x.slot = ld_index(P.slot_mapping.data, ENGINE ? QKVFUSE_DTYPE_INT64 : P.slot_mapping.dtype, at);

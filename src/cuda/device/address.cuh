@@ -44,8 +44,12 @@ __device__ __forceinline__ const void *index_at(const void *p, int dt, int64_t i
 // Token t's slot under the page table (core/address.h: qf_page_table_slot;
 // -1 skips, -2 is a data error), out of line: inlined, its dependent loads
 // and checks cost registers (and spills in the prefill form) in every kernel
-// that reads its addressing from the parameters, page table or not.
-static __device__ __noinline__ int64_t page_table_slot(const qf_page_table pt, int64_t t) {
+// that reads its addressing from the parameters, page table or not. I32:
+// every table is int32 (the append call's: eligible.cu), known here, so
+// that each load is one 32-bit load, not both widths' behind a select.
+template <bool I32 = false>
+static __device__ __noinline__ int64_t page_table_slot(qf_page_table pt, int64_t t) {
+  if (I32) pt.indptr_dtype = pt.indices_dtype = pt.batch_dtype = pt.pos_dtype = QKVFUSE_DTYPE_INT32;
   return qf_page_table_slot(&pt, t);
 }
 

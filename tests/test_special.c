@@ -132,6 +132,44 @@ static void special_values(qkvfuse_backend be, qkvfuse_quant_mode kq, qkvfuse_qu
   tk_case_free(&c);
 }
 
+/* Scales whose reciprocal overflows float32 (|scale| < 2^-128; the CUDA
+ * streaming kernels multiply by a reciprocal, qkvfuse.h) or nearly does,
+ * among normal ones: per-channel k scales (some channels subnormal, of
+ * either sign), one v scale and the q scale subnormal. Tokens 1 and 5 are all
+ * zeros (+0 and -0): x / scale is then zero (plus the offset), never NaN;
+ * every other value saturates. io as in special_values. */
+static void tiny_scales(qkvfuse_backend be, qkvfuse_quant_mode kq, qkvfuse_quant_mode vq, qkvfuse_quant_mode qq,
+                        qkvfuse_dtype io) {
+  tk_spec s;
+  tk_spec_default(&s);
+  s.Nq = 2, s.Nkv = 2, s.D = 32, s.T = 8;
+  if (io) s.qkv_dt = s.q_out_dt = io;
+  s.k_out_dt = s.v_out_dt = io ? io : QKVFUSE_DTYPE_FLOAT32;
+  s.layout = QKVFUSE_CACHE_PAGED, s.block_size = 4, s.blocks = 4;
+  s.k_quant = kq, s.v_quant = vq, s.q_quant = qq, s.k_scale_kind = 3, s.v_scale_kind = 0;
+  tk_spec_fixup(&s);
+  tk_case c;
+  tk_case_build(&c, &s, 33);
+  const int64_t H = (s.Nq + 2 * s.Nkv) * s.D;
+  for (int64_t j = 0; j < H; j++) tk_case_poke(&c, TK_QKV, 1 * H + j, 0.0), tk_case_poke(&c, TK_QKV, 5 * H + j, -0.0);
+  const double tiny[] = {0x1p-140, -0x1p-149, 0x1p-127, 0x1p-129, -0x1p-126, 0x1p-138};
+  for (int i = 0; i < 6; i++) tk_case_poke(&c, TK_K_SCALE, 5 * i + (i & 1) * s.D, tiny[i]);
+  tk_case_poke(&c, TK_V_SCALE, 0, -0x1p-145);
+  if (qq) tk_case_poke(&c, TK_Q_SCALE, 0, 0x1p-131);
+  tk_stats st;
+  memset(&st, 0, sizeof st);
+  int rc = tk_check_case(&c, be, io ? run_streaming : tk_run_core, NULL, &st);
+  if (io && be == QKVFUSE_BACKEND_CUDA && rc == TK_PASS &&
+      (!strstr(explained, "streaming kernel") || strstr(explained, "not the streaming kernel")) &&
+      !strstr(explained, "cuda.form is general"))
+    tk_stats_fail(&st, "ran %s, not the streaming kernel", explained[0] ? explained : "(no explanation)");
+  char what[112];
+  snprintf(what, sizeof what, "scales below 2^-126 in %s, q=%s k=%s v=%s", tk_name(c.sp.qkv_dt), tk_name(c.sp.q_out_dt),
+           tk_name(c.sp.k_cache_dt), tk_name(c.sp.v_cache_dt));
+  report(what, be, rc, &st);
+  tk_case_free(&c);
+}
+
 /* e5m2 rounding edges in q_out, k_cache and v_cache (scales 1, per head for
  * k and v: x / scale is x): ties to even in the normal and subnormal range,
  * the smallest subnormal and half of it, the largest finite and the
@@ -369,6 +407,10 @@ int main(int argc, char **argv) {
     special_values(be, QKVFUSE_QUANT_NONE, QKVFUSE_QUANT_INT8_SYM, QKVFUSE_DTYPE_FLOAT32, 0, QKVFUSE_QUANT_FP8_E5M2, 0);
     special_values(be, QKVFUSE_QUANT_FP8_E4M3, QKVFUSE_QUANT_FP8_E5M2, 0, 0, QKVFUSE_QUANT_FP8_E4M3, BF16);
     special_values(be, QKVFUSE_QUANT_FP8_E5M2, QKVFUSE_QUANT_INT8_SYM, 0, 0, QKVFUSE_QUANT_FP8_E5M2, BF16);
+    tiny_scales(be, QKVFUSE_QUANT_FP8_E4M3, QKVFUSE_QUANT_INT8_ASYM, QKVFUSE_QUANT_FP8_E4M3, 0);
+    tiny_scales(be, QKVFUSE_QUANT_FP8_E4M3, QKVFUSE_QUANT_FP8_E5M2, QKVFUSE_QUANT_FP8_E4M3, BF16);
+    tiny_scales(be, QKVFUSE_QUANT_INT8_SYM, QKVFUSE_QUANT_FP8_E4M3, QKVFUSE_QUANT_FP8_E5M2, BF16);
+    tiny_scales(be, QKVFUSE_QUANT_INT8_ASYM, QKVFUSE_QUANT_INT8_SYM, QKVFUSE_QUANT_NONE, BF16);
     e5m2_edges(be);
     first_bad_scale(be);
     for (int L = 0; L <= 4; L++) {

@@ -157,11 +157,7 @@ __device__ __forceinline__ void ready_weights(const weights_raw<NV> &w, int gdt,
     cvt_table<8>(w.s[v], QKVFUSE_DTYPE_FLOAT32, o.r + 8 * v);
     cvt_table<8>(w.o[v], QKVFUSE_DTYPE_FLOAT32, o.of + 8 * v);
   }
-#pragma unroll
-  for (int k = 0; k < 8 * NV; k++) {
-    o.bad |= !(scale_ok(o.r[k]) && offset_ok(o.of[k]));
-    o.r[k] = rcp_approx(o.r[k]);
-  }
+  o.bad = ready_scales<8 * NV>(o.r, o.of);
 }
 
 // Whether two raw loads of the weights read the same bits: the words'
@@ -477,11 +473,7 @@ __global__ void __launch_bounds__(kStreamingBlock, decode_min_blocks(ENGINE, NV)
         cvt_table<8>(sraw[v], QKVFUSE_DTYPE_FLOAT32, r + 8 * v);
         cvt_table<8>(oraw[v], QKVFUSE_DTYPE_FLOAT32, of + 8 * v);
       }
-#pragma unroll
-      for (int k = 0; k < N; k++) {
-        bad |= !(scale_ok(r[k]) && offset_ok(of[k]));
-        r[k] = rcp_approx(r[k]);
-      }
+      bad = ready_scales<N>(r, of);
       if (bad) report(P, QKVFUSE_DATA_ERROR_SCALE);
     }
   }
@@ -526,8 +518,11 @@ __global__ void __launch_bounds__(kStreamingBlock, decode_min_blocks(ENGINE, NV)
     norm_rope<T, L, INTERLEAVED, COS_SIN_VECS>(raw[0], raw[NV - 1], norm, gk, ENGINE ? rDh : 1.0f / (float)D, P.eps,
                                                rope, cs, lv, x);
   }
-  // a bad q scale: reported by the first q group of token 0, no q written
-  if (qq && !scale_ok(q_scale)) {
+  // a quantized q: its scale's reciprocal; a bad one is reported by the
+  // first q group of token 0, and no q is written
+  float q_r[1] = {q_scale};
+  const float no_offset[1] = {0.0f};
+  if (qq && ready_scales<1>(q_r, no_offset)) {
     if (t == 0 && h == 0 && lane == 0) report(P, QKVFUSE_DATA_ERROR_SCALE);
     return;
   }
@@ -535,7 +530,7 @@ __global__ void __launch_bounds__(kStreamingBlock, decode_min_blocks(ENGINE, NV)
   const qf_cu_mat &out = kind == 0 ? P.q_out : (kind == 1 ? P.k_out : P.v_out);
   store_head<T, NV, ENGINE>(out, C, C.quant != QKVFUSE_QUANT_NONE, true, kind > 0 && td.dest && C.data, t, td.row0, h,
                             D, wv, x, lane_scales<NV>{rk, ofk, gbad}, false,
-                            out_quant{qq ? q_quant_of<ENGINE>(P) : 0, qq ? rcp_approx(q_scale) : 0.0f});
+                            out_quant{qq ? q_quant_of<ENGINE>(P) : 0, qq ? q_r[0] : 0.0f});
 #else
   __trap();
 #endif

@@ -95,15 +95,13 @@ __device__ __forceinline__ unsigned fill_qtable(const qf_cu_problem &P, float *t
       const int c = c0 + 8 * h * (int)blockDim.x;
       if (c >= n) continue;
       const int hi = c / D, at = hi * D + 4 * table_quad<INTERLEAVED>((c - hi * D) >> 3, data_lanes, P.R, adj);
-      bool ok = true;
+      if (ready_scales<8>(s[h], o[h])) mine |= 1u << hi; /* s: now the reciprocals */
 #pragma unroll
       for (int k = 0; k < 8; k++) {
-        ok &= scale_ok(s[h][k]) && offset_ok(o[h][k]);
         const int e = at + (k < 4 ? k : 4 * data_lanes + k - 4); /* the second quad data_lanes quads further */
-        tab[e] = rcp_approx(s[h][k]);
+        tab[e] = s[h][k];
         if (of) tab[n + e] = o[h][k];
       }
-      if (!ok) mine |= 1u << hi;
     }
   }
   return head_votes(P, mine);
@@ -268,8 +266,10 @@ struct one_scale {
 // A scale every thread of the block reads (one line they share): its
 // reciprocal and whether it is bad, reported by the block's first thread.
 __device__ __forceinline__ one_scale block_scale(const qf_cu_problem &P, const float *p) {
-  const float s = __ldg(p);
-  const one_scale r = {rcp_approx(s), !scale_ok(s)};
+  float s[1] = {__ldg(p)};
+  const float no_offset[1] = {0.0f};
+  const bool bad = ready_scales<1>(s, no_offset);
+  const one_scale r = {s[0], bad};
   if (r.bad && threadIdx.x == 0) report(P, QKVFUSE_DATA_ERROR_SCALE);
   return r;
 }

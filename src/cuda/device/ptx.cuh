@@ -80,6 +80,14 @@ __device__ __forceinline__ float rcp_approx(float s) {
   return r;
 }
 
+// rcp_approx for |s| in [2^-126, 2^126), whose reciprocal is normal: one
+// instruction (rcp_approx scales subnormal operands and results around it).
+__device__ __forceinline__ float rcp_approx_normal(float s) {
+  float r;
+  asm("rcp.approx.ftz.f32 %0, %1;" : "=f"(r) : "f"(s));
+  return r;
+}
+
 }  // namespace qf
 
 #endif  // QKVFUSE_CUDA_DEVICE_PTX_CUH

@@ -70,6 +70,39 @@ __device__ __forceinline__ bool quantize(int quant, const float (&v)[VEC], const
 __device__ __forceinline__ bool scale_ok(float s) { return (__float_as_uint(s) & 0x7fffffffu) - 1u < 0x7f7fffffu; }
 __device__ __forceinline__ bool offset_ok(float s) { return (__float_as_uint(s) & 0x7fffffffu) < 0x7f800000u; }
 
+// The streaming kernel's reciprocal of a scale: 1 / s, or +-FLT_MAX where
+// that overflows (|s| < 2^-128), so that zero still quantizes to zero (plus
+// the offset), as x / s does (0 times Inf would be NaN); every value of
+// magnitude 2^-112 or more saturates either way.
+__device__ __forceinline__ float scale_rcp(float s) {
+  return fmaxf(fminf(rcp_approx(s), 3.402823466e38f), -3.402823466e38f);
+}
+
+// N scales (and offsets) into their reciprocals (scale_rcp's); returns
+// whether a scale or offset is bad. In the common case, every |scale| in
+// [2^-126, 2^126) and every offset finite, one test and one instruction per
+// value (rcp_approx_normal); otherwise a second pass tells bad scales from
+// the rest and takes scale_rcp.
+template <int N>
+__device__ __forceinline__ bool ready_scales(float (&r)[N], const float (&of)[N]) {
+  bool odd = false;
+#pragma unroll
+  for (int k = 0; k < N; k++)
+    odd |= !(fabsf(r[k]) >= 0x1p-126f && fabsf(r[k]) < 0x1p126f) || !offset_ok(of[k]);
+  bool bad = false;
+  if (!odd) {
+#pragma unroll
+    for (int k = 0; k < N; k++) r[k] = rcp_approx_normal(r[k]);
+  } else {
+#pragma unroll
+    for (int k = 0; k < N; k++) {
+      bad |= !(scale_ok(r[k]) && offset_ok(of[k]));
+      r[k] = scale_rcp(r[k]);
+    }
+  }
+  return bad;
+}
+
 // The streaming kernel's quantizer (quantize_bytes8, below): 8 values times
 // reciprocal scales (+ offsets), one conversion instruction per value or
 // pair: a division per value, as the general kernel's, would lengthen the

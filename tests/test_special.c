@@ -74,6 +74,26 @@ static qkvfuse_status run_streaming(tk_case *c, const qkvfuse_args *args, qkvfus
   return tk_run_core(c, args, be, ctx, unsupported);
 }
 
+/* The spec of the quantizer cases: N q heads and N kv heads of D = 32, T
+ * tokens, no norm or RoPE, a paged cache of `blocks` blocks of 4 rows; io as
+ * in special_values. */
+static void quant_case_spec(tk_spec *s, int64_t N, int64_t T, int64_t blocks, qkvfuse_dtype io) {
+  tk_spec_default(s);
+  s->Nq = s->Nkv = N, s->D = 32, s->T = T;
+  if (io) s->qkv_dt = s->q_out_dt = io;
+  s->k_out_dt = s->v_out_dt = io ? io : QKVFUSE_DTYPE_FLOAT32;
+  s->layout = QKVFUSE_CACHE_PAGED, s->block_size = 4, s->blocks = blocks;
+}
+
+/* The bfloat16 (io) cases are for the streaming kernels: on CUDA another
+ * kernel fails them (but where the general form is forced). */
+static void require_streaming(qkvfuse_backend be, qkvfuse_dtype io, int rc, tk_stats *st) {
+  if (io && be == QKVFUSE_BACKEND_CUDA && rc == TK_PASS &&
+      (!strstr(explained, "streaming kernel") || strstr(explained, "not the streaming kernel")) &&
+      !strstr(explained, "cuda.form is general"))
+    tk_stats_fail(st, "ran %s, not the streaming kernel", explained[0] ? explained : "(no explanation)");
+}
+
 /* Special values in q, k and v (no norm, no RoPE, so they reach the caches
  * and a quantized q_out (qq) as they are), of dtype io (0: float32, with
  * float32 outputs; bfloat16: input and outputs of the CUDA streaming
@@ -81,11 +101,7 @@ static qkvfuse_status run_streaming(tk_case *c, const qkvfuse_args *args, qkvfus
 static void special_values(qkvfuse_backend be, qkvfuse_quant_mode kq, qkvfuse_quant_mode vq, qkvfuse_dtype kdt,
                            qkvfuse_dtype vdt, qkvfuse_quant_mode qq, qkvfuse_dtype io) {
   tk_spec s;
-  tk_spec_default(&s);
-  s.Nq = 1, s.Nkv = 1, s.D = 32, s.T = 4;
-  if (io) s.qkv_dt = s.q_out_dt = io;
-  s.k_out_dt = s.v_out_dt = io ? io : QKVFUSE_DTYPE_FLOAT32;
-  s.layout = QKVFUSE_CACHE_PAGED, s.block_size = 4, s.blocks = 2;
+  quant_case_spec(&s, 1, 4, 2, io);
   s.k_quant = kq, s.v_quant = vq, s.k_cache_dt = kdt, s.v_cache_dt = vdt, s.q_quant = qq;
   tk_spec_fixup(&s);
   tk_case c;
@@ -101,12 +117,7 @@ static void special_values(qkvfuse_backend be, qkvfuse_quant_mode kq, qkvfuse_qu
   tk_stats st;
   memset(&st, 0, sizeof st);
   int rc = tk_check_case(&c, be, io ? run_streaming : tk_run_core, NULL, &st);
-  /* the bfloat16 cases are for the streaming kernels: on CUDA another
-     kernel fails them (but where the general form is forced) */
-  if (io && be == QKVFUSE_BACKEND_CUDA && rc == TK_PASS &&
-      (!strstr(explained, "streaming kernel") || strstr(explained, "not the streaming kernel")) &&
-      !strstr(explained, "cuda.form is general"))
-    tk_stats_fail(&st, "ran %s, not the streaming kernel", explained[0] ? explained : "(no explanation)");
+  require_streaming(be, io, rc, &st);
   /* the documented encodings, byte for byte (the oracle comparison above
    * already checks NaN-ness and saturation; here the exact patterns) */
   if (rc == TK_PASS) {
@@ -141,11 +152,7 @@ static void special_values(qkvfuse_backend be, qkvfuse_quant_mode kq, qkvfuse_qu
 static void tiny_scales(qkvfuse_backend be, qkvfuse_quant_mode kq, qkvfuse_quant_mode vq, qkvfuse_quant_mode qq,
                         qkvfuse_dtype io) {
   tk_spec s;
-  tk_spec_default(&s);
-  s.Nq = 2, s.Nkv = 2, s.D = 32, s.T = 8;
-  if (io) s.qkv_dt = s.q_out_dt = io;
-  s.k_out_dt = s.v_out_dt = io ? io : QKVFUSE_DTYPE_FLOAT32;
-  s.layout = QKVFUSE_CACHE_PAGED, s.block_size = 4, s.blocks = 4;
+  quant_case_spec(&s, 2, 8, 4, io);
   s.k_quant = kq, s.v_quant = vq, s.q_quant = qq, s.k_scale_kind = 3, s.v_scale_kind = 0;
   tk_spec_fixup(&s);
   tk_case c;
@@ -159,10 +166,7 @@ static void tiny_scales(qkvfuse_backend be, qkvfuse_quant_mode kq, qkvfuse_quant
   tk_stats st;
   memset(&st, 0, sizeof st);
   int rc = tk_check_case(&c, be, io ? run_streaming : tk_run_core, NULL, &st);
-  if (io && be == QKVFUSE_BACKEND_CUDA && rc == TK_PASS &&
-      (!strstr(explained, "streaming kernel") || strstr(explained, "not the streaming kernel")) &&
-      !strstr(explained, "cuda.form is general"))
-    tk_stats_fail(&st, "ran %s, not the streaming kernel", explained[0] ? explained : "(no explanation)");
+  require_streaming(be, io, rc, &st);
   char what[112];
   snprintf(what, sizeof what, "scales below 2^-126 in %s, q=%s k=%s v=%s", tk_name(c.sp.qkv_dt), tk_name(c.sp.q_out_dt),
            tk_name(c.sp.k_cache_dt), tk_name(c.sp.v_cache_dt));

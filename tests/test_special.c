@@ -4,6 +4,8 @@
  *     16-bit caches and to an fp8 q_out (qkvfuse.h: int8 NaN -> 0, +-Inf ->
  *     127/-128; fp8 NaN -> 0x7F/0xFF keeping the sign; +-Inf and huge values
  *     saturate: e4m3 +-448, e5m2 +-57344), and propagated to float outputs;
+ *   - scales whose reciprocal overflows (subnormal), with all-zero tokens:
+ *     zero quantizes to zero (plus the offset) on every backend;
  *   - e5m2 rounding edges: ties to even, subnormals, the saturation threshold;
  *   - T = 0 on every layout, also with NULL data pointers (legal for tensors
  *     with no elements);
@@ -144,11 +146,12 @@ static void special_values(qkvfuse_backend be, qkvfuse_quant_mode kq, qkvfuse_qu
 }
 
 /* Scales whose reciprocal overflows float32 (|scale| < 2^-128; the CUDA
- * streaming kernels multiply by a reciprocal, qkvfuse.h) or nearly does,
- * among normal ones: per-channel k scales (some channels subnormal, of
- * either sign), one v scale and the q scale subnormal. Tokens 1 and 5 are all
- * zeros (+0 and -0): x / scale is then zero (plus the offset), never NaN;
- * every other value saturates. io as in special_values. */
+ * streaming kernels multiply by a reciprocal: docs/API.md, Quantization)
+ * or nearly does, among normal ones: per-channel k scales (some channels
+ * subnormal, of either sign), one v scale and the q scale subnormal.
+ * Tokens 1 and 5 are all zeros (+0 and -0): x / scale is then zero (plus
+ * the offset), never NaN; every other value saturates. io as in
+ * special_values. */
 static void tiny_scales(qkvfuse_backend be, qkvfuse_quant_mode kq, qkvfuse_quant_mode vq, qkvfuse_quant_mode qq,
                         qkvfuse_dtype io) {
   tk_spec s;
@@ -168,7 +171,7 @@ static void tiny_scales(qkvfuse_backend be, qkvfuse_quant_mode kq, qkvfuse_quant
   int rc = tk_check_case(&c, be, io ? run_streaming : tk_run_core, NULL, &st);
   require_streaming(be, io, rc, &st);
   char what[112];
-  snprintf(what, sizeof what, "scales below 2^-126 in %s, q=%s k=%s v=%s", tk_name(c.sp.qkv_dt), tk_name(c.sp.q_out_dt),
+  snprintf(what, sizeof what, "scales down to 2^-149 in %s, q=%s k=%s v=%s", tk_name(c.sp.qkv_dt), tk_name(c.sp.q_out_dt),
            tk_name(c.sp.k_cache_dt), tk_name(c.sp.v_cache_dt));
   report(what, be, rc, &st);
   tk_case_free(&c);

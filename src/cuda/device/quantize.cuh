@@ -79,25 +79,27 @@ __device__ __forceinline__ float scale_rcp(float s) {
 }
 
 // N scales (and offsets) into their reciprocals (scale_rcp's); returns
-// whether a scale or offset is bad. In the common case, every |scale| in
-// [2^-126, 2^126) and every offset finite, one test and one instruction per
-// value (rcp_approx_normal); otherwise a second pass tells bad scales from
-// the rest and takes scale_rcp.
+// whether a scale or offset is bad. One instruction per reciprocal
+// (rcp_approx_normal, exact where every |scale| is in [2^-126, 2^126)),
+// issued as the scales arrive, and one test per value; where a scale is
+// zero, subnormal, huge or not finite, or an offset not finite, a second
+// pass tells bad scales from the rest and takes scale_rcp.
 template <int N>
 __device__ __forceinline__ bool ready_scales(float (&r)[N], const float (&of)[N]) {
+  float s[N];
   bool odd = false;
 #pragma unroll
-  for (int k = 0; k < N; k++)
-    odd |= !(fabsf(r[k]) >= 0x1p-126f && fabsf(r[k]) < 0x1p126f) || !offset_ok(of[k]);
+  for (int k = 0; k < N; k++) {
+    s[k] = r[k];
+    odd |= !(fabsf(s[k]) >= 0x1p-126f && fabsf(s[k]) < 0x1p126f) || !offset_ok(of[k]);
+    r[k] = rcp_approx_normal(s[k]);
+  }
   bool bad = false;
-  if (!odd) {
-#pragma unroll
-    for (int k = 0; k < N; k++) r[k] = rcp_approx_normal(r[k]);
-  } else {
+  if (odd) {
 #pragma unroll
     for (int k = 0; k < N; k++) {
-      bad |= !(scale_ok(r[k]) && offset_ok(of[k]));
-      r[k] = scale_rcp(r[k]);
+      bad |= !(scale_ok(s[k]) && offset_ok(of[k]));
+      r[k] = scale_rcp(s[k]);
     }
   }
   return bad;

@@ -520,9 +520,8 @@ __global__ void __launch_bounds__(kStreamingBlock, decode_min_blocks(ENGINE, NV)
   }
   // a quantized q: its scale's reciprocal; a bad one is reported by the
   // first q group of token 0, and no q is written
-  float q_r[1] = {q_scale};
-  const float no_offset[1] = {0.0f};
-  if (qq && ready_scales<1>(q_r, no_offset)) {
+  float q_r = q_scale;
+  if (qq && ready_scale(q_r)) {
     if (t == 0 && h == 0 && lane == 0) report(P, QKVFUSE_DATA_ERROR_SCALE);
     return;
   }
@@ -530,7 +529,7 @@ __global__ void __launch_bounds__(kStreamingBlock, decode_min_blocks(ENGINE, NV)
   const qf_cu_mat &out = kind == 0 ? P.q_out : (kind == 1 ? P.k_out : P.v_out);
   store_head<T, NV, ENGINE>(out, C, C.quant != QKVFUSE_QUANT_NONE, true, kind > 0 && td.dest && C.data, t, td.row0, h,
                             D, wv, x, lane_scales<NV>{rk, ofk, gbad}, false,
-                            out_quant{qq ? q_quant_of<ENGINE>(P) : 0, qq ? q_r[0] : 0.0f});
+                            out_quant{qq ? q_quant_of<ENGINE>(P) : 0, qq ? q_r : 0.0f});
 #else
   __trap();
 #endif

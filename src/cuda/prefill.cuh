@@ -266,10 +266,9 @@ struct one_scale {
 // A scale every thread of the block reads (one line they share): its
 // reciprocal and whether it is bad, reported by the block's first thread.
 __device__ __forceinline__ one_scale block_scale(const qf_cu_problem &P, const float *p) {
-  float s[1] = {__ldg(p)};
-  const float no_offset[1] = {0.0f};
-  const bool bad = ready_scales<1>(s, no_offset);
-  const one_scale r = {s[0], bad};
+  float s = __ldg(p);
+  const bool bad = ready_scale(s);
+  const one_scale r = {s, bad};
   if (r.bad && threadIdx.x == 0) report(P, QKVFUSE_DATA_ERROR_SCALE);
   return r;
 }

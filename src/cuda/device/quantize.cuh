@@ -105,6 +105,16 @@ __device__ __forceinline__ bool ready_scales(float (&r)[N], const float (&of)[N]
   return bad;
 }
 
+// One scale (no offset) into its reciprocal, as ready_scales does; returns
+// whether it is bad.
+__device__ __forceinline__ bool ready_scale(float &s) {
+  float r[1] = {s};
+  const float no_offset[1] = {0.0f};
+  const bool bad = ready_scales<1>(r, no_offset);
+  s = r[0];
+  return bad;
+}
+
 // The streaming kernel's quantizer (quantize_bytes8, below): 8 values times
 // reciprocal scales (+ offsets), one conversion instruction per value or
 // pair: a division per value, as the general kernel's, would lengthen the

@@ -18,17 +18,19 @@ static int64_t plan_sms(const qf_cuda_state &state) { return state.sm_count > 0 
 
 // The dynamic shared memory that spreads a grid of `blocks` blocks, each
 // able to hold `resident` per multiprocessor, over the multiprocessors:
-// enough that at most ceil(blocks / sms) of them fit on one (the kernel
-// reads none of it), or 0 where that limit is not below `resident` or the
-// grid fits one per multiprocessor. The block scheduler fills a
-// multiprocessor up to its limit before the next, so a grid under one wave
-// would otherwise run on a part of them. Bytes: smem_per_sm / cap less 4
-// KB for each block's static and reserved shared memory (each at most 1
-// KB for the decode kernels on sm_80 to sm_90): cap blocks fit and cap + 1
-// do not while smem_per_sm > 4 KB cap (cap + 1).
+// enough that at most cap = ceil(blocks / sms) of them fit on one (the
+// kernel reads none of it), or 0 where that limit is not below `resident`
+// or the grid is one block. The block scheduler fills a multiprocessor
+// before the next, so a grid under one wave would otherwise run on a part
+// of them. Bytes: smem_per_sm / cap less 4 KB for each block's static and
+// reserved shared memory (each at most 1 KB for the decode kernels on
+// sm_80 to sm_90): cap blocks fit and cap + 1 do not while smem_per_sm >
+// 4 KB cap (cap + 1); one per multiprocessor (cap = 1): half of it, so that
+// two do not fit (nor one of the previous launch's beside it).
 static size_t spread_smem(const qf_cuda_state &state, int64_t blocks, int resident) {
   const int64_t sms = plan_sms(state), cap = (blocks + sms - 1) / sms;
-  if (cap < 2 || cap >= resident || state.smem_per_sm <= 0) return 0;
+  if (blocks < 2 || cap >= resident || state.smem_per_sm <= 0) return 0;
+  if (cap == 1) return (size_t)(state.smem_per_sm / 2);
   const int64_t bytes = state.smem_per_sm / cap - 4096;
   return bytes > 4096 * (cap + 1) ? (size_t)bytes : 0;
 }
@@ -129,7 +131,7 @@ static const char *streaming_schedule(const qf_cuda_state &state, const qf_probl
     Q.page_div = divisor_or_none(p->k_cache.data ? p->k_cache.block_size : 0);
     Q.batch_div = divisor_or_none(p->S);
     v->blocks = (unsigned)decode_blocks;
-    v->smem = narrow ? 0 : spread_smem(state, decode_blocks, decode_resident);
+    v->smem = spread_smem(state, decode_blocks, decode_resident);
     return nullptr;
   }
   v->kernel = QF_CUDA_KERNEL_PREFILL;

@@ -31,6 +31,10 @@
  *   (132 SMs, five blocks of the engine call's decode kernels), the largest
  *   T of each bench preset's split and in place calls whose decode grid
  *   fits them (docs/API.md quotes two);
+ * - qf_cuda_schedule_narrow: on the same slots, the largest T of each bench
+ *   preset's split call (and of GLM-4-9B's in place call, and of interleaved
+ *   and neox variants of the presets) that the narrow decode form takes by
+ *   size, every smaller T taken too; none where D > 256;
  * - qf_cuda_streaming: the streaming kernels (sm_80 PTX) on compute
  *   capability 8.0 and later only, whatever the form, unless the form is
  *   general; an sm_75 GPU (and anything older) gets the general kernel for
@@ -283,6 +287,24 @@ static void check_decode_limit(const char *name, const int64_t *heads, int64_t g
            (long long)slots, (long long)want);
 }
 
+/* The largest T (up to 4096) whose call the narrow decode form takes by
+ * size on 132 SMs of 5 resident blocks (gpb 128 / lanes), against want;
+ * and that the rule holds for every smaller T and no larger one. */
+static void check_narrow_limit(const char *name, const int64_t *heads, int64_t lanes, bool interleaved,
+                               int64_t want) {
+  int64_t T = 0, last = 0;
+  for (T = 1; T <= 4096; T++)
+    if (qf_cuda_schedule_narrow(T, heads, lanes, lanes ? 128 / lanes : 0, 132, 5, interleaved)) {
+      if (last != T - 1 && failed++ < 10)
+        printf("FAIL test_cuda_plan narrow form of %s: T = %lld after a gap at %lld\n", name, (long long)T,
+               (long long)last + 1);
+      last = T;
+    }
+  if (last != want && failed++ < 10)
+    printf("FAIL test_cuda_plan narrow form of %s: up to T = %lld, want %lld\n", name, (long long)last,
+           (long long)want);
+}
+
 static void check_streaming(void) {
   static const int caps[] = {60, 70, 72, 75, 80, 86, 87, 89, 90, 100, 103, 110, 120, 121};
   for (size_t i = 0; i < sizeof caps / sizeof caps[0]; i++)
@@ -427,6 +449,28 @@ int main(int argc, char **argv) {
   };
   for (size_t i = 0; i < sizeof limits / sizeof limits[0]; i++)
     check_decode_limit(limits[i].name, limits[i].heads, limits[i].gpb, 660, limits[i].want);
+  /* the narrow decode form's largest T by size on the same slots: lanes
+     of 16 lanes for D = 96 and 128, 32 for 256, none above; two warps per
+     multiprocessor (T x heads x lanes <= 132 x 64), with interleaved pairs
+     a grid of one wave (blocks of 8 or 4 (token, head) pairs) */
+  static const struct {
+    const char *name;
+    int64_t heads[3], lanes;
+    bool interleaved;
+    int64_t want;
+  } narrow[] = {
+      {"Llama-3-8B split", {32, 8, 8}, 16, false, 11},              /* 768 T <= 8448 */
+      {"Phi-3-mini split", {32, 32, 32}, 16, false, 5},             /* 1536 T */
+      {"Gemma-2-9B split", {16, 8, 8}, 32, false, 8},               /* 1024 T */
+      {"GLM-4-9B split, neox", {32, 2, 2}, 16, false, 14},          /* 576 T */
+      {"GLM-4-9B split", {32, 2, 2}, 16, true, 146},                /* 4T + 2 ceil(T/4) <= 660 */
+      {"GLM-4-9B in place", {32, 2, 0}, 16, true, 155},             /* 4T + ceil(T/4) */
+      {"Llama-3-8B split, interleaved", {32, 8, 8}, 16, true, 110}, /* 6T */
+      {"Gemma-2-9B split, interleaved", {16, 8, 8}, 32, true, 82},  /* 8T */
+      {"D = 512", {32, 8, 8}, 0, true, 0},
+  };
+  for (size_t i = 0; i < sizeof narrow / sizeof narrow[0]; i++)
+    check_narrow_limit(narrow[i].name, narrow[i].heads, narrow[i].lanes, narrow[i].interleaved, narrow[i].want);
   for (int i = 0; i < cases; i++) {
     const int64_t heads[3] = {(int64_t)(1 + tk_rng_next(&r) % 128), (int64_t)(tk_rng_next(&r) % 33),
                               (int64_t)(tk_rng_next(&r) % 33)};
@@ -483,10 +527,11 @@ int main(int argc, char **argv) {
                 (int64_t)(1 + tk_rng_next(&r) % 1400), (int)(tk_rng_next(&r) % 2), &r);
   }
   printf("test_cuda_plan: %d prefill schedules decoded, ", cases);
-  printf("divisors, %d + %d block counts, %d + %d prefill plans, %d + %d decode grids, %d + %d tails and %d + %d "
-         "general tiles checked, %d failed\n",
+  printf("divisors, %d + %d block counts, %d + %d prefill plans, %d + %d decode grids, %d narrow form limits, "
+         "%d + %d tails and %d + %d general tiles checked, %d failed\n",
          (int)(sizeof fixed / sizeof fixed[0]), cases, (int)(sizeof presets / sizeof presets[0]), cases,
-         (int)(sizeof limits / sizeof limits[0]), cases, (int)(sizeof tails / sizeof tails[0]), cases,
+         (int)(sizeof limits / sizeof limits[0]), cases, (int)(sizeof narrow / sizeof narrow[0]),
+         (int)(sizeof tails / sizeof tails[0]), cases,
          (int)(sizeof tiles / sizeof tiles[0]), cases, failed);
   return failed ? TK_FAIL : TK_PASS;
 }

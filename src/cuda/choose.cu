@@ -54,7 +54,8 @@ static size_t spread_smem(const qf_cuda_state &state, int64_t blocks, int reside
 // append_limit_ab and int32_decode_ab rows of docs/bench/h100.jsonl. The
 // decode form takes one vector per lane (narrow) where that is at most two
 // warps per multiprocessor (their time is one instruction chain's, which one
-// vector shortens), else two. The prefill form's items are (token,
+// vector shortens), with interleaved pairs also while its grid fits one wave
+// (qf_cuda_schedule_narrow), else two. The prefill form's items are (token,
 // heads_per_item heads of one kind); heads_per_item is the largest of 4 (2
 // with per-token cos/sin: registers; 2 with int32 input: its stages are
 // twice as large) and 2 that still gives about 1024 threads per
@@ -79,11 +80,14 @@ static const char *streaming_schedule(const qf_cuda_state &state, const qf_probl
   const int64_t gpb = qf::prefill_groups_per_block(qf::prefill_lanes(D)), runs = (p->T + gpb - 1) / gpb;
   const int64_t groups = p->T * (p->Nq > p->Nkv ? p->Nq : p->Nkv); /* of the kind with most heads */
   const int64_t kind_heads[3] = {p->Nq, k_work ? p->Nkv : 0, v_work ? p->Nkv : 0}; /* 0: no work */
-  const int64_t heads = kind_heads[0] + kind_heads[1] + kind_heads[2];
+  const int engine = qf::engine_bits(v->engine), decode_resident = qf::decode_blocks_per_sm(engine);
   const int narrow_lanes = qf::decode_lanes(D, 1);
   /* forced, each decode form is one kernel: decode two vectors per lane, decode_narrow one (D <= 256) */
-  const bool narrow = narrow_lanes && (form == QF_CUDA_FORM_DECODE_NARROW ||
-                                       (form == QF_CUDA_FORM_BY_SIZE && p->T * heads * narrow_lanes <= sms * 64));
+  const bool narrow =
+      narrow_lanes && (form == QF_CUDA_FORM_DECODE_NARROW ||
+                       (form == QF_CUDA_FORM_BY_SIZE &&
+                        qf_cuda_schedule_narrow(p->T, kind_heads, narrow_lanes, qf::kStreamingBlock / narrow_lanes,
+                                                sms, decode_resident, v->interleaved)));
   const int decode_lanes = narrow ? narrow_lanes : qf::decode_lanes(D, 2);
   const int64_t decode_gpb = qf::kStreamingBlock / decode_lanes;
   int64_t units = 0;
@@ -102,7 +106,6 @@ static const char *streaming_schedule(const qf_cuda_state &state, const qf_probl
   }
   int64_t decode_kind_blocks[3];
   const int64_t decode_blocks = qf_cuda_schedule_decode_grid(p->T, kind_heads, decode_gpb, decode_kind_blocks);
-  const int engine = qf::engine_bits(v->engine), decode_resident = qf::decode_blocks_per_sm(engine);
   const int64_t wave = sms * decode_resident;
   bool decode_over; /* past the decode form's limit (above) */
   if (qf::append_without_norm(engine)) { /* waves of decode blocks against rounds of prefill units */

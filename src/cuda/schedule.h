@@ -293,6 +293,23 @@ static inline int64_t qf_cuda_schedule_decode_grid(int64_t T, const int64_t *hea
   return sum;
 }
 
+/* Whether the decode form takes one vector per lane (the narrow form,
+ * decode.cuh: `lanes` lanes per head, gpb (token, head) groups per block)
+ * for T tokens of heads[k] heads of kind k: where its lanes are at most
+ * two warps per multiprocessor (their time is one instruction chain's,
+ * which one vector shortens); with interleaved pairs also while its grid
+ * fits one wave of `resident` blocks per multiprocessor, where the
+ * two-vector form's interleaved kernels take longer (glm-4-9b, D = 128,
+ * R = 64, T = 15-128: 0.80-0.98 of their time in every op; the
+ * form_narrow_ab rows of docs/bench/h100.jsonl). lanes 0: none (D > 256). */
+static inline bool qf_cuda_schedule_narrow(int64_t T, const int64_t *heads, int64_t lanes, int64_t gpb, int64_t sms,
+                                           int64_t resident, bool interleaved) {
+  if (lanes <= 0) return false;
+  if (T * (heads[0] + heads[1] + heads[2]) * lanes <= sms * 64) return true;
+  int64_t blocks[3];
+  return interleaved && qf_cuda_schedule_decode_grid(T, heads, gpb, blocks) <= sms * resident;
+}
+
 /* The general kernel's tile (general.cuh) for T tokens of `heads` heads,
  * groups_per_block groups per block, R rotary dims and `resident` blocks in
  * flight: either *tile_tokens tokens with all heads (*tile_heads = heads; as

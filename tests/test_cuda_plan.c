@@ -292,8 +292,8 @@ static void check_decode_limit(const char *name, const int64_t *heads, int64_t g
  * and that the rule holds for every smaller T and no larger one. */
 static void check_narrow_limit(const char *name, const int64_t *heads, int64_t lanes, bool interleaved,
                                int64_t want) {
-  int64_t T = 0, last = 0;
-  for (T = 1; T <= 4096; T++)
+  int64_t last = 0;
+  for (int64_t T = 1; T <= 4096; T++)
     if (qf_cuda_schedule_narrow(T, heads, lanes, lanes ? 128 / lanes : 0, 132, 5, interleaved)) {
       if (last != T - 1 && failed++ < 10)
         printf("FAIL test_cuda_plan narrow form of %s: T = %lld after a gap at %lld\n", name, (long long)T,

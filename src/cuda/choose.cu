@@ -134,9 +134,8 @@ static const char *streaming_schedule(const qf_cuda_state &state, const qf_probl
     Q.page_div = divisor_or_none(p->k_cache.data ? p->k_cache.block_size : 0);
     Q.batch_div = divisor_or_none(p->S);
     v->blocks = (unsigned)decode_blocks;
-    /* a narrow grid (two warps per multiprocessor at most) has at most
-       sms / 2 + 3 blocks, one per multiprocessor: the two-vector form's
-       resident count, passed for both, binds only the two-vector form */
+    /* decode_resident holds for both forms: the narrow form's kernels fit
+       at least as many blocks (decode_blocks_per_sm) */
     v->smem = spread_smem(state, decode_blocks, decode_resident);
     return nullptr;
   }

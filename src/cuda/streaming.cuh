@@ -158,9 +158,13 @@ __host__ __device__ constexpr int prefill_blocks_per_sm(int engine) {
 // registers on sm_90 allow (ptxas: 71 for the append call's kernels without
 // norm, 86 for the engine call's, 88-96 for the append call's with norm,
 // 111-126 for the other 16-bit ones): how many of its blocks one wave holds
-// (choose.cu). A launch bound for the append call's kernels without norm
-// (decode_min_blocks: they fit seven without spills); the others have none
-// (one would change their code).
+// (choose.cu). The narrow form's kernels of the same call fit at least as
+// many (ptxas: 48-56 and 64-70 registers for the append call's without and
+// with norm, 47-78 for the engine call's, 116-118 for the other 16-bit ones,
+// 64-69 for the int32 call's, 92-96 for other int32 input), so the count
+// bounds both forms' waves. A launch bound for the append call's kernels
+// without norm (decode_min_blocks: they fit seven without spills); the
+// others have none (one would change their code).
 __host__ __device__ constexpr bool append_without_norm(int engine) {
   return (engine & kEngineAppend) && !(engine & kEngineNorm);
 }
